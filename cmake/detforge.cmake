@@ -1,0 +1,77 @@
+# Helpers in the style of absl_cc_library / leveldb_test: one call per target, warnings as
+# errors on our own code only, one shared precompiled header for LibTorch.
+include(GoogleTest)
+
+set(DETFORGE_WARNINGS -Wall -Wextra -Werror)
+
+# The torch wheel's libtorch_cuda.so needs the wheel's own NCCL/cuBLAS/...; without these
+# paths ld picks the CUDA toolkit's older libnccl.so through ldconfig and fails.
+get_filename_component(_torch_site "${Torch_DIR}/../../../.." ABSOLUTE)
+file(GLOB DETFORGE_NVIDIA_LIB_DIRS LIST_DIRECTORIES true "${_torch_site}/nvidia/*/lib"
+     "${_torch_site}/nvidia/cu*/lib")
+set(DETFORGE_TORCH_LINK_OPTIONS)
+foreach(dir ${DETFORGE_NVIDIA_LIB_DIRS} "${_torch_site}/torch/lib")
+  list(APPEND DETFORGE_TORCH_LINK_OPTIONS "LINKER:-rpath-link,${dir}" "LINKER:-rpath,${dir}")
+endforeach()
+
+# One precompiled header with LibTorch, reused by every target that links torch.
+add_library(detforge_pch OBJECT "${CMAKE_SOURCE_DIR}/cmake/pch.cpp")
+target_link_libraries(detforge_pch PUBLIC ${TORCH_LIBRARIES})
+target_compile_options(detforge_pch PRIVATE ${DETFORGE_WARNINGS})
+target_precompile_headers(detforge_pch PRIVATE <torch/torch.h>)
+
+function(_detforge_uses_torch out deps)
+  set(${out} OFF PARENT_SCOPE)
+  foreach(d ${deps})
+    if(d STREQUAL "torch" OR d MATCHES "^detforge_(structures|ops|data|models|losses|distributed|eval|engine|tools)$")
+      set(${out} ON PARENT_SCOPE)
+    endif()
+  endforeach()
+endfunction()
+
+function(_detforge_setup target deps)
+  _detforge_uses_torch(uses_torch "${deps}")
+  target_compile_options(${target} PRIVATE ${DETFORGE_WARNINGS})
+  if(uses_torch)
+    target_precompile_headers(${target} REUSE_FROM detforge_pch)
+    target_link_options(${target} PRIVATE ${DETFORGE_TORCH_LINK_OPTIONS})
+  endif()
+endfunction()
+
+# detforge_add_library(NAME detforge_x SRCS a.cpp ... DEPS detforge_core torch ...)
+# DEPS are public; "torch" means LibTorch.
+function(detforge_add_library)
+  cmake_parse_arguments(A "" "NAME" "SRCS;DEPS;PRIVATE_DEPS" ${ARGN})
+  add_library(${A_NAME} STATIC ${A_SRCS})
+  target_include_directories(${A_NAME} PUBLIC "${CMAKE_SOURCE_DIR}/src")
+  set(deps)
+  foreach(d ${A_DEPS})
+    if(d STREQUAL "torch")
+      list(APPEND deps ${TORCH_LIBRARIES})
+    else()
+      list(APPEND deps ${d})
+    endif()
+  endforeach()
+  target_link_libraries(${A_NAME} PUBLIC ${deps} PRIVATE ${A_PRIVATE_DEPS})
+  _detforge_setup(${A_NAME} "${A_DEPS}")
+endfunction()
+
+# detforge_add_test(NAME x_test SRCS ... DEPS ... LABELS unit ...)
+function(detforge_add_test)
+  cmake_parse_arguments(A "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
+  add_executable(${A_NAME} ${A_SRCS} "${CMAKE_SOURCE_DIR}/tests/test_main.cpp")
+  target_include_directories(${A_NAME} PRIVATE "${CMAKE_SOURCE_DIR}/tests")
+  target_link_libraries(${A_NAME} PRIVATE ${A_DEPS} GTest::gtest GTest::gmock)
+  target_compile_definitions(${A_NAME} PRIVATE
+    DETFORGE_SOURCE_DIR="${CMAKE_SOURCE_DIR}"
+    DETFORGE_BINARY_DIR="${CMAKE_BINARY_DIR}"
+    DETFORGE_PYTHON="${DETFORGE_PYTHON}")
+  _detforge_setup(${A_NAME} "${A_DEPS}")
+  if(NOT A_TIMEOUT)
+    set(A_TIMEOUT 300)
+  endif()
+  gtest_discover_tests(${A_NAME}
+    WORKING_DIRECTORY "${CMAKE_BINARY_DIR}"
+    PROPERTIES LABELS "${A_LABELS}" TIMEOUT ${A_TIMEOUT}
+    DISCOVERY_TIMEOUT 60)
+endfunction()

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Installs everything detforge needs on a fresh Debian 12 machine (as root), then configures
+# and builds. Idempotent: a second run installs nothing that is already there.
+#   scripts/setup.sh            install + build
+#   SETUP_SKIP_BUILD=1 ...      install only
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=versions.env
+source "$root/scripts/versions.env"
+venv="$root/.venv"
+build="$root/build"
+
+log() { printf '[setup] %s\n' "$*"; }
+
+install_apt() {
+  local missing=()
+  for p in $APT_PACKAGES; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -eq 0 ]; then log "Debian packages: all present"; return; fi
+  log "Debian packages: installing ${missing[*]}"
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+install_python() {
+  [ -x "$venv/bin/python" ] || { log "creating $venv"; python3 -m venv "$venv"; }
+  local want=(
+    "torch==$TORCH_VERSION" "torchvision==$TORCHVISION_VERSION"
+    "pycocotools==$PYCOCOTOOLS_VERSION" "faster-coco-eval==$FASTER_COCO_EVAL_VERSION"
+    "hotcoco==$HOTCOCO_VERSION" "mlperf-logging==$MLPERF_LOGGING_VERSION"
+    "numpy==$NUMPY_VERSION" "pillow==$PILLOW_VERSION"
+  )
+  local stamp="$venv/.detforge-pins"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "${want[*]}" ]; then
+    log "Python packages: all present"; return
+  fi
+  log "Python packages: installing ${want[*]}"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check "${want[@]}"
+  echo "${want[*]}" > "$stamp"
+}
+
+configure_and_build() {
+  local prefix
+  prefix="$("$venv/bin/python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')"
+  if [ ! -f "$build/build.ninja" ]; then
+    log "configuring $build"
+    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_PREFIX_PATH="$prefix" -DDETFORGE_PYTHON="$venv/bin/python" >/dev/null
+  fi
+  log "building (-j${DETFORGE_JOBS:-2})"
+  cmake --build "$build" -j "${DETFORGE_JOBS:-2}"
+}
+
+install_apt
+install_python
+[ "${SETUP_SKIP_BUILD:-0}" = 1 ] || configure_and_build

@@ -1,0 +1,212 @@
+#include "core/config_node.h"
+
+#include <gtest/gtest.h>
+
+#include "core/errors.h"
+#include "test_util.h"
+
+namespace detforge {
+namespace {
+
+using testing::TempDir;
+
+TEST(Config, TypedGettersReadValues) {
+  const Config c = Config::parse("train:\n  epochs: 12\n  lr: 0.01\n  amp: true\n  name: r50\n"
+                                 "  steps: [8, 11]\n  scales: [0.5, 1.0]\n  tags: [a, b]\n");
+  const ConfigNode t = c.root().child("train");
+  EXPECT_EQ(t.required<int64_t>("epochs"), 12);
+  EXPECT_EQ(t.required<int>("epochs"), 12);
+  EXPECT_DOUBLE_EQ(t.required<double>("lr"), 0.01);
+  EXPECT_TRUE(t.required<bool>("amp"));
+  EXPECT_EQ(t.required<std::string>("name"), "r50");
+  EXPECT_EQ(t.required<std::vector<int64_t>>("steps"), (std::vector<int64_t>{8, 11}));
+  EXPECT_EQ(t.required<std::vector<double>>("scales"), (std::vector<double>{0.5, 1.0}));
+  EXPECT_EQ(t.required<std::vector<std::string>>("tags"), (std::vector<std::string>{"a", "b"}));
+  EXPECT_FALSE(t.optional<int64_t>("missing").has_value());
+  EXPECT_EQ(t.get<int64_t>("missing", 7), 7);
+  EXPECT_EQ(t.path(), "train");
+  EXPECT_NO_THROW(c.root().reject_unused());
+}
+
+TEST(Config, MissingRequiredKeyNamesFileLineAndKey) {
+  TempDir dir;
+  const auto f = dir.write("x.yaml", "model:\n  depth: 50\ntrain:\n  lr: 0.1\n");
+  const Config c = Config::load(f);
+  EXPECT_THROW_WITH(c.root().child("train").required<int64_t>("epochs"), ConfigError,
+                    f + ":3 train.epochs: required key is missing (expected an integer)");
+  EXPECT_THROW_WITH(c.root().child("data"), ConfigError, "data: required section is missing");
+}
+
+TEST(Config, WrongTypeNamesKeyAndValue) {
+  TempDir dir;
+  const auto f = dir.write("x.yaml", "train:\n  epochs: 12\n  steps: 3\n  lr: fast\n");
+  const Config c = Config::load(f, {"train.epochs=abc"});
+  const ConfigNode t = c.root().child("train");
+  EXPECT_THROW_WITH(t.required<int64_t>("epochs"), ConfigError,
+                    "<command line> train.epochs: expected an integer, got 'abc'");
+  EXPECT_THROW_WITH(t.required<std::vector<int64_t>>("steps"), ConfigError,
+                    f + ":3 train.steps: expected a list of integers, got '3'");
+  EXPECT_THROW_WITH(t.required<double>("lr"), ConfigError, f + ":4 train.lr: expected a number, got 'fast'");
+  EXPECT_THROW_WITH(c.root().child("train").child("epochs"), ConfigError, "train.epochs: expected a map");
+}
+
+TEST(Config, BaseInheritanceLaterFilesWin) {
+  TempDir dir;
+  dir.write("_base_/model.yaml",
+            "model:\n  backbone: {type: resnet, depth: 50}\n  head: {num_classes: 80, num_anchors: 9}\n");
+  dir.write("_base_/schedule.yaml", "train:\n  epochs: 12\n  steps: [8, 11]\n");
+  const auto f = dir.write("exp.yaml",
+                           "_base_: [_base_/model.yaml, _base_/schedule.yaml]\n"
+                           "model:\n  head:\n    num_classes: 3\n"
+                           "train:\n  steps: [20]\n");
+  const Config c = Config::load(f);
+  const auto model = c.root().child("model");
+  EXPECT_EQ(model.child("head").required<int64_t>("num_classes"), 3);   // child file wins
+  EXPECT_EQ(model.child("head").required<int64_t>("num_anchors"), 9);   // maps merge key by key
+  EXPECT_EQ(model.child("backbone").required<int64_t>("depth"), 50);
+  EXPECT_EQ(c.root().child("train").required<std::vector<int64_t>>("steps"), std::vector<int64_t>{20});  // lists replace
+  EXPECT_EQ(c.root().child("train").required<int64_t>("epochs"), 12);
+  // Locations point at the file that set each key.
+  EXPECT_EQ(model.child("head").where("num_anchors"), (dir.path() / "exp.yaml").parent_path().string() +
+                                                          "/_base_/model.yaml:3");
+  EXPECT_EQ(model.child("head").where("num_classes"), f + ":4");
+}
+
+TEST(Config, DeleteReplacesInheritedMap) {
+  TempDir dir;
+  dir.write("base.yaml", "optimizer:\n  type: sgd\n  momentum: 0.9\n  nesterov: true\n");
+  const auto f = dir.write("exp.yaml", "_base_: base.yaml\noptimizer:\n  _delete_: true\n  type: adam\n");
+  const Config c = Config::load(f);
+  const auto o = c.root().child("optimizer");
+  EXPECT_EQ(o.keys(), std::vector<std::string>{"type"});
+  EXPECT_EQ(o.required<std::string>("type"), "adam");
+  EXPECT_EQ(c.dump().find("_delete_"), std::string::npos);
+}
+
+TEST(Config, LaterBaseWinsOverEarlierBase) {
+  TempDir dir;
+  dir.write("a.yaml", "x: 1\ny: 1\n");
+  dir.write("b.yaml", "x: 2\n");
+  const auto f = dir.write("c.yaml", "_base_: [a.yaml, b.yaml]\n");
+  const Config c = Config::load(f);
+  EXPECT_EQ(c.root().required<int64_t>("x"), 2);
+  EXPECT_EQ(c.root().required<int64_t>("y"), 1);
+}
+
+TEST(Config, CircularBaseIsRefused) {
+  TempDir dir;
+  dir.write("a.yaml", "_base_: b.yaml\nx: 1\n");
+  const auto b = dir.write("b.yaml", "_base_: [a.yaml]\ny: 2\n");
+  EXPECT_THROW_WITH(Config::load(dir.path() / "a.yaml"), ConfigError, "circular _base_: a.yaml -> b.yaml -> a.yaml");
+  EXPECT_THROW_WITH(Config::load(dir.path() / "a.yaml"), ConfigError, b + ":1");
+}
+
+TEST(Config, MissingFileAndMissingBase) {
+  TempDir dir;
+  EXPECT_THROW_WITH(Config::load((dir.path() / "nope.yaml").string()), ConfigError, "config file not found: ");
+  const auto f = dir.write("a.yaml", "x: 1\n_base_: [gone.yaml]\n");
+  EXPECT_THROW_WITH(Config::load(f), ConfigError, f + ":2 config file not found: ");
+}
+
+TEST(Config, SyntaxErrorNamesFileAndLine) {
+  TempDir dir;
+  const auto f = dir.write("bad.yaml", "model:\n  depth: 50\n  head: [1, 2\ntrain: {}\n");
+  try {
+    Config::load(f);
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    const std::string m = e.what();
+    EXPECT_EQ(m.rfind(f + ":", 0), 0u) << m;
+    EXPECT_NE(m.find("YAML syntax error"), std::string::npos) << m;
+  }
+}
+
+TEST(Config, UnknownKeyIsRejectedWithNearMiss) {
+  TempDir dir;
+  const auto f = dir.write("x.yaml", "model:\n  head:\n    num_classes: 3\n    num_anchor: 9\n");
+  const Config c = Config::load(f);
+  const auto head = c.root().child("model").child("head");
+  head.required<int64_t>("num_classes");
+  EXPECT_FALSE(head.optional<int64_t>("num_anchors").has_value());
+  EXPECT_THROW_WITH(head.reject_unused(), ConfigError,
+                    f + ":4 model.head.num_anchor: unknown key (did you mean num_anchors?)");
+}
+
+TEST(Config, UnknownSectionIsReportedAtItsTop) {
+  const Config c = Config::parse("train:\n  epochs: 1\ntrian:\n  lr: 0.1\n  epochs: 3\nseed: 1\n", "x.yaml");
+  c.root().child("train").required<int64_t>("epochs");
+  c.root().has("train");
+  c.root().required<int64_t>("seed");
+  EXPECT_THROW_WITH(c.root().reject_unused(), ConfigError, "x.yaml:3 trian: unknown key (did you mean train?)");
+}
+
+TEST(Config, AllUnknownKeysAreListed) {
+  const Config c = Config::parse("a: 1\nb: 2\nc: 3\n", "x.yaml");
+  c.root().required<int64_t>("b");
+  EXPECT_THROW_WITH(c.root().reject_unused(), ConfigError, "x.yaml:1 a: unknown key; also unknown: c");
+}
+
+TEST(Config, MarkUsedAcceptsWholeSubtree) {
+  const Config c = Config::parse("extra:\n  anything: 1\n  more: {x: 2}\n", "x.yaml");
+  c.root().child("extra").mark_used();
+  EXPECT_NO_THROW(c.root().reject_unused());
+}
+
+TEST(Config, ListOfMapsTracksIndexedPaths) {
+  const Config c = Config::parse("transforms:\n  - {type: flip, prob: 0.5}\n  - {type: resize, sizee: 3}\n", "t.yaml");
+  const auto items = c.root().list("transforms");
+  ASSERT_EQ(items.size(), 2u);
+  EXPECT_EQ(items[1].path(), "transforms[1]");
+  EXPECT_EQ(items[0].required<std::string>("type"), "flip");
+  EXPECT_DOUBLE_EQ(items[0].required<double>("prob"), 0.5);
+  EXPECT_EQ(items[1].required<std::string>("type"), "resize");
+  items[1].optional<int64_t>("size");
+  EXPECT_THROW_WITH(c.root().reject_unused(), ConfigError, "transforms[1].sizee: unknown key (did you mean size?)");
+}
+
+TEST(Config, OverridesAreTypedByYaml) {
+  const Config c = Config::parse("train:\n  epochs: 12\n  steps: [8, 11]\n", "x.yaml",
+                                 {"train.epochs=3", "train.steps=[1, 2, 3]", "train.lr=1e-4", "model.head.depth=4",
+                                  "train.name=r50"});
+  const auto t = c.root().child("train");
+  EXPECT_EQ(t.required<int64_t>("epochs"), 3);
+  EXPECT_EQ(t.required<std::vector<int64_t>>("steps"), (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_DOUBLE_EQ(t.required<double>("lr"), 1e-4);
+  EXPECT_EQ(t.required<std::string>("name"), "r50");
+  EXPECT_EQ(c.root().child("model").child("head").required<int64_t>("depth"), 4);
+  EXPECT_EQ(t.where("epochs"), "<command line>");
+}
+
+TEST(Config, MalformedOverridesAreRefused) {
+  EXPECT_THROW_WITH(Config::parse("a: 1\n", "x.yaml", {"novalue"}), ConfigError, "must look like a.b.c=value");
+  EXPECT_THROW_WITH(Config::parse("a: 1\n", "x.yaml", {"a..b=1"}), ConfigError, "empty key segment");
+  EXPECT_THROW_WITH(Config::parse("a: 1\n", "x.yaml", {"a.b=2"}), ConfigError,
+                    "a.b: cannot set a key inside 'a', which is not a map (x.yaml:1)");
+  EXPECT_THROW_WITH(Config::parse("a: 1\n", "x.yaml", {"a=[1,"}), ConfigError, "a: value '[1,' is not valid YAML");
+}
+
+TEST(Config, DumpRoundTripsAndHashIsStable) {
+  TempDir dir;
+  dir.write("base.yaml", "model: {depth: 50}\n");
+  const auto f = dir.write("exp.yaml", "_base_: base.yaml\ntrain: {epochs: 2}\n");
+  const Config a = Config::load(f, {"train.epochs=5"});
+  const Config b = Config::parse(a.dump(), "dumped.yaml");
+  EXPECT_EQ(b.root().child("train").required<int64_t>("epochs"), 5);
+  EXPECT_EQ(b.root().child("model").required<int64_t>("depth"), 50);
+  EXPECT_EQ(a.hash(), b.hash());
+  EXPECT_EQ(a.hash().size(), 16u);
+  EXPECT_NE(a.hash(), Config::load(f).hash());
+  const auto out = (dir.path() / "resolved.yaml").string();
+  a.write(out);
+  EXPECT_EQ(testing::read_file(out), a.dump());
+  EXPECT_THROW(a.write((dir.path() / "no/such/dir/x.yaml").string()), IoError);
+}
+
+TEST(Config, NullValuesCountAsAbsent) {
+  const Config c = Config::parse("a: ~\nb:\n", "x.yaml");
+  EXPECT_FALSE(c.root().has("a"));
+  EXPECT_FALSE(c.root().optional<int64_t>("b").has_value());
+}
+
+}  // namespace
+}  // namespace detforge

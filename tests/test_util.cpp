@@ -1,0 +1,55 @@
+#include "test_util.h"
+
+#include <sys/wait.h>
+
+#include <array>
+#include <atomic>
+#include <fstream>
+#include <sstream>
+
+#include <unistd.h>
+
+namespace detforge::testing {
+
+TempDir::TempDir() {
+  static std::atomic<int> counter{0};
+  path_ = std::filesystem::path(DETFORGE_BINARY_DIR) / "test_tmp" /
+          (std::to_string(::getpid()) + "_" + std::to_string(counter++));
+  std::filesystem::remove_all(path_);
+  std::filesystem::create_directories(path_);
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+std::string TempDir::write(const std::string& name, const std::string& text) const {
+  const auto p = path_ / name;
+  std::filesystem::create_directories(p.parent_path());
+  std::ofstream(p) << text;
+  return p.string();
+}
+
+CommandResult run_command(const std::string& command_line) {
+  CommandResult result;
+  FILE* pipe = ::popen((command_line + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return result;
+  std::array<char, 4096> buffer;
+  size_t n;
+  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.output.append(buffer.data(), n);
+  const int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+std::string detforge_binary() { return std::string(DETFORGE_BINARY_DIR) + "/detforge"; }
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace detforge::testing

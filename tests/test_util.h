@@ -1,0 +1,54 @@
+// Helpers shared by the test executables: error-text assertions, temporary folders and
+// running the detforge binary or the reference Python.
+#pragma once
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include <gtest/gtest.h>
+
+/// Expects `stmt` to throw `type` whose what() contains `substring` (PyTorch's ASSERT_THROWS_WITH).
+#define EXPECT_THROW_WITH(stmt, type, substring)                                              \
+  do {                                                                                       \
+    bool detforge_thrown_ = false;                                                           \
+    try {                                                                                    \
+      stmt;                                                                                  \
+    } catch (const type& e) {                                                                \
+      detforge_thrown_ = true;                                                               \
+      EXPECT_NE(std::string(e.what()).find(substring), std::string::npos)                    \
+          << "message: " << e.what() << "\nexpected to contain: " << (substring);            \
+    }                                                                                        \
+    EXPECT_TRUE(detforge_thrown_) << #stmt " did not throw " #type;                          \
+  } while (0)
+
+namespace detforge::testing {
+
+/// A fresh folder under the build tree, removed at destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::filesystem::path& path() const { return path_; }
+  /// Writes `text` to path()/name and returns the full path.
+  std::string write(const std::string& name, const std::string& text) const;
+
+ private:
+  std::filesystem::path path_;
+};
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+/// Runs a shell command line, capturing its output.
+CommandResult run_command(const std::string& command_line);
+
+/// Path of the built detforge binary.
+std::string detforge_binary();
+
+/// Reads a whole file.
+std::string read_file(const std::filesystem::path& path);
+
+}  // namespace detforge::testing

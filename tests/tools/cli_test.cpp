@@ -1,0 +1,89 @@
+// Runs the detforge binary as a user would and checks exit codes and the one-line messages.
+#include <gtest/gtest.h>
+
+#include "core/errors.h"
+#include "test_util.h"
+
+namespace detforge {
+namespace {
+
+using testing::run_command;
+using testing::TempDir;
+
+std::string df() { return testing::detforge_binary(); }
+int code(ExitCode c) { return static_cast<int>(c); }
+
+TEST(Cli, HelpListsCommandsAndOptions) {
+  auto r = run_command(df() + " --help");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.output.find("synth"), std::string::npos);
+  EXPECT_NE(r.output.find("config"), std::string::npos);
+  r = run_command(df() + " synth --help");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--seed"), std::string::npos);
+  EXPECT_NE(r.output.find("--out"), std::string::npos);
+}
+
+TEST(Cli, UnknownCommandIsOneClearLine) {
+  const auto r = run_command(df() + " trian");
+  EXPECT_EQ(r.exit_code, code(ExitCode::kUsage));
+  EXPECT_EQ(r.output, "detforge: usage error: unknown command 'trian'; known: synth, config (see detforge --help)\n");
+}
+
+TEST(Cli, BadOptionIsUsageError) {
+  const auto r = run_command(df() + " synth --size 3");
+  EXPECT_EQ(r.exit_code, code(ExitCode::kUsage));
+  EXPECT_NE(r.output.find("--size"), std::string::npos) << r.output;
+}
+
+TEST(Cli, ConfigErrorsExitWithConfigCode) {
+  TempDir dir;
+  const auto f = dir.write("x.yaml", "train:\n  epochs: 3\n  steps: [1,\n");
+  auto r = run_command(df() + " config --config " + f);
+  EXPECT_EQ(r.exit_code, code(ExitCode::kConfig));
+  EXPECT_NE(r.output.find("config error: " + f + ":"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("YAML syntax error"), std::string::npos) << r.output;
+
+  r = run_command(df() + " config --config " + (dir.path() / "missing.yaml").string());
+  EXPECT_EQ(r.exit_code, code(ExitCode::kConfig));
+  EXPECT_NE(r.output.find("config file not found"), std::string::npos) << r.output;
+
+  dir.write("a.yaml", "_base_: b.yaml\n");
+  dir.write("b.yaml", "_base_: a.yaml\n");
+  r = run_command(df() + " config --config " + (dir.path() / "a.yaml").string());
+  EXPECT_EQ(r.exit_code, code(ExitCode::kConfig));
+  EXPECT_NE(r.output.find("circular _base_"), std::string::npos) << r.output;
+}
+
+TEST(Cli, ConfigPrintsResolvedYaml) {
+  TempDir dir;
+  dir.write("base.yaml", "train:\n  epochs: 12\n  lr: 0.1\n");
+  const auto f = dir.write("exp.yaml", "_base_: base.yaml\ntrain:\n  epochs: 24\n");
+  const auto r = run_command(df() + " config --config " + f + " train.lr=0.02 model.depth=101");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("epochs: 24"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("lr: 0.02"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("depth: 101"), std::string::npos) << r.output;
+}
+
+TEST(Cli, SynthWritesDatasetAndSummary) {
+  TempDir dir;
+  const auto out = (dir.path() / "synth").string();
+  const auto r = run_command(df() + " synth --out " + out + " --train 6 --val 2 --size 96 --seed 4");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("train: 6 images"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("val: 2 images"), std::string::npos) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(out + "/annotations/instances_train.json"));
+  EXPECT_TRUE(std::filesystem::exists(out + "/val/000008.jpg"));
+}
+
+TEST(Cli, UnwritableOutputIsIoError) {
+  TempDir dir;
+  const auto blocker = dir.write("file", "not a folder");
+  const auto r = run_command(df() + " synth --out " + blocker + "/sub --train 1 --val 1");
+  EXPECT_EQ(r.exit_code, code(ExitCode::kIo)) << r.output;
+  EXPECT_NE(r.output.find("io error: synth: cannot create"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace detforge
