@@ -1,0 +1,234 @@
+#include "engine/checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "core/errors.h"
+
+namespace fs = std::filesystem;
+
+namespace detforge::engine {
+namespace {
+
+constexpr const char* kFormat = "detforge-checkpoint-1";
+
+std::vector<std::pair<std::string, torch::Tensor>> state_of(const torch::nn::Module& m) {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const auto& p : m.named_parameters()) out.emplace_back(p.key(), p.value());
+  for (const auto& b : m.named_buffers()) out.emplace_back(b.key(), b.value());
+  return out;
+}
+
+void write_module(torch::serialize::OutputArchive& archive, const std::string& prefix, const torch::nn::Module& m) {
+  c10::List<std::string> names;
+  c10::List<torch::Tensor> tensors;
+  for (const auto& [name, t] : state_of(m)) {
+    names.push_back(name);
+    tensors.push_back(t.detach().to(torch::kCPU));
+  }
+  archive.write(prefix + "_names", names);
+  archive.write(prefix + "_tensors", tensors);
+}
+
+std::string list_some(const std::vector<std::string>& v) {
+  std::string out;
+  for (size_t i = 0; i < v.size() && i < 8; ++i) out += (i ? ", " : "") + v[i];
+  if (v.size() > 8) out += detforge::str(", ... (", v.size(), " in all)");
+  return out;
+}
+
+void read_module(torch::serialize::InputArchive& archive, const std::string& prefix, torch::nn::Module& m,
+                 const std::string& path) {
+  c10::IValue names_iv, tensors_iv;
+  if (!archive.try_read(prefix + "_names", names_iv) || !archive.try_read(prefix + "_tensors", tensors_iv)) {
+    throw TrainingError(detforge::str("checkpoint ", path, " has no '", prefix, "' weights"));
+  }
+  const auto names = names_iv.toList();
+  const auto tensors = tensors_iv.toTensorList();
+  std::map<std::string, torch::Tensor> stored;
+  for (size_t i = 0; i < names.size(); ++i) stored[names.get(i).toStringRef()] = tensors.get(i);
+  std::vector<std::string> missing, shape, unexpected;
+  const auto target = state_of(m);
+  std::set<std::string> known;
+  for (const auto& [name, t] : target) {
+    known.insert(name);
+    auto it = stored.find(name);
+    if (it == stored.end()) {
+      missing.push_back(name);
+    } else if (it->second.sizes() != t.sizes()) {
+      shape.push_back(detforge::str(name, " (checkpoint ", it->second.sizes(), ", model ", t.sizes(), ")"));
+    }
+  }
+  for (const auto& kv : stored) {
+    if (!known.count(kv.first)) unexpected.push_back(kv.first);
+  }
+  if (!missing.empty() || !shape.empty() || !unexpected.empty()) {
+    std::string msg = detforge::str("checkpoint ", path, " does not match the ", prefix, " being built:");
+    if (!missing.empty()) msg += detforge::str(" missing: ", list_some(missing), ";");
+    if (!unexpected.empty()) msg += detforge::str(" unexpected: ", list_some(unexpected), ";");
+    if (!shape.empty()) msg += detforge::str(" shape mismatch: ", list_some(shape), ";");
+    throw TrainingError(msg + " (was it written for another model or config?)");
+  }
+  torch::NoGradGuard no_grad;
+  for (const auto& [name, t] : target) t.copy_(stored.at(name));
+}
+
+torch::Tensor cpu_rng_state() { return at::detail::getDefaultCPUGenerator().get_state(); }
+
+}  // namespace
+
+void write_file_atomic(const std::string& path,
+                       const std::function<void(const std::function<bool(const void*, size_t)>&)>& producer) {
+  const fs::path target(path);
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  const std::string tmp = (dir / ("." + target.filename().string() + ".tmp")).string();
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw IoError(detforge::str("cannot write ", path, ": ", std::strerror(errno)));
+  int error = 0;
+  auto sink = [&](const void* data, size_t n) {
+    const char* p = static_cast<const char*>(data);
+    while (n > 0 && error == 0) {
+      const ssize_t w = ::write(fd, p, n);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        error = w < 0 ? errno : ENOSPC;
+        break;
+      }
+      p += w;
+      n -= static_cast<size_t>(w);
+    }
+    return error == 0;
+  };
+  std::string producer_error;
+  try {
+    producer(sink);
+  } catch (const std::exception& e) {
+    producer_error = e.what();
+  }
+  if (error == 0 && producer_error.empty() && ::fsync(fd) != 0) error = errno;
+  ::close(fd);
+  if (error != 0 || !producer_error.empty()) {
+    ::unlink(tmp.c_str());
+    throw IoError(detforge::str("cannot write ", path, ": ", error ? std::strerror(error) : producer_error,
+                      " (the previous file, if any, is intact)"));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
+    ::unlink(tmp.c_str());
+    throw IoError(detforge::str("cannot rename ", tmp, " to ", path, ": ", std::strerror(e)));
+  }
+  // The rename is durable only once the folder entry is on disk.
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+void save_checkpoint(const std::string& path, const CheckpointParts& parts, const TrainProgress& p,
+                     const std::string& config_yaml) {
+  TORCH_CHECK(parts.model != nullptr, "save_checkpoint: a model is required");
+  torch::serialize::OutputArchive archive;
+  archive.write("format", c10::IValue(std::string(kFormat)));
+  write_module(archive, "model", *parts.model);
+  if (parts.ema) write_module(archive, "ema", *parts.ema);
+  if (parts.optimizer) {
+    torch::serialize::OutputArchive opt;
+    parts.optimizer->save(opt);
+    archive.write("optimizer", opt);
+  }
+  c10::List<int64_t> counters({p.epoch, p.step, p.batch_in_epoch, p.ema_updates, p.nonfinite_in_row,
+                               p.scaler_growth_tracker, p.best_epoch});
+  archive.write("counters", counters);
+  archive.write("scaler_scale", c10::IValue(p.scaler_scale));
+  archive.write("best_metric", c10::IValue(p.best_metric));
+  archive.write("best_weights", c10::IValue(p.best_weights));
+  archive.write("config", c10::IValue(config_yaml));
+  archive.write("rng_cpu", cpu_rng_state(), /*is_buffer=*/true);
+  if (torch::cuda::is_available()) {
+    for (int64_t i = 0; i < static_cast<int64_t>(torch::cuda::device_count()); ++i) {
+      auto& gen = at::globalContext().defaultGenerator(torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(i)));
+      archive.write(detforge::str("rng_cuda_", i), gen.get_state(), /*is_buffer=*/true);
+    }
+  }
+  // Serialised in memory first: the zip writer cannot recover from a short write (it throws from
+  // its destructor), so the file is written in one pass we control.
+  std::string bytes;
+  archive.save_to([&](const void* data, size_t n) -> size_t {
+    bytes.append(static_cast<const char*>(data), n);
+    return n;
+  });
+  write_file_atomic(path, [&](const std::function<bool(const void*, size_t)>& sink) { sink(bytes.data(), bytes.size()); });
+}
+
+TrainProgress load_checkpoint(const std::string& path, const CheckpointParts& parts, std::string* config_yaml) {
+  if (!fs::is_regular_file(path)) throw IoError(detforge::str("checkpoint not found: ", path));
+  torch::serialize::InputArchive archive;
+  c10::IValue format;
+  try {
+    archive.load_from(path);
+    archive.read("format", format);
+  } catch (const c10::Error& e) {
+    throw IoError(detforge::str("checkpoint ", path, " is truncated or not a detforge checkpoint (", fs::file_size(path),
+                      " bytes): ", e.what_without_backtrace()));
+  }
+  if (!format.isString() || format.toStringRef() != kFormat) {
+    throw IoError(detforge::str("checkpoint ", path, " has format '", format.isString() ? format.toStringRef() : "?",
+                      "', expected '", kFormat, "'"));
+  }
+  TORCH_CHECK(parts.model != nullptr, "load_checkpoint: a model is required");
+  read_module(archive, "model", *parts.model, path);
+  if (parts.ema) read_module(archive, "ema", *parts.ema, path);
+  if (parts.optimizer) {
+    torch::serialize::InputArchive opt;
+    if (!archive.try_read("optimizer", opt)) throw TrainingError(detforge::str("checkpoint ", path, " has no optimizer state"));
+    try {
+      parts.optimizer->load(opt);
+    } catch (const c10::Error& e) {
+      throw TrainingError(detforge::str("checkpoint ", path, ": optimizer state does not fit this optimizer: ",
+                              e.what_without_backtrace()));
+    }
+  }
+  c10::IValue counters_iv, scale, best_metric, best_weights, config;
+  archive.read("counters", counters_iv);
+  archive.read("scaler_scale", scale);
+  archive.read("best_metric", best_metric);
+  archive.read("best_weights", best_weights);
+  archive.read("config", config);
+  const auto c = counters_iv.toIntList();
+  TrainProgress p;
+  p.epoch = c.get(0);
+  p.step = c.get(1);
+  p.batch_in_epoch = c.get(2);
+  p.ema_updates = c.get(3);
+  p.nonfinite_in_row = c.get(4);
+  p.scaler_growth_tracker = c.get(5);
+  p.best_epoch = c.get(6);
+  p.scaler_scale = scale.toDouble();
+  p.best_metric = best_metric.toDouble();
+  p.best_weights = best_weights.toStringRef();
+  if (config_yaml) *config_yaml = config.toStringRef();
+  torch::Tensor rng;
+  archive.read("rng_cpu", rng, /*is_buffer=*/true);
+  at::Generator cpu = at::detail::getDefaultCPUGenerator();  // a handle sharing the default generator
+  cpu.set_state(rng);
+  if (torch::cuda::is_available()) {
+    for (int64_t i = 0; i < static_cast<int64_t>(torch::cuda::device_count()); ++i) {
+      torch::Tensor state;
+      if (archive.try_read(detforge::str("rng_cuda_", i), state, /*is_buffer=*/true)) {
+        at::Generator gen =
+            at::globalContext().defaultGenerator(torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(i)));
+        gen.set_state(state);
+      }
+    }
+  }
+  return p;
+}
+
+}  // namespace detforge::engine

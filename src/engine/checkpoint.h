@@ -1,0 +1,57 @@
+// Checkpoints that resume exactly: model, EMA (+ its update count), optimizer, loss-scaler,
+// progress counters, sampler position, RNG states and the resolved config, written atomically
+// (temp file, fsync, rename, fsync of the folder) so a kill -9 or a full disk during a save
+// never damages the previous checkpoint.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include <torch/torch.h>
+
+namespace detforge::engine {
+
+/// Counters that say where a run is.
+struct TrainProgress {
+  /// Epochs fully done.
+  int64_t epoch = 0;
+  /// Optimizer steps (and schedule position) done.
+  int64_t step = 0;
+  /// Batches already consumed from the current epoch (sampler position).
+  int64_t batch_in_epoch = 0;
+  int64_t ema_updates = 0;
+  int64_t nonfinite_in_row = 0;
+  double scaler_scale = 1.0;
+  int64_t scaler_growth_tracker = 0;
+  /// Best evaluation so far: value of the configured metric, which weights ("live" or "ema"),
+  /// and after which epoch. best_epoch = -1: none yet.
+  double best_metric = 0.0;
+  std::string best_weights;
+  int64_t best_epoch = -1;
+};
+
+/// What a checkpoint holds. Pointers may be null where a run has no such part (no EMA).
+struct CheckpointParts {
+  torch::nn::Module* model = nullptr;
+  torch::nn::Module* ema = nullptr;
+  torch::optim::Optimizer* optimizer = nullptr;
+};
+
+/// Writes atomically to `path`. Throws IoError (naming the file and the OS error) when the
+/// temp file cannot be written completely; `path` is then untouched.
+void save_checkpoint(const std::string& path, const CheckpointParts& parts, const TrainProgress& progress,
+                     const std::string& config_yaml);
+
+/// Restores every part given and the RNG states; returns the progress and, through
+/// `config_yaml`, the config the checkpoint was written with. Throws IoError for a missing,
+/// truncated or corrupt file, and TrainingError naming missing, unexpected and mis-shaped
+/// tensor names when the checkpoint belongs to another model.
+TrainProgress load_checkpoint(const std::string& path, const CheckpointParts& parts, std::string* config_yaml);
+
+/// Writes `bytes` to `path` atomically (the primitive under save_checkpoint).
+/// `producer` is handed a sink that returns false once a write failed (disk full, file-size limit).
+void write_file_atomic(const std::string& path,
+                       const std::function<void(const std::function<bool(const void*, size_t)>&)>& producer);
+
+}  // namespace detforge::engine

@@ -1,0 +1,58 @@
+#include "engine/schedule.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/errors.h"
+
+namespace detforge::engine {
+
+LrSchedule::LrSchedule(LrScheduleOptions options) : options_(std::move(options)) {
+  const auto& o = options_;
+  if (!(o.base_lr > 0)) throw ConfigError(str("schedule: base lr must be > 0, got ", o.base_lr));
+  if (o.warmup_steps < 0) throw ConfigError(str("schedule: warmup length must be >= 0, got ", o.warmup_steps));
+  if (o.total_steps < 1) throw ConfigError(str("schedule: total steps must be >= 1, got ", o.total_steps));
+  if (!std::is_sorted(o.milestones.begin(), o.milestones.end())) {
+    throw ConfigError("schedule: milestones must be increasing");
+  }
+}
+
+double LrSchedule::lr_at(int64_t step) const {
+  const auto& o = options_;
+  double warm = 1.0;
+  if (o.warmup != WarmupType::kNone && step < o.warmup_steps) {
+    const double alpha = static_cast<double>(step) / o.warmup_steps;
+    warm = o.warmup == WarmupType::kConstant ? o.warmup_factor : o.warmup_factor * (1 - alpha) + alpha;
+  }
+  double decay = 1.0;
+  switch (o.policy) {
+    case DecayPolicy::kConstant: break;
+    case DecayPolicy::kMultiStep: {
+      const auto passed = std::upper_bound(o.milestones.begin(), o.milestones.end(), step) - o.milestones.begin();
+      decay = std::pow(o.gamma, static_cast<double>(passed));
+      break;
+    }
+    case DecayPolicy::kCosine: {
+      const double t = std::min(1.0, static_cast<double>(step) / o.total_steps);
+      decay = o.min_lr_ratio + (1 - o.min_lr_ratio) * 0.5 * (1 + std::cos(M_PI * t));
+      break;
+    }
+  }
+  return o.base_lr * warm * decay;
+}
+
+WarmupType parse_warmup(const std::string& name) {
+  if (name == "none") return WarmupType::kNone;
+  if (name == "linear") return WarmupType::kLinear;
+  if (name == "constant") return WarmupType::kConstant;
+  throw ConfigError(str("warmup type '", name, "' is not one of none, linear, constant"));
+}
+
+DecayPolicy parse_policy(const std::string& name) {
+  if (name == "constant") return DecayPolicy::kConstant;
+  if (name == "multistep") return DecayPolicy::kMultiStep;
+  if (name == "cosine") return DecayPolicy::kCosine;
+  throw ConfigError(str("lr policy '", name, "' is not one of constant, multistep, cosine"));
+}
+
+}  // namespace detforge::engine

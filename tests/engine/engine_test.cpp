@@ -1,0 +1,264 @@
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "core/errors.h"
+#include "engine/amp.h"
+#include "engine/checkpoint.h"
+#include "engine/device.h"
+#include "engine/ema.h"
+#include "engine/mlperf_log.h"
+#include "engine/optim.h"
+#include "test_util.h"
+
+namespace detforge::engine {
+namespace {
+
+struct NetImpl : torch::nn::Module {
+  explicit NetImpl(int64_t hidden = 4) {
+    fc1 = register_module("fc1", torch::nn::Linear(3, hidden));
+    bn = register_module("bn", torch::nn::BatchNorm1d(hidden));
+    fc2 = register_module("fc2", torch::nn::Linear(hidden, 2));
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return fc2(torch::relu(bn(fc1(x)))); }
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+  torch::nn::BatchNorm1d bn{nullptr};
+};
+TORCH_MODULE(Net);
+
+std::vector<std::pair<std::string, torch::Tensor>> named(const torch::nn::Module& m) {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const auto& p : m.named_parameters()) out.emplace_back(p.key(), p.value());
+  return out;
+}
+
+void train_steps(Net& net, torch::optim::Optimizer& opt, int steps) {
+  for (int i = 0; i < steps; ++i) {
+    const auto x = torch::randn({8, 3});
+    opt.zero_grad();
+    net->forward(x).pow(2).mean().backward();
+    opt.step();
+  }
+}
+
+TEST(Ema, DecayRampsWithUpdatesAndTracksWeights) {
+  torch::manual_seed(0);
+  Net model, shadow;
+  ModelEma ema(shadow.ptr(), *model, {/*decay=*/0.9, /*tau=*/10});
+  EXPECT_TRUE(torch::equal(shadow->fc1->weight, model->fc1->weight));
+  EXPECT_NEAR(ema.next_decay(), 0.9 * (1 - std::exp(-1.0 / 10)), 1e-15);
+  const auto before = shadow->fc1->weight.clone();
+  {
+    torch::NoGradGuard g;
+    model->fc1->weight.add_(1.0);
+  }
+  const double d = ema.next_decay();
+  ema.update(*model);
+  EXPECT_TRUE(torch::allclose(shadow->fc1->weight, before * d + model->fc1->weight * (1 - d)));
+  EXPECT_EQ(ema.updates(), 1);
+  // Integer buffers are copied, not averaged.
+  model->bn->num_batches_tracked.fill_(7);
+  ema.update(*model);
+  EXPECT_EQ(shadow->bn->num_batches_tracked.item<int64_t>(), 7);
+  ema.set_updates(100000);
+  EXPECT_NEAR(ema.next_decay(), 0.9, 1e-12);
+  EXPECT_THROW_WITH(ModelEma(Net(5).ptr(), *model, {}), c10::Error, "does not match");
+}
+
+TEST(Optimizer, NoDecayGroupHoldsBiasesAndNormWeights) {
+  Net net;
+  OptimizerOptions o;
+  o.no_decay_norm_bias = true;
+  o.weight_decay = 0.1;
+  auto opt = make_optimizer(named(*net), o);
+  ASSERT_EQ(opt->param_groups().size(), 2u);
+  EXPECT_EQ(opt->param_groups()[0].params().size(), 2u);  // fc1.weight, fc2.weight
+  EXPECT_EQ(opt->param_groups()[1].params().size(), 4u);  // biases and bn weight
+  EXPECT_DOUBLE_EQ(static_cast<torch::optim::SGDOptions&>(opt->param_groups()[1].options()).weight_decay(), 0.0);
+  set_lr(*opt, 0.5);
+  for (auto& g : opt->param_groups()) EXPECT_DOUBLE_EQ(g.options().get_lr(), 0.5);
+  EXPECT_THROW_WITH(parse_optimizer("lamb"), ConfigError, "'lamb' is not one of sgd, adam, adamw");
+}
+
+TEST(Optimizer, ClipGradNormMatchesDefinition) {
+  auto a = torch::zeros({2}, torch::requires_grad()), b = torch::zeros({1}, torch::requires_grad());
+  a.mutable_grad() = torch::tensor({3.f, 0.f});
+  b.mutable_grad() = torch::tensor({4.f});
+  EXPECT_NEAR(clip_grad_norm({a, b}, 1.0), 5.0, 1e-6);
+  EXPECT_NEAR(torch::cat({a.grad(), b.grad()}).norm().item<double>(), 1.0, 1e-5);
+  EXPECT_NEAR(clip_grad_norm({a, b}, 0.0), 1.0, 1e-5);
+}
+
+TEST(Device, BadSpecsAndMissingCudaAreClear) {
+  EXPECT_EQ(resolve_device("cpu"), torch::Device(torch::kCPU));
+  EXPECT_THROW_WITH(resolve_device("gpu"), ConfigError, "device: 'gpu' is not cpu, cuda or cuda:N");
+  EXPECT_THROW_WITH(resolve_device("cuda:x"), ConfigError, "is not cpu, cuda or cuda:N");
+  if (!torch::cuda::is_available()) {
+    EXPECT_THROW_WITH(resolve_device("cuda:3"), ConfigError,
+                      "device: cuda:3 requested but CUDA is not available on this machine");
+  } else {
+    const int n = static_cast<int>(torch::cuda::device_count());
+    EXPECT_EQ(resolve_device("cuda", n - 1).index(), n - 1);
+    EXPECT_THROW_WITH(resolve_device("cuda:" + std::to_string(n)), ConfigError, "CUDA device(s) are visible");
+  }
+}
+
+TEST(Amp, PrecisionParsingAndBf16AutocastOnCpu) {
+  EXPECT_THROW_WITH(parse_precision("fp16", torch::kCPU), ConfigError, "fp16 needs a CUDA device");
+  EXPECT_THROW_WITH(parse_precision("half", torch::kCPU), ConfigError, "'half' is not one of fp32, fp16, bf16");
+  const auto a = torch::randn({4, 4}), b = torch::randn({4, 4});
+  {
+    AutocastScope scope(torch::kCPU, parse_precision("bf16", torch::kCPU));
+    EXPECT_EQ(torch::mm(a, b).scalar_type(), torch::kBFloat16);
+  }
+  EXPECT_EQ(torch::mm(a, b).scalar_type(), torch::kFloat32);
+}
+
+TEST(Amp, GradScalerSkipsOverflowAndAdaptsScale) {
+  GradScaler scaler(/*enabled=*/true, /*init_scale=*/8.0, /*growth_interval=*/2);
+  auto p = torch::zeros({2}, torch::requires_grad());
+  p.mutable_grad() = torch::tensor({8.f, 16.f});
+  EXPECT_TRUE(scaler.unscale({p}));
+  EXPECT_TRUE(torch::equal(p.grad(), torch::tensor({1.f, 2.f})));
+  scaler.update(false);
+  scaler.update(false);
+  EXPECT_DOUBLE_EQ(scaler.current_scale(), 16.0);
+  p.mutable_grad() = torch::tensor({INFINITY, 1.f});
+  EXPECT_FALSE(scaler.unscale({p}));
+  scaler.update(true);
+  EXPECT_DOUBLE_EQ(scaler.current_scale(), 8.0);
+  EXPECT_EQ(scaler.growth_tracker(), 0);
+  GradScaler off(false);
+  EXPECT_DOUBLE_EQ(off.current_scale(), 1.0);
+}
+
+TEST(Checkpoint, RoundTripRestoresEverything) {
+  testing::TempDir dir;
+  torch::manual_seed(1);
+  Net net, shadow;
+  auto opt = make_optimizer(named(*net), OptimizerOptions{});
+  train_steps(net, *opt, 3);
+  TrainProgress p;
+  p.epoch = 2;
+  p.step = 3;
+  p.batch_in_epoch = 5;
+  p.ema_updates = 3;
+  p.best_metric = 0.42;
+  p.best_weights = "ema";
+  p.best_epoch = 1;
+  p.scaler_scale = 1024;
+  const auto path = (dir.path() / "last.ckpt").string();
+  save_checkpoint(path, {net.get(), shadow.get(), opt.get()}, p, "train: {epochs: 3}\n");
+  const auto rng_next = torch::rand({4});
+
+  torch::manual_seed(99);
+  Net net2, shadow2;
+  auto opt2 = make_optimizer(named(*net2), OptimizerOptions{});
+  std::string config;
+  const auto q = load_checkpoint(path, {net2.get(), shadow2.get(), opt2.get()}, &config);
+  EXPECT_EQ(config, "train: {epochs: 3}\n");
+  EXPECT_EQ(q.epoch, 2);
+  EXPECT_EQ(q.step, 3);
+  EXPECT_EQ(q.batch_in_epoch, 5);
+  EXPECT_EQ(q.best_weights, "ema");
+  EXPECT_DOUBLE_EQ(q.best_metric, 0.42);
+  EXPECT_DOUBLE_EQ(q.scaler_scale, 1024);
+  EXPECT_TRUE(torch::equal(torch::rand({4}), rng_next)) << "CPU RNG state must be restored";
+  for (const auto& [name, t] : named(*net)) {
+    EXPECT_TRUE(torch::equal(t, net2->named_parameters()[name])) << name;
+  }
+  EXPECT_TRUE(torch::equal(net->bn->running_mean, net2->bn->running_mean));
+  // Same optimizer state: one more identical step gives identical weights.
+  torch::manual_seed(5);
+  train_steps(net, *opt, 1);
+  torch::manual_seed(5);
+  train_steps(net2, *opt2, 1);
+  EXPECT_TRUE(torch::equal(net->fc1->weight, net2->fc1->weight));
+}
+
+TEST(Checkpoint, OtherModelNamesMismatchedKeys) {
+  testing::TempDir dir;
+  Net net;
+  const auto path = (dir.path() / "a.ckpt").string();
+  save_checkpoint(path, {net.get()}, {}, "");
+  Net wider(6);
+  EXPECT_THROW_WITH(load_checkpoint(path, {wider.get()}, nullptr), TrainingError,
+                    "shape mismatch: fc1.weight (checkpoint [4, 3], model [6, 3])");
+  torch::nn::Sequential other(torch::nn::Linear(3, 4));
+  EXPECT_THROW_WITH(load_checkpoint(path, {other.ptr().get()}, nullptr), TrainingError, "missing: 0.weight, 0.bias");
+  EXPECT_THROW_WITH(load_checkpoint(path, {other.ptr().get()}, nullptr), TrainingError, "unexpected: bn.bias");
+}
+
+TEST(Checkpoint, TruncatedOrMissingFileIsIoError) {
+  testing::TempDir dir;
+  Net net;
+  const auto path = (dir.path() / "a.ckpt").string();
+  save_checkpoint(path, {net.get()}, {}, "");
+  const std::string bytes = testing::read_file(path);
+  const auto cut = dir.write("cut.ckpt", bytes.substr(0, bytes.size() / 2));
+  EXPECT_THROW_WITH(load_checkpoint(cut, {net.get()}, nullptr), IoError, "is truncated or not a detforge checkpoint");
+  EXPECT_THROW_WITH(load_checkpoint((dir.path() / "none.ckpt").string(), {net.get()}, nullptr), IoError,
+                    "checkpoint not found");
+}
+
+TEST(Checkpoint, FailedWriteKeepsPreviousFile) {
+  testing::TempDir dir;
+  Net net;
+  const auto path = (dir.path() / "last.ckpt").string();
+  save_checkpoint(path, {net.get()}, {}, "");
+  const std::string before = testing::read_file(path);
+  // A file-size limit makes write() fail with EFBIG part-way, like a full disk.
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    std::signal(SIGXFSZ, SIG_IGN);
+    rlimit limit{4096, 4096};
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+    Net bigger(512);
+    try {
+      save_checkpoint(path, {bigger.get()}, {}, std::string(100000, 'x'));
+    } catch (const IoError& e) {
+      ::_exit(std::string(e.what()).find("the previous file, if any, is intact") != std::string::npos ? 0 : 2);
+    }
+    ::_exit(3);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(testing::read_file(path), before);
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / ".last.ckpt.tmp"));
+}
+
+TEST(MlperfLog, WritesParsableLinesOnRankZeroOnly) {
+  testing::TempDir dir;
+  const auto path = (dir.path() / "mlperf.log").string();
+  {
+    MlperfLogger log(path, 0, false);
+    log.event("submission_benchmark", "retinanet");
+    log.start("epoch_start", nullptr, {{"epoch_num", 1}});
+    MlperfLogger other(path, 1, false);
+    other.event("should_not_appear", 1);
+    EXPECT_FALSE(other.enabled());
+  }
+  std::istringstream in(testing::read_file(path));
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(in, line);) {
+    ASSERT_EQ(line.rfind(":::MLLOG ", 0), 0u) << line;
+    lines.push_back(nlohmann::json::parse(line.substr(9)));
+  }
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0].at("key"), "submission_benchmark");
+  EXPECT_EQ(lines[0].at("value"), "retinanet");
+  EXPECT_EQ(lines[0].at("event_type"), "POINT");
+  EXPECT_EQ(lines[1].at("event_type"), "INTERVAL_START");
+  EXPECT_EQ(lines[1].at("metadata").at("epoch_num"), 1);
+}
+
+}  // namespace
+}  // namespace detforge::engine
