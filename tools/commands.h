@@ -8,5 +8,18 @@ namespace detforge::tools {
 
 void add_synth_command(CLI::App& app);
 void add_config_command(CLI::App& app);
+void add_lint_command(CLI::App& app);
+void add_launch_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
+void add_eval_command(CLI::App& app);
+void add_predict_command(CLI::App& app);
+void add_train_command(CLI::App& app);
+void add_plot_command(CLI::App& app);
+
+// Benchmark kinds, each adding one subcommand to `bench` (tools/bench_<kind>.cpp).
+void add_bench_loader(CLI::App& bench);
+void add_bench_dist(CLI::App& bench);
+void add_bench_eval(CLI::App& bench);
+void add_bench_model(CLI::App& bench);
 
 }  // namespace detforge::tools

@@ -34,8 +34,15 @@ int main(int argc, char** argv) {
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "debug | info | warn | error")->capture_default_str();
   app.parse_complete_callback([&] { detforge::logging::set_level(detforge::logging::parse_level(log_level)); });
+  detforge::tools::add_train_command(app);
   detforge::tools::add_synth_command(app);
   detforge::tools::add_config_command(app);
+  detforge::tools::add_lint_command(app);
+  detforge::tools::add_launch_command(app);
+  detforge::tools::add_bench_command(app);
+  detforge::tools::add_eval_command(app);
+  detforge::tools::add_predict_command(app);
+  detforge::tools::add_plot_command(app);
 
   if (argc > 1 && argv[1][0] != '-') {
     const auto names = command_names(app);

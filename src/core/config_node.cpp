@@ -326,6 +326,20 @@ void Config::write(const std::string& path) const {
   if (!out) throw IoError(str("cannot write resolved config to ", path));
 }
 
+std::map<std::string, std::string> Config::flatten() const {
+  std::map<std::string, std::string> out;
+  std::function<void(const YAML::Node&, const std::string&)> walk = [&](const YAML::Node& node,
+                                                                       const std::string& prefix) {
+    if (node.IsMap() && node.size() > 0) {
+      for (const auto& kv : node) walk(kv.second, join(prefix, kv.first.as<std::string>()));
+    } else {
+      out[prefix] = render(node);
+    }
+  };
+  walk(state_->root, "");
+  return out;
+}
+
 // ---------------------------------------------------------------------------------------------
 // ConfigNode
 

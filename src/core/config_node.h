@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -48,6 +49,9 @@ class Config {
 
   /// Writes dump() to `path`. Throws IoError on failure.
   void write(const std::string& path) const;
+
+  /// Every leaf as dotted path -> value rendered as flow YAML ("train.steps" -> "[8, 11]").
+  std::map<std::string, std::string> flatten() const;
 
  private:
   explicit Config(std::shared_ptr<config_detail::State> state);

@@ -210,3 +210,19 @@ TEST(Config, NullValuesCountAsAbsent) {
 
 }  // namespace
 }  // namespace detforge
+
+namespace detforge {
+namespace {
+
+TEST(Config, FlattenListsEveryLeaf) {
+  const Config c = Config::parse("train: {epochs: 3, steps: [8, 11]}\nmodel: {head: {gn: true}}\nempty: {}\n");
+  const auto flat = c.flatten();
+  EXPECT_EQ(flat.at("train.epochs"), "3");
+  EXPECT_EQ(flat.at("train.steps"), "[8, 11]");
+  EXPECT_EQ(flat.at("model.head.gn"), "true");
+  EXPECT_EQ(flat.at("empty"), "{}");
+  EXPECT_EQ(flat.size(), 4u);
+}
+
+}  // namespace
+}  // namespace detforge

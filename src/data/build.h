@@ -1,0 +1,70 @@
+// The `data:` config section -> dataset, sampler and loader options, and the loaders built from
+// them. This is the only file of src/data that reads the config (shared/STYLE.md 3.3).
+//
+//   data:
+//     num_classes: 3            # required; must equal the file's categories (or category_ids)
+//     category_ids: [1, 3]      # optional subset/order: label i = category id category_ids[i]
+//     on_invalid: error         # error | drop | skip_image
+//     check_images: exists      # none | exists | decode
+//     bbox_tolerance: 1.0       # pixels a box may reach beyond the image
+//     near_duplicate_iou: 0.8   # info rule threshold; 0 = off
+//     workers: 2                # loader threads per process; 0 = on the training thread
+//     prefetch: 2               # batches built ahead per worker
+//     pin_memory: auto          # true | false | auto (when CUDA is available)
+//     batch_size: 2             # images per batch per rank
+//     seed: 0
+//     min_size: 800             # or a list (training picks one per image)
+//     max_size: 1333
+//     fixed_size: [800, 800]    # (width, height); replaces the keep-ratio resize
+//     flip_prob: 0.5            # training only
+//     size_divisible: 32
+//     mean: [0.485, 0.456, 0.406]
+//     std: [0.229, 0.224, 0.225]
+//     aspect_ratio_group_factor: 3   # training; -1 = no grouping
+//     train: {ann: FILE, images: DIR, batch_size: N}
+//     val:   {ann: FILE, images: DIR, batch_size: N}
+//
+// Relative `ann` / `images` paths are resolved against `data.root` when it is set, otherwise
+// against the working directory (run detforge from the repository root).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "data/dataset.h"
+#include "data/loader.h"
+#include "data/samplers.h"
+
+namespace detforge {
+class ConfigNode;
+}
+
+namespace detforge::data {
+
+struct SplitOptions {
+  DatasetOptions dataset;
+  SamplerOptions sampler;
+  LoaderOptions loader;
+  /// -1 = no aspect-ratio grouping.
+  int64_t aspect_ratio_group_factor = -1;
+};
+
+struct DataOptions {
+  int64_t num_classes = 0;
+  std::optional<SplitOptions> train;
+  std::optional<SplitOptions> val;
+};
+
+/// Reads the `data` section. Throws ConfigError naming file:line and key for a missing, mistyped
+/// or unknown key (reject_unused) or a bad value (on_invalid 'dropp': allowed values listed).
+DataOptions data_options(const ConfigNode& data);
+
+/// Builds the dataset of `split` (validated, policy applied; a report of issues and removed ids
+/// goes to `run_dir`/data_report_<name>.json when run_dir is not empty) and its loader for
+/// `rank` of `world_size`.
+std::shared_ptr<DataLoader> build_loader(const SplitOptions& split, int64_t rank, int64_t world_size,
+                                         const std::string& run_dir = "");
+
+}  // namespace detforge::data

@@ -1,0 +1,76 @@
+// CocoDataset: an instances file checked by every validation rule, the data.on_invalid policy
+// applied (with counts logged and removed ids written to a report), and contiguous labels.
+// load() decodes and transforms one image; it is safe to call from many threads.
+// Free of LibTorch.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/coco.h"
+#include "data/transforms.h"
+#include "data/validation.h"
+
+namespace detforge::data {
+
+struct DatasetOptions {
+  std::string annotation_file;
+  std::string image_root;
+  /// What invalid annotations and images do. Default: kError
+  OnInvalid on_invalid = OnInvalid::kError;
+  /// Rules' settings; num_classes and category_subset also select the label map.
+  ValidationOptions validation;
+  /// If not empty, a JSON report of every issue and every removed id is written here.
+  std::string report_path;
+  /// Short name in log lines ("train", "val"). Default: "data"
+  std::string name = "data";
+};
+
+class CocoDataset {
+ public:
+  /// Reads, validates and filters. Throws DataError under kError when any error issue exists
+  /// (all listed: first 20 and the count per code), and in every policy for category-level
+  /// errors (category.count_mismatch: both numbers and the category list are named).
+  explicit CocoDataset(DatasetOptions options);
+
+  int64_t size() const { return static_cast<int64_t>(images_.size()); }
+  const CocoImage& image(int64_t index) const;
+  /// Full path of image `index` (inside the image root).
+  std::string image_path(int64_t index) const;
+  const CategoryMap& categories() const { return categories_; }
+  /// width / height per image, from the json (after EXIF orientation).
+  std::vector<double> aspect_ratios() const;
+
+  /// Sample with the original image and targets (boxes xyxy, original pixels), untransformed.
+  /// Throws DataError naming image id and file if the file cannot be decoded or its size differs
+  /// from the json.
+  Sample read(int64_t index) const;
+  /// read() followed by apply_transforms(options, epoch, index).
+  Sample load(int64_t index, const TransformOptions& options, int64_t epoch) const;
+
+  /// Every issue the rules found (before the policy).
+  const std::vector<Issue>& issues() const { return issues_; }
+  const PolicyResult& policy_result() const { return policy_; }
+  const DatasetOptions& options() const { return options_; }
+
+ private:
+  struct Object {
+    std::array<float, 4> xyxy;
+    int64_t label;
+    bool iscrowd;
+  };
+  DatasetOptions options_;
+  CategoryMap categories_;
+  std::vector<CocoImage> images_;
+  std::vector<std::vector<Object>> objects_;
+  std::vector<Issue> issues_;
+  PolicyResult policy_;
+};
+
+/// JSON text of a validation report: per-code counts, every issue, and (when `policy` is given)
+/// the removed annotation and image ids with their codes.
+std::string report_json(const std::string& annotation_file, const std::vector<Issue>& issues,
+                        const PolicyResult* policy = nullptr, const std::string& policy_name = "");
+
+}  // namespace detforge::data

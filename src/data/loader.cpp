@@ -1,0 +1,200 @@
+#include "data/loader.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include <opencv2/core/utility.hpp>
+#include <torch/cuda.h>
+
+#include "core/errors.h"
+
+namespace detforge::data {
+
+Batch collate(const std::vector<Sample>& samples, const CollateOptions& o) {
+  TORCH_CHECK(o.num_classes > 0, "collate: num_classes must be > 0, got ", o.num_classes);
+  const int64_t b = static_cast<int64_t>(samples.size());
+  int64_t h = 0, w = 0;
+  for (const auto& s : samples) {
+    h = std::max<int64_t>(h, s.image.rows);
+    w = std::max<int64_t>(w, s.image.cols);
+  }
+  const int64_t sd = std::max<int64_t>(1, o.size_divisible);
+  h = b == 0 ? sd : round_up(h, sd);
+  w = b == 0 ? sd : round_up(w, sd);
+  Batch batch;
+  batch.images = torch::empty({b, 3, h, w}, torch::TensorOptions().dtype(torch::kFloat32).pinned_memory(o.pin_memory));
+  float* base = batch.images.data_ptr<float>();
+  for (int64_t i = 0; i < b; ++i) {
+    const Sample& s = samples[size_t(i)];
+    float* dst = base + i * 3 * h * w;
+    normalize_into(s.image, o.mean, o.std, dst, h, w);
+    // Zero only the padding (right of and below the pixels): the rest was just written.
+    const int64_t ih = s.image.rows, iw = s.image.cols;
+    for (int64_t c = 0; c < 3; ++c) {
+      float* plane = dst + c * h * w;
+      if (iw < w) {
+        for (int64_t y = 0; y < ih; ++y) std::memset(plane + y * w + iw, 0, size_t(w - iw) * sizeof(float));
+      }
+      if (ih < h) std::memset(plane + ih * w, 0, size_t((h - ih) * w) * sizeof(float));
+    }
+    batch.image_sizes.push_back({s.image.rows, s.image.cols});
+    batch.original_sizes.push_back({s.original_size.height, s.original_size.width});
+    const int64_t n = static_cast<int64_t>(s.labels.size());
+    TORCH_CHECK(static_cast<int64_t>(s.boxes.size()) == 4 * n && static_cast<int64_t>(s.iscrowd.size()) == n,
+                "collate: image_id=", s.image_id, " has ", s.boxes.size(), " box values for ", n, " labels");
+    auto boxes = torch::from_blob(const_cast<float*>(s.boxes.data()), {n, 4}, torch::kFloat32).clone();
+    auto labels = torch::from_blob(const_cast<int64_t*>(s.labels.data()), {n}, torch::kInt64).clone();
+    auto crowd = torch::from_blob(const_cast<uint8_t*>(s.iscrowd.data()), {n}, torch::kUInt8).to(torch::kBool);
+    batch.targets.emplace_back(s.image_id, Boxes(boxes), labels, crowd, s.file_name);
+    batch.targets.back().validate(o.num_classes);
+  }
+  return batch;
+}
+
+struct DataLoader::State {
+  std::mutex mu;
+  std::condition_variable work_cv;
+  std::condition_variable ready_cv;
+  std::vector<std::vector<int64_t>> batches;
+  int64_t epoch = 0;
+  int64_t next_to_build = 0;
+  int64_t next_to_give = 0;
+  /// Workers start no batch at or beyond this (lowered to just after a failed batch).
+  int64_t limit = 0;
+  int64_t capacity = 1;
+  bool stop = false;
+  bool failed = false;
+  std::map<int64_t, std::pair<std::optional<Batch>, std::exception_ptr>> ready;
+  std::vector<std::thread> threads;
+};
+
+DataLoader::DataLoader(std::shared_ptr<const CocoDataset> dataset, BatchSampler sampler, LoaderOptions options)
+    : dataset_(std::move(dataset)), sampler_(std::move(sampler)), options_(std::move(options)) {
+  if (!dataset_) throw ConfigError("data loader: no dataset");
+  if (options_.workers < 0) throw ConfigError(str("data.workers must be >= 0, got ", options_.workers));
+  if (options_.prefetch < 1) throw ConfigError(str("data.prefetch must be >= 1, got ", options_.prefetch));
+  if (sampler_.dataset_size() != dataset_->size()) {
+    throw ConfigError(str("data loader: sampler covers ", sampler_.dataset_size(), " images, dataset has ",
+                          dataset_->size()));
+  }
+  options_.collate.pin_memory = options_.pin_memory.value_or(torch::cuda::is_available());
+  if (options_.collate.pin_memory && !torch::cuda::is_available()) {
+    throw ConfigError("data.pin_memory: true needs CUDA, which is not available");
+  }
+}
+
+DataLoader::~DataLoader() { stop(); }
+
+void DataLoader::stop() {
+  if (!state_) return;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->stop = true;
+  }
+  state_->work_cv.notify_all();
+  for (auto& t : state_->threads) t.join();
+  state_.reset();
+}
+
+Batch DataLoader::make_batch(const std::vector<int64_t>& indices, int64_t epoch) const {
+  std::vector<Sample> samples;
+  samples.reserve(indices.size());
+  for (const int64_t i : indices) {
+    try {
+      samples.push_back(dataset_->load(i, options_.transforms, epoch));
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      const auto& im = dataset_->image(i);
+      throw_data_error({"image.load_failed", im.id, im.file_name, std::nullopt, "", "",
+                        str("loading failed: ", e.what())});
+    }
+  }
+  return collate(samples, options_.collate);
+}
+
+void DataLoader::start_epoch(int64_t epoch, int64_t first_batch) {
+  stop();
+  sampler_.set_epoch(epoch);
+  state_ = std::make_unique<State>();
+  State& st = *state_;
+  st.batches = sampler_.batches();
+  st.epoch = epoch;
+  st.limit = static_cast<int64_t>(st.batches.size());
+  st.next_to_build = st.next_to_give = std::clamp<int64_t>(first_batch, 0, st.limit);
+  st.capacity = std::max<int64_t>(1, options_.workers * options_.prefetch);
+  // The workers are the parallelism: OpenCV's own pool would oversubscribe the cores.
+  if (options_.workers > 0) cv::setNumThreads(1);
+  for (int64_t t = 0; t < options_.workers; ++t) {
+    st.threads.emplace_back([this, &st] {
+      for (;;) {
+        int64_t k;
+        {
+          std::unique_lock<std::mutex> lock(st.mu);
+          st.work_cv.wait(lock, [&] {
+            return st.stop || st.next_to_build >= st.limit || st.next_to_build < st.next_to_give + st.capacity;
+          });
+          if (st.stop || st.next_to_build >= st.limit) return;
+          k = st.next_to_build++;
+        }
+        std::optional<Batch> batch;
+        std::exception_ptr error;
+        try {
+          batch = make_batch(st.batches[size_t(k)], st.epoch);
+        } catch (...) {
+          error = std::current_exception();
+        }
+        {
+          std::lock_guard<std::mutex> lock(st.mu);
+          if (error) st.limit = std::min(st.limit, k + 1);
+          st.ready[k] = {std::move(batch), error};
+        }
+        st.ready_cv.notify_all();
+        st.work_cv.notify_all();
+      }
+    });
+  }
+}
+
+std::optional<Batch> DataLoader::next() {
+  if (!state_) throw DataError("data loader: next() before start_epoch()");
+  State& st = *state_;
+  if (st.failed) return std::nullopt;
+  const int64_t total = static_cast<int64_t>(st.batches.size());
+  if (st.next_to_give >= total) return std::nullopt;
+  if (options_.workers == 0) {
+    try {
+      return make_batch(st.batches[size_t(st.next_to_give++)], st.epoch);
+    } catch (...) {
+      st.failed = true;
+      throw;
+    }
+  }
+  std::pair<std::optional<Batch>, std::exception_ptr> item;
+  {
+    std::unique_lock<std::mutex> lock(st.mu);
+    st.ready_cv.wait(lock, [&] { return st.ready.count(st.next_to_give) > 0; });
+    auto it = st.ready.find(st.next_to_give);
+    item = std::move(it->second);
+    st.ready.erase(it);
+    ++st.next_to_give;
+  }
+  st.work_cv.notify_all();
+  if (item.second) {
+    st.failed = true;
+    {
+      std::lock_guard<std::mutex> lock(st.mu);
+      st.stop = true;
+    }
+    st.work_cv.notify_all();
+    std::rethrow_exception(item.second);
+  }
+  return std::move(item.first);
+}
+
+}  // namespace detforge::data

@@ -1,0 +1,99 @@
+// Image decoding and the detection transforms, with OpenCV: decode (IMREAD_COLOR, EXIF
+// orientation applied), resize (torchvision GeneralizedRCNNTransform's keep-ratio rule, or a
+// fixed size as MLPerf RetinaNet's 800x800), random horizontal flip, and normalisation into a
+// padded RGB CHW float buffer. Boxes move with the image. Every random choice comes from
+// sample_seed(seed, epoch, index), so a sample looks the same whichever worker makes it.
+// Free of LibTorch.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <opencv2/core.hpp>
+
+namespace detforge::data {
+
+/// (height, width) in pixels.
+struct Size2 {
+  int64_t height = 0;
+  int64_t width = 0;
+  bool operator==(const Size2& o) const { return height == o.height && width == o.width; }
+};
+
+struct DecodeResult {
+  /// HxWx3 uint8 BGR, EXIF orientation applied (OpenCV 4.6 imread/imdecode do this for
+  /// IMREAD_COLOR); grayscale is replicated to 3 channels, alpha is dropped. Empty on error.
+  cv::Mat bgr;
+  /// Why decoding failed ("no such file", "0-byte file", "not a decodable image ..."); empty on success.
+  std::string error;
+};
+
+/// Reads `path` and decodes it. Never throws for bad content.
+DecodeResult try_decode_image(const std::string& path);
+
+struct TransformOptions {
+  /// Shorter side targets. Training picks one per sample (seeded); evaluation uses the last,
+  /// as GeneralizedRCNNTransform does. Default: {800}
+  std::vector<int64_t> min_size{800};
+  /// Longer side limit. Default: 1333
+  int64_t max_size = 1333;
+  /// If set, resize to exactly (width, height), ignoring the aspect ratio (torchvision's
+  /// fixed_size order). Default: unset
+  std::optional<std::array<int64_t, 2>> fixed_size;
+  /// Probability of a horizontal flip; only used when `train`. Default: 0.5
+  double flip_prob = 0.5;
+  /// Training (random min_size choice and flips) or evaluation (deterministic). Default: false
+  bool train = false;
+  /// Base seed for per-sample randomness. Default: 0
+  uint64_t seed = 0;
+};
+
+/// Size after resizing an h x w image, computed as torchvision 0.29's eager
+/// _resize_image_and_masks: scale = min(min_size / short side, max_size / long side) in double;
+/// new side = floor(side * scale) (interpolate's recompute_scale_factor). With fixed_size
+/// (w, h): exactly that.
+Size2 resized_size(Size2 original, int64_t min_size, int64_t max_size,
+                   const std::optional<std::array<int64_t, 2>>& fixed_size = std::nullopt);
+
+/// A seed that depends only on (seed, epoch, index): SplitMix64 of the three.
+uint64_t sample_seed(uint64_t seed, int64_t epoch, int64_t index);
+
+/// One transformed image with its targets.
+struct Sample {
+  int64_t image_id = -1;
+  std::string file_name;
+  /// HxWx3 uint8 BGR after resize and flip.
+  cv::Mat image;
+  Size2 original_size;
+  Size2 image_size;
+  /// xyxy in `image` pixels, 4 floats per object.
+  std::vector<float> boxes;
+  /// Contiguous labels 0..C-1.
+  std::vector<int64_t> labels;
+  std::vector<uint8_t> iscrowd;
+  bool flipped = false;
+};
+
+/// Resizes and flips `sample.image` (decoded, original size) and its boxes (xyxy in original
+/// pixels, clipped to the image first) in place, with randomness from
+/// sample_seed(options.seed, epoch, index). Box scaling uses float32 ratios new/original per
+/// axis as torchvision's resize_boxes.
+void apply_transforms(Sample& sample, const TransformOptions& options, int64_t epoch, int64_t index);
+
+/// ImageNet statistics (RGB, on [0, 1] pixels).
+constexpr std::array<float, 3> kImageNetMean{0.485f, 0.456f, 0.406f};
+constexpr std::array<float, 3> kImageNetStd{0.229f, 0.224f, 0.225f};
+
+/// Writes (rgb / 255 - mean) / std of the BGR image `bgr` into `dst`, an RGB CHW buffer of
+/// 3 x padded_h x padded_w floats (row-major), at the top-left; the rest is left untouched.
+/// REQUIRES: bgr is uint8 3-channel, bgr.rows <= padded_h, bgr.cols <= padded_w.
+void normalize_into(const cv::Mat& bgr, const std::array<float, 3>& mean, const std::array<float, 3>& std,
+                    float* dst, int64_t padded_h, int64_t padded_w);
+
+/// Rounds `v` up to a multiple of `stride` (ceil(v / stride) * stride, torchvision's batch_images).
+int64_t round_up(int64_t v, int64_t stride);
+
+}  // namespace detforge::data

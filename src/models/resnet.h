@@ -1,0 +1,72 @@
+// ResNet / ResNeXt backbones (He et al.; Xie et al.) with frozen batch norm, returning the
+// C3, C4, C5 feature maps for an FPN. Module and parameter names equal torchvision's
+// (conv1, bn1, layer1.0.conv1, layer1.0.downsample.0, ...) so weights load both ways.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+namespace detforge::models {
+
+/// Batch norm with fixed statistics and affine parameters, all four held as buffers (not
+/// parameters), as torchvision.ops.FrozenBatchNorm2d: y = x * w / sqrt(rv + eps) + (b - rm * ...).
+class FrozenBatchNorm2dImpl : public torch::nn::Module {
+ public:
+  explicit FrozenBatchNorm2dImpl(int64_t num_features, double eps = 1e-5);
+  /// x: [N, C, H, W] -> same shape.
+  torch::Tensor forward(const torch::Tensor& x);
+  /// Per-channel (scale, shift) with forward(x) == x * scale + shift; each [C].
+  std::pair<torch::Tensor, torch::Tensor> scale_shift() const;
+  double eps() const { return eps_; }
+
+ private:
+  double eps_;
+  torch::Tensor weight_, bias_, running_mean_, running_var_;
+};
+TORCH_MODULE(FrozenBatchNorm2d);
+
+/// Depth / width variants. Names as in torchvision: resnet18, resnet34, resnet50, resnet101,
+/// resnext50_32x4d, resnext101_32x8d.
+struct ResNetOptions {
+  explicit ResNetOptions(std::string arch = "resnet50");
+  /// One of the names above (checked by the constructor).
+  TORCH_ARG(std::string, arch);
+  /// Stages trained from the top: 0 freezes everything, 5 nothing (layer4, layer3, layer2,
+  /// layer1, conv1 in that order), as torchvision's trainable_layers. Default: 3
+  TORCH_ARG(int64_t, trainable_layers) = 3;
+  /// Epsilon of every FrozenBatchNorm2d. Default: 1e-5 (torchvision's COCO RetinaNet v1
+  /// checkpoint was trained with 0.0)
+  TORCH_ARG(double, norm_eps) = 1e-5;
+  /// Compute conv + frozen BN as one conv with the BN folded into weight and bias (faster
+  /// on the CPU; equal up to float rounding, ~1e-6 relative). Default: false (torchvision's
+  /// exact operations)
+  TORCH_ARG(bool, fold_frozen_bn) = false;
+};
+
+/// The known architecture names, for error messages.
+const std::vector<std::string>& resnet_arch_names();
+
+class ResNetImpl : public torch::nn::Module {
+ public:
+  /// Throws std::invalid_argument for an unknown arch or trainable_layers outside [0, 5].
+  explicit ResNetImpl(ResNetOptions options);
+  /// x: [N, 3, H, W] float32 -> {C3 [N, c3, H/8, W/8], C4 [.., H/16, ..], C5 [.., H/32, ..]}
+  /// (ceil division at each stride-2 step).
+  std::vector<torch::Tensor> forward(const torch::Tensor& x);
+  /// Channels of C3, C4, C5 (128, 256, 512 for basic blocks; x4 for bottlenecks).
+  std::vector<int64_t> out_channels() const { return out_channels_; }
+  const ResNetOptions& options() const { return options_; }
+
+ private:
+  ResNetOptions options_;
+  std::vector<int64_t> out_channels_;
+  torch::nn::Conv2d conv1_{nullptr};
+  FrozenBatchNorm2d bn1_{nullptr};
+  torch::nn::Sequential layer1_{nullptr}, layer2_{nullptr}, layer3_{nullptr}, layer4_{nullptr};
+};
+TORCH_MODULE(ResNet);
+
+}  // namespace detforge::models

@@ -1,0 +1,115 @@
+#include "ops/box_ops.h"
+
+namespace detforge::ops {
+
+namespace {
+
+void check_boxes(const char* fn, const char* arg, const torch::Tensor& t) {
+  TORCH_CHECK(t.defined() && t.dim() >= 1 && t.size(-1) == 4, fn, ": ", arg,
+              " must be [..., 4] xyxy, got ", t.defined() ? t.sizes() : torch::IntArrayRef{});
+}
+
+}  // namespace
+
+torch::Tensor box_area(const torch::Tensor& boxes) {
+  check_boxes("box_area", "boxes", boxes);
+  return (boxes.select(-1, 2) - boxes.select(-1, 0)) * (boxes.select(-1, 3) - boxes.select(-1, 1));
+}
+
+torch::Tensor box_iou(const torch::Tensor& a, const torch::Tensor& b) {
+  check_boxes("box_iou", "a", a);
+  check_boxes("box_iou", "b", b);
+  TORCH_CHECK(a.dim() == 2 && b.dim() == 2, "box_iou: a and b must be 2-D, got ", a.sizes(), " and ",
+              b.sizes());
+  return batched_box_iou(a.unsqueeze(0), b).squeeze(0);
+}
+
+torch::Tensor batched_box_iou(const torch::Tensor& a, const torch::Tensor& b) {
+  check_boxes("batched_box_iou", "a", a);
+  check_boxes("batched_box_iou", "b", b);
+  TORCH_CHECK(a.dim() == 3 && b.dim() == 2, "batched_box_iou: a must be [B, N, 4] and b [M, 4], got ",
+              a.sizes(), " and ", b.sizes());
+  const auto area_a = box_area(a);  // [B, N]
+  const auto area_b = box_area(b);  // [M]
+  const auto aa = a.unsqueeze(2);   // [B, N, 1, 4]
+  const auto lt = torch::max(aa.narrow(-1, 0, 2), b.narrow(-1, 0, 2));
+  const auto rb = torch::min(aa.narrow(-1, 2, 2), b.narrow(-1, 2, 2));
+  const auto wh = (rb - lt).clamp_min(0);
+  const auto inter = wh.select(-1, 0) * wh.select(-1, 1);
+  const auto uni = area_a.unsqueeze(2) + area_b - inter;
+  return inter / uni;
+}
+
+torch::Tensor generalized_box_iou(const torch::Tensor& a, const torch::Tensor& b) {
+  check_boxes("generalized_box_iou", "a", a);
+  check_boxes("generalized_box_iou", "b", b);
+  const auto area_a = box_area(a);
+  const auto area_b = box_area(b);
+  const auto aa = a.unsqueeze(1);
+  const auto lt = torch::max(aa.narrow(-1, 0, 2), b.narrow(-1, 0, 2));
+  const auto rb = torch::min(aa.narrow(-1, 2, 2), b.narrow(-1, 2, 2));
+  const auto wh = (rb - lt).clamp_min(0);
+  const auto inter = wh.select(-1, 0) * wh.select(-1, 1);
+  const auto uni = area_a.unsqueeze(1) + area_b - inter;
+  const auto iou = inter / uni;
+  const auto lt_c = torch::min(aa.narrow(-1, 0, 2), b.narrow(-1, 0, 2));
+  const auto rb_c = torch::max(aa.narrow(-1, 2, 2), b.narrow(-1, 2, 2));
+  const auto wh_c = (rb_c - lt_c).clamp_min(0);
+  const auto area_c = wh_c.select(-1, 0) * wh_c.select(-1, 1);
+  return iou - (area_c - uni) / area_c;
+}
+
+torch::Tensor clip_boxes(const torch::Tensor& boxes, int64_t height, int64_t width) {
+  check_boxes("clip_boxes", "boxes", boxes);
+  const auto x = boxes.index({torch::indexing::Ellipsis, torch::indexing::Slice(0, 4, 2)})
+                     .clamp(0, static_cast<double>(width));
+  const auto y = boxes.index({torch::indexing::Ellipsis, torch::indexing::Slice(1, 4, 2)})
+                     .clamp(0, static_cast<double>(height));
+  return torch::stack({x, y}, -1).reshape(boxes.sizes());
+}
+
+BoxCoder::BoxCoder(BoxCoderOptions options) : options_(options) {}
+
+torch::Tensor BoxCoder::encode(const torch::Tensor& gt, const torch::Tensor& anchors) const {
+  check_boxes("BoxCoder::encode", "gt", gt);
+  check_boxes("BoxCoder::encode", "anchors", anchors);
+  TORCH_CHECK(gt.sizes() == anchors.sizes(), "BoxCoder::encode: gt ", gt.sizes(), " and anchors ",
+              anchors.sizes(), " must have the same shape");
+  const auto& w = options_.weights();
+  const auto ex_w = anchors.select(-1, 2) - anchors.select(-1, 0);
+  const auto ex_h = anchors.select(-1, 3) - anchors.select(-1, 1);
+  const auto ex_x = anchors.select(-1, 0) + 0.5 * ex_w;
+  const auto ex_y = anchors.select(-1, 1) + 0.5 * ex_h;
+  const auto gt_w = gt.select(-1, 2) - gt.select(-1, 0);
+  const auto gt_h = gt.select(-1, 3) - gt.select(-1, 1);
+  const auto gt_x = gt.select(-1, 0) + 0.5 * gt_w;
+  const auto gt_y = gt.select(-1, 1) + 0.5 * gt_h;
+  const auto dx = w[0] * (gt_x - ex_x) / ex_w;
+  const auto dy = w[1] * (gt_y - ex_y) / ex_h;
+  const auto dw = w[2] * torch::log(gt_w / ex_w);
+  const auto dh = w[3] * torch::log(gt_h / ex_h);
+  return torch::stack({dx, dy, dw, dh}, -1);
+}
+
+torch::Tensor BoxCoder::decode(const torch::Tensor& deltas, const torch::Tensor& anchors) const {
+  check_boxes("BoxCoder::decode", "deltas", deltas);
+  check_boxes("BoxCoder::decode", "anchors", anchors);
+  const auto boxes = anchors.to(deltas.scalar_type());
+  const auto& w = options_.weights();
+  const auto widths = boxes.select(-1, 2) - boxes.select(-1, 0);
+  const auto heights = boxes.select(-1, 3) - boxes.select(-1, 1);
+  const auto ctr_x = boxes.select(-1, 0) + 0.5 * widths;
+  const auto ctr_y = boxes.select(-1, 1) + 0.5 * heights;
+  const auto dx = deltas.select(-1, 0) / w[0];
+  const auto dy = deltas.select(-1, 1) / w[1];
+  // Clamp before exp(): a large predicted dw would overflow to inf.
+  const auto dw = (deltas.select(-1, 2) / w[2]).clamp_max(options_.scale_clamp());
+  const auto dh = (deltas.select(-1, 3) / w[3]).clamp_max(options_.scale_clamp());
+  const auto px = dx * widths + ctr_x;
+  const auto py = dy * heights + ctr_y;
+  const auto half_w = 0.5 * (torch::exp(dw) * widths);
+  const auto half_h = 0.5 * (torch::exp(dh) * heights);
+  return torch::stack({px - half_w, py - half_h, px + half_w, py + half_h}, -1);
+}
+
+}  // namespace detforge::ops

@@ -1,0 +1,231 @@
+// Decoding and transforms, with sizes, boxes and pixels compared live against torchvision's
+// GeneralizedRCNNTransform (tests/data/tv_transform.py).
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <opencv2/imgcodecs.hpp>
+
+#include "core/errors.h"
+#include "data/transforms.h"
+#include "test_util.h"
+
+namespace detforge::data {
+namespace {
+
+const std::string kImages = std::string(DETFORGE_SOURCE_DIR) + "/tests/fixtures/coco/images/";
+const std::string kHelper = std::string(DETFORGE_SOURCE_DIR) + "/tests/data/tv_transform.py";
+
+std::vector<std::string> python_lines(const std::string& args, const std::string& input) {
+  testing::TempDir dir;
+  const auto in = dir.write("in.txt", input);
+  const auto r = testing::run_command(std::string(DETFORGE_PYTHON) + " " + kHelper + " " + args + " < " + in + " 2>&1");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  std::vector<std::string> lines;
+  std::istringstream is(r.output);
+  for (std::string l; std::getline(is, l);) lines.push_back(l);
+  return lines;
+}
+
+TEST(Decode, FormatsBecomeThreeChannelBgr) {
+  for (const char* f : {"a.jpg", "gray.png", "alpha.png"}) {
+    const auto d = try_decode_image(kImages + f);
+    ASSERT_TRUE(d.error.empty()) << f << ": " << d.error;
+    EXPECT_EQ(d.bgr.type(), CV_8UC3) << f;
+    EXPECT_EQ(d.bgr.cols, 64) << f;
+    EXPECT_EQ(d.bgr.rows, 48) << f;
+  }
+  // a.jpg: red grows to the right (R = x gradient), so BGR channel 2 grows along a row.
+  const auto a = try_decode_image(kImages + "a.jpg").bgr;
+  EXPECT_LT(a.at<cv::Vec3b>(10, 2)[2] + 100, a.at<cv::Vec3b>(10, 60)[2]);
+  const auto g = try_decode_image(kImages + "gray.png").bgr;
+  EXPECT_EQ(g.at<cv::Vec3b>(5, 30)[0], g.at<cv::Vec3b>(5, 30)[2]);
+}
+
+TEST(Decode, ExifOrientationIsApplied) {
+  // Stored 64x48 with orientation 6 (rotate 90 degrees clockwise to display): displayed 48x64.
+  const auto d = try_decode_image(kImages + "exif6.jpg");
+  ASSERT_TRUE(d.error.empty()) << d.error;
+  EXPECT_EQ(d.bgr.cols, 48);
+  EXPECT_EQ(d.bgr.rows, 64);
+  // The stored image's red x-gradient becomes a y-gradient after the rotation.
+  EXPECT_LT(d.bgr.at<cv::Vec3b>(2, 24)[2] + 100, d.bgr.at<cv::Vec3b>(60, 24)[2]);
+}
+
+TEST(Decode, BadFilesGiveReasonsNotCrashes) {
+  EXPECT_NE(try_decode_image(kImages + "empty.jpg").error.find("0-byte"), std::string::npos);
+  EXPECT_NE(try_decode_image(kImages + "corrupt.jpg").error.find("not a decodable image"), std::string::npos);
+  EXPECT_NE(try_decode_image(kImages + "truncated.jpg").error.find("not a decodable image"), std::string::npos);
+  EXPECT_NE(try_decode_image(kImages + "missing.jpg").error.find("cannot open"), std::string::npos);
+  EXPECT_TRUE(try_decode_image(kImages + "missing.jpg").bgr.empty());
+}
+
+TEST(TransformsParity, ResizedSizeMatchesTorchvision) {
+  struct C {
+    int64_t h, w, mn, mx;
+    std::optional<std::array<int64_t, 2>> fixed;
+  };
+  std::vector<C> cases = {{480, 640, 800, 1333, {}}, {333, 500, 800, 1333, {}}, {427, 640, 800, 1333, {}},
+                          {640, 427, 800, 1333, {}}, {375, 500, 600, 1000, {}}, {1, 1000, 800, 1333, {}},
+                          {799, 801, 800, 1333, {}}, {3000, 200, 512, 1024, {}}, {481, 640, 640, 640, {}},
+                          {480, 640, 800, 1333, std::array<int64_t, 2>{800, 800}},
+                          {333, 500, 800, 1333, std::array<int64_t, 2>{640, 480}}};
+  // A sweep over odd sizes, where float32 rounding decides the last pixel.
+  for (int64_t h = 101; h < 1500; h += 97) {
+    for (int64_t w = 89; w < 1500; w += 131) cases.push_back({h, w, 800, 1333, {}});
+  }
+  std::string input;
+  for (const auto& c : cases) {
+    input += str(c.h, " ", c.w, " ", c.mn, " ", c.mx);
+    if (c.fixed) input += str(" ", (*c.fixed)[0], " ", (*c.fixed)[1]);
+    input += "\n";
+  }
+  const auto lines = python_lines("sizes", input);
+  ASSERT_EQ(lines.size(), cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const auto& c = cases[i];
+    const Size2 s = resized_size({c.h, c.w}, c.mn, c.mx, c.fixed);
+    EXPECT_EQ(str(s.height, " ", s.width), lines[i]) << c.h << "x" << c.w << " min " << c.mn << " max " << c.mx;
+  }
+}
+
+TEST(TransformsParity, BoxesMatchTorchvision) {
+  struct C {
+    int64_t h, w;
+    std::array<float, 4> box;
+  };
+  const std::vector<C> cases = {{480, 640, {0, 0, 640, 480}}, {333, 500, {10.5f, 20.25f, 100, 200}},
+                                {427, 640, {3, 7, 11, 13}}, {1000, 211, {0.5f, 999, 210, 1000}}};
+  std::string input;
+  for (const auto& c : cases) input += str(c.h, " ", c.w, " 800 1333 ", c.box[0], " ", c.box[1], " ", c.box[2], " ", c.box[3], "\n");
+  const auto lines = python_lines("boxes", input);
+  ASSERT_EQ(lines.size(), cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    Sample s;
+    s.image = cv::Mat(int(cases[i].h), int(cases[i].w), CV_8UC3, cv::Scalar::all(0));
+    s.boxes.assign(cases[i].box.begin(), cases[i].box.end());
+    s.labels = {0};
+    s.iscrowd = {0};
+    TransformOptions o;
+    apply_transforms(s, o, 0, 0);
+    std::istringstream is(lines[i]);
+    for (int k = 0; k < 4; ++k) {
+      float ref;
+      is >> ref;
+      EXPECT_FLOAT_EQ(s.boxes[size_t(k)], ref) << "case " << i << " coordinate " << k;
+    }
+  }
+}
+
+TEST(TransformsParity, PixelsCloseToTorchvision) {
+  // torchvision normalises float pixels then resizes; we resize uint8 then normalise, so
+  // values differ by rounding (< 1/255 before normalisation, plus OpenCV's fixed point).
+  testing::TempDir dir;
+  const std::string out = (dir.path() / "tv.f32").string();
+  const auto lines = python_lines(str("image ", kImages, "a.jpg 100 1333 ", out), "");
+  ASSERT_EQ(lines.size(), 1u);
+  int c, h, w;
+  std::istringstream(lines[0]) >> c >> h >> w;
+  Sample s;
+  s.image = try_decode_image(kImages + "a.jpg").bgr;
+  TransformOptions o;
+  o.min_size = {100};
+  apply_transforms(s, o, 0, 0);
+  ASSERT_EQ(s.image.rows, h);
+  ASSERT_EQ(s.image.cols, w);
+  std::vector<float> ours(size_t(3 * h * w));
+  normalize_into(s.image, kImageNetMean, kImageNetStd, ours.data(), h, w);
+  std::vector<float> ref(ours.size());
+  std::ifstream in(out, std::ios::binary);
+  in.read(reinterpret_cast<char*>(ref.data()), std::streamsize(ref.size() * sizeof(float)));
+  ASSERT_TRUE(in);
+  double sum = 0, worst = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double d = std::fabs(double(ours[i]) - double(ref[i]));
+    sum += d;
+    worst = std::max(worst, d);
+  }
+  EXPECT_LT(sum / double(ref.size()), 0.01);
+  EXPECT_LT(worst, 0.05);
+}
+
+TEST(Transforms, FlipMovesBoxesWithPixels) {
+  // A white block at x in [10, 20) on black; its box must follow it under a flip.
+  Sample s;
+  s.image = cv::Mat(40, 64, CV_8UC3, cv::Scalar::all(0));
+  s.image(cv::Rect(10, 5, 10, 20)).setTo(cv::Scalar::all(255));
+  s.boxes = {10, 5, 20, 25};
+  s.labels = {0};
+  s.iscrowd = {0};
+  TransformOptions o;
+  o.min_size = {40};
+  o.max_size = 1000;
+  o.train = true;
+  o.flip_prob = 1.0;
+  apply_transforms(s, o, 0, 0);
+  ASSERT_TRUE(s.flipped);
+  EXPECT_EQ(s.boxes, (std::vector<float>{44, 5, 54, 25}));
+  EXPECT_EQ(s.image.at<cv::Vec3b>(10, 44)[0], 255);
+  EXPECT_EQ(s.image.at<cv::Vec3b>(10, 53)[0], 255);
+  EXPECT_EQ(s.image.at<cv::Vec3b>(10, 43)[0], 0);
+  EXPECT_EQ(s.image.at<cv::Vec3b>(10, 54)[0], 0);
+}
+
+TEST(Transforms, SeededPerSampleAndClipped) {
+  TransformOptions o;
+  o.train = true;
+  o.flip_prob = 0.5;
+  o.min_size = {32, 40, 48};
+  o.max_size = 1000;
+  o.seed = 5;
+  auto run = [&](int64_t epoch, int64_t index) {
+    Sample s;
+    s.image = cv::Mat(30, 50, CV_8UC3, cv::Scalar::all(7));
+    s.boxes = {-0.5f, 2, 50.5f, 10};
+    s.labels = {0};
+    s.iscrowd = {0};
+    apply_transforms(s, o, epoch, index);
+    return s;
+  };
+  int flips = 0;
+  std::set<int64_t> heights;
+  for (int64_t i = 0; i < 200; ++i) {
+    const auto a = run(3, i), b = run(3, i);
+    EXPECT_EQ(a.flipped, b.flipped);
+    EXPECT_EQ(a.image_size, b.image_size);
+    EXPECT_EQ(a.boxes, b.boxes);
+    EXPECT_GE(a.boxes[0], 0.0f);
+    EXPECT_LE(a.boxes[2], float(a.image_size.width));
+    flips += a.flipped;
+    heights.insert(a.image_size.height);
+  }
+  EXPECT_GT(flips, 70);
+  EXPECT_LT(flips, 130);
+  EXPECT_EQ(heights, (std::set<int64_t>{32, 40, 48}));
+  EXPECT_NE(sample_seed(5, 3, 1), sample_seed(5, 4, 1));
+  EXPECT_NE(sample_seed(5, 3, 1), sample_seed(5, 3, 2));
+  EXPECT_NE(sample_seed(5, 3, 1), sample_seed(6, 3, 1));
+  // Evaluation never flips and uses the last min_size.
+  o.train = false;
+  const auto e = run(0, 0);
+  EXPECT_FALSE(e.flipped);
+  EXPECT_EQ(e.image_size.height, 48);
+}
+
+TEST(Transforms, NormalizeWritesRgbChwIntoPaddedBuffer) {
+  cv::Mat bgr(2, 3, CV_8UC3, cv::Scalar(10, 20, 30));  // B=10, G=20, R=30
+  std::vector<float> dst(3 * 4 * 5, -7.0f);
+  normalize_into(bgr, kImageNetMean, kImageNetStd, dst.data(), 4, 5);
+  EXPECT_FLOAT_EQ(dst[0], (30 / 255.0f - 0.485f) / 0.229f);       // R plane
+  EXPECT_FLOAT_EQ(dst[20], (20 / 255.0f - 0.456f) / 0.224f);      // G plane
+  EXPECT_FLOAT_EQ(dst[40 + 5 + 2], (10 / 255.0f - 0.406f) / 0.225f);  // B plane, row 1, col 2
+  EXPECT_EQ(dst[3], -7.0f);   // padding untouched
+  EXPECT_EQ(dst[2 * 5], -7.0f);
+  EXPECT_EQ(round_up(800, 32), 800);
+  EXPECT_EQ(round_up(801, 32), 832);
+  EXPECT_EQ(round_up(1, 1), 1);
+}
+
+}  // namespace
+}  // namespace detforge::data

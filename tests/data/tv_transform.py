@@ -1,0 +1,63 @@
+"""Reference numbers from torchvision's GeneralizedRCNNTransform for transforms_test.cpp.
+
+Modes (argv[1]):
+  sizes   stdin lines "h w min_size max_size [fixed_w fixed_h]" -> "new_h new_w" per line
+  boxes   stdin lines "h w min_size max_size x1 y1 x2 y2" -> resized box "x1 y1 x2 y2" (%.9g)
+  image   argv[2] image path, argv[3] min_size, argv[4] max_size, argv[5] output .f32 path:
+          decode with PIL (RGB), run the transform in eval mode (normalise, resize, pad to 32)
+          and write "C H W" on stdout and the float32 CHW pixels of the unpadded image to argv[5].
+"""
+import sys
+
+import numpy as np
+import torch
+from PIL import Image
+from torchvision.models.detection.transform import GeneralizedRCNNTransform
+
+MEAN = [0.485, 0.456, 0.406]
+STD = [0.229, 0.224, 0.225]
+
+
+def make(min_size, max_size, fixed=None):
+    t = GeneralizedRCNNTransform(min_size, max_size, MEAN, STD, fixed_size=fixed)
+    t.eval()
+    return t
+
+
+def main():
+    mode = sys.argv[1]
+    if mode in ("sizes", "boxes"):
+        for line in sys.stdin:
+            v = line.split()
+            if not v:
+                continue
+            h, w, mn, mx = (int(x) for x in v[:4])
+            fixed = None
+            if mode == "sizes" and len(v) == 6:
+                fixed = (int(v[4]), int(v[5]))
+            t = make(mn, mx, fixed)
+            img = torch.zeros(3, h, w)
+            target = None
+            if mode == "boxes":
+                target = {"boxes": torch.tensor([[float(x) for x in v[4:8]]], dtype=torch.float32)}
+            out, tgt = t.resize(img, target)
+            if mode == "sizes":
+                print(out.shape[-2], out.shape[-1])
+            else:
+                print(" ".join("%.9g" % float(x) for x in tgt["boxes"][0]))
+        return
+    if mode == "image":
+        path, mn, mx, out_path = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+        img = torch.from_numpy(np.asarray(Image.open(path).convert("RGB"), dtype=np.float32) / 255.0).permute(2, 0, 1)
+        t = make(mn, mx)
+        images, _ = t([img])
+        h, w = images.image_sizes[0]
+        data = images.tensors[0, :, :h, :w].contiguous().numpy().astype(np.float32)
+        data.tofile(out_path)
+        print(3, h, w)
+        return
+    raise SystemExit("unknown mode " + mode)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,177 @@
+// Trainer behaviour on a tiny synthetic set: exact resume, the non-finite guard, outputs and
+// the failure modes users hit (wrong device, wrong checkpoint, truncated file).
+#include "engine/trainer.h"
+
+#include <cmath>
+#include <filesystem>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <torch/torch.h>
+
+#include "core/errors.h"
+#include "data/synthetic.h"
+#include "engine/plot.h"
+#include "test_util.h"
+
+namespace detforge::engine {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TrainerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    data::SynthOptions o;
+    o.out_dir = data_dir().string();
+    o.num_train = 16;
+    o.num_val = 8;
+    o.image_size = 64;
+    o.seed = 3;
+    o.max_objects = 3;
+    data::generate_synthetic(o);
+  }
+  static fs::path data_dir() { return fs::path(DETFORGE_BINARY_DIR) / "test_tmp" / "trainer_synth"; }
+
+  // A RetinaNet small enough to train a few steps in seconds; 4 batches of 4 per epoch.
+  std::string yaml(const fs::path& out) const {
+    return "seed: 0\ndevice: cpu\noutput_dir: " + out.string() +
+           "\n"
+           "model: {type: retinanet, num_classes: 3, backbone: {type: resnet18, trainable_layers: 5},\n"
+           "        fpn: {channels: 16}, head: {norm_groups: 4}}\n"
+           "data: {root: " +
+           data_dir().string() +
+           ", num_classes: 3, workers: 0, batch_size: 4, min_size: 64, max_size: 64,\n"
+           "       flip_prob: 0.5, aspect_ratio_group_factor: -1,\n"
+           "       train: {ann: annotations/instances_train.json, images: train},\n"
+           "       val: {ann: annotations/instances_val.json, images: val}}\n"
+           "train: {epochs: 2, log_interval: 1}\n"
+           "optimizer: {type: sgd, lr: 0.01, momentum: 0.9}\n"
+           "schedule: {warmup: linear, warmup_steps: 2, policy: multistep, milestones: [5]}\n"
+           "ema: {enabled: true, tau: 5}\n";
+  }
+  Config config(const fs::path& out, const std::vector<std::string>& overrides = {}) const {
+    return Config::parse(yaml(out), "trainer_test.yaml", overrides);
+  }
+  std::string write_config(const fs::path& out) const { return dir_.write("run.yaml", yaml(out)); }
+
+  testing::TempDir dir_;
+};
+
+std::vector<torch::Tensor> stored_tensors(const std::string& path, const std::string& prefix) {
+  torch::serialize::InputArchive archive;
+  archive.load_from(path);
+  c10::IValue v;
+  archive.read(prefix + "_tensors", v);
+  return v.toTensorVector();
+}
+
+TEST_F(TrainerTest, ResumeMidEpochIsBitwiseIdentical) {
+  const auto straight = train(config(dir_.path() / "straight"));
+  EXPECT_EQ(straight.steps_done, 8);
+  const auto half = train(config(dir_.path() / "resumed", {"train.stop_at_step=3"}));
+  EXPECT_EQ(half.steps_done, 3);
+  const auto ckpt = (dir_.path() / "resumed" / "last.ckpt").string();
+  const auto resumed = train(config(dir_.path() / "resumed"), ckpt);
+  EXPECT_EQ(resumed.steps_done, 8);
+  for (const char* part : {"model", "ema"}) {
+    const auto a = stored_tensors((dir_.path() / "straight" / "last.ckpt").string(), part);
+    const auto b = stored_tensors((dir_.path() / "resumed" / "last.ckpt").string(), part);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << part << " tensor " << i;
+  }
+  EXPECT_EQ(straight.last_metrics.at("AP"), resumed.last_metrics.at("AP"));
+}
+
+TEST_F(TrainerTest, NonFiniteLossSkipsTheStepOnly) {
+  TrainHooks hooks;
+  int calls = 0;
+  hooks.after_forward = [&](LossDict& losses, int64_t) {
+    if (++calls == 2 || calls == 3) losses.set("classification", losses.at("classification") * NAN);
+  };
+  const auto r = train(config(dir_.path() / "nan"), "", hooks);
+  EXPECT_EQ(r.skipped_steps, 2);
+  EXPECT_EQ(r.steps_done, 6);
+  for (const auto& t : stored_tensors((dir_.path() / "nan" / "last.ckpt").string(), "model")) {
+    ASSERT_TRUE(torch::isfinite(t).all().item<bool>());
+  }
+}
+
+TEST_F(TrainerTest, NonFiniteLossInARowAborts) {
+  TrainHooks hooks;
+  hooks.after_forward = [](LossDict& losses, int64_t) {
+    losses.set("bbox_regression", losses.at("bbox_regression") * INFINITY);
+  };
+  EXPECT_THROW_WITH(train(config(dir_.path() / "inf", {"train.max_nonfinite_steps=3"}), "", hooks), TrainingError,
+                    "loss was non-finite for 3 steps in a row (train.max_nonfinite_steps=3); last at epoch 0 step 0");
+}
+
+TEST_F(TrainerTest, RunDirectoryHoldsConfigMetricsCheckpointsAndCurves) {
+  const auto out = dir_.path() / "outputs";
+  const auto r = train(config(out, {"eval.interval=1"}));
+  EXPECT_TRUE(fs::exists(out / "last.ckpt"));
+  EXPECT_TRUE(fs::exists(out / "best.ckpt"));
+  EXPECT_TRUE(r.best_weights == "live" || r.best_weights == "ema") << r.best_weights;
+  EXPECT_EQ(Config::load((out / "config.yaml").string()).hash(), config(out, {"eval.interval=1"}).hash());
+  int train_records = 0;
+  std::set<std::pair<std::string, int>> evals;
+  std::istringstream lines(testing::read_file(out / "metrics.jsonl"));
+  for (std::string line; std::getline(lines, line);) {
+    const auto rec = nlohmann::json::parse(line);
+    if (rec.at("type") == "train") {
+      ++train_records;
+      EXPECT_TRUE(rec.contains("classification") && rec.contains("bbox_regression") && rec.contains("lr"));
+    } else {
+      evals.insert({rec.at("weights").get<std::string>(), rec.at("epoch").get<int>()});
+      EXPECT_GE(rec.at("AP50").get<double>(), 0.0);
+    }
+  }
+  EXPECT_EQ(train_records, 8);
+  EXPECT_EQ(evals, (std::set<std::pair<std::string, int>>{{"live", 0}, {"live", 1}, {"ema", 0}, {"ema", 1}}));
+  const cv::Mat png = cv::imread(plot_run(out.string()));
+  EXPECT_EQ(png.cols, 1200);
+  EXPECT_EQ(png.rows, 420);
+}
+
+TEST_F(TrainerTest, BadRunsFailWithClearMessages) {
+  const auto base = dir_.path() / "base";
+  train(config(base, {"train.epochs=1"}));
+  const std::string df = testing::detforge_binary();
+  const std::string cfg = write_config(dir_.path() / "cli");
+
+  auto r = testing::run_command(df + " train -c " + cfg + " device=cuda:3");
+  if (!torch::cuda::is_available()) {
+    EXPECT_EQ(r.exit_code, static_cast<int>(ExitCode::kConfig)) << r.output;
+    EXPECT_NE(r.output.find("device: cuda:3 requested but CUDA is not available"), std::string::npos) << r.output;
+  }
+  r = testing::run_command(df + " train -c " + cfg + " model.fpn.channels=8 --resume " + (base / "last.ckpt").string());
+  EXPECT_EQ(r.exit_code, static_cast<int>(ExitCode::kTraining)) << r.output;
+  EXPECT_NE(r.output.find("shape mismatch: backbone.fpn.inner_blocks.0.0.weight (checkpoint [16, 128, 1, 1], model [8, 128, 1, 1])"),
+            std::string::npos)
+      << r.output;
+
+  const std::string bytes = testing::read_file(base / "last.ckpt");
+  const auto cut = dir_.write("cut.ckpt", bytes.substr(0, bytes.size() / 3));
+  r = testing::run_command(df + " train -c " + cfg + " --resume " + cut);
+  EXPECT_EQ(r.exit_code, static_cast<int>(ExitCode::kIo)) << r.output;
+  EXPECT_NE(r.output.find("is truncated or not a detforge checkpoint"), std::string::npos) << r.output;
+
+  r = testing::run_command(df + " train -c " + cfg + " train.epoch=3");
+  EXPECT_EQ(r.exit_code, static_cast<int>(ExitCode::kConfig)) << r.output;
+  EXPECT_NE(r.output.find("train.epoch: unknown key (did you mean epochs?)"), std::string::npos) << r.output;
+
+  EXPECT_THROW_WITH(train(config(dir_.path() / "c", {"model.num_classes=4"})), ConfigError,
+                    "model.num_classes: 4 but the dataset has 3 classes");
+}
+
+TEST_F(TrainerTest, ResumeWithChangedModelIsRefused) {
+  const auto out = dir_.path() / "changed";
+  train(config(out, {"train.stop_at_step=2"}));
+  EXPECT_THROW_WITH(
+      train(config(out, {"model.head.prior_prob=0.02"}), (out / "last.ckpt").string()), TrainingError,
+      "the model config changed: model.head.prior_prob: <absent> -> 0.02;");
+}
+
+}  // namespace
+}  // namespace detforge::engine

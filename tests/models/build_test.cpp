@@ -1,0 +1,76 @@
+// models/build.cpp: config -> RetinaNet, the shipped configs, and clear ConfigErrors.
+#include <gtest/gtest.h>
+
+#include "core/config_node.h"
+#include "core/errors.h"
+#include "models/build.h"
+#include "test_util.h"
+
+namespace detforge::models {
+namespace {
+
+std::string configs() { return std::string(DETFORGE_SOURCE_DIR) + "/configs/"; }
+
+TEST(ModelBuild, ShippedR50ConfigGivesTorchvisionDefaults) {
+  const auto cfg = Config::load(configs() + "_base_/models/retinanet_r50_fpn.yaml");
+  const auto model = cfg.root().child("model");
+  EXPECT_EQ(model.required<std::string>("type"), "retinanet");
+  const auto o = retinanet_options(model);
+  EXPECT_EQ(o.num_classes(), 80);
+  EXPECT_EQ(o.backbone().arch(), "resnet50");
+  EXPECT_EQ(o.backbone().trainable_layers(), 3);
+  EXPECT_TRUE(o.p6_from_p5());
+  EXPECT_EQ(o.head_norm_groups(), 0);
+  EXPECT_EQ(o.box_loss().type(), losses::BoxLossType::kL1);
+  EXPECT_EQ(o.anchors().sizes(), ops::AnchorGeneratorOptions::retinanet_sizes());
+  EXPECT_DOUBLE_EQ(o.focal().alpha(), 0.25);
+  EXPECT_EQ(o.detections_per_image(), 300);
+  model.reject_unused();  // every key of the shipped file is known
+}
+
+TEST(ModelBuild, MlperfAndV2Configs) {
+  const auto mlperf = Config::load(configs() + "_base_/models/retinanet_resnext50_32x4d_fpn_mlperf.yaml");
+  const auto o = retinanet_options(mlperf.root().child("model"));
+  EXPECT_EQ(o.num_classes(), 264);
+  EXPECT_EQ(o.backbone().arch(), "resnext50_32x4d");
+  const auto v2 = Config::load(configs() + "retinanet/retinanet_r50_fpn_v2.yaml");
+  const auto o2 = retinanet_options(v2.root().child("model"));
+  EXPECT_FALSE(o2.p6_from_p5());
+  EXPECT_EQ(o2.head_norm_groups(), 32);
+  EXPECT_EQ(o2.box_loss().type(), losses::BoxLossType::kGIoU);
+}
+
+TEST(ModelBuild, BuildsADetectorWithFixedLossKeys) {
+  const auto cfg = Config::parse(
+      "model:\n  type: retinanet\n  num_classes: 3\n  backbone: {type: resnet18, trainable_layers: 0}\n"
+      "  fpn: {channels: 32}\n");
+  auto d = build_detector(cfg.root().child("model"));
+  EXPECT_EQ(d->loss_keys(), (std::vector<std::string>{"classification", "bbox_regression"}));
+  EXPECT_EQ(d->num_classes(), 3);
+  for (const auto& p : d->named_parameters()) {
+    EXPECT_EQ(p.value().requires_grad(), p.key().rfind("backbone.body.", 0) != 0) << p.key();
+  }
+}
+
+TEST(ModelBuild, ConfigErrorsNameTheKey) {
+  auto build = [](const std::string& yaml) {
+    return build_detector(Config::parse(yaml, "m.yaml").root().child("model"));
+  };
+  EXPECT_THROW_WITH(build("model:\n  type: retinanet\n  num_classes: 3\n  num_anchor: 9\n"), ConfigError,
+                    "model.num_anchor: unknown key");
+  EXPECT_THROW_WITH(build("model:\n  type: yolo\n  num_classes: 3\n"), ConfigError, "known: retinanet");
+  EXPECT_THROW_WITH(build("model:\n  type: retinanet\n  num_classes: 3\n  backbone: {type: resnet5}\n"),
+                    ConfigError, "model.backbone.type: unknown 'resnet5'; known: resnet18");
+  EXPECT_THROW_WITH(build("model:\n  type: retinanet\n  num_classes: 0\n"), ConfigError,
+                    "model.num_classes: 0 must be >= 1");
+  EXPECT_THROW_WITH(build("model:\n  type: retinanet\n  num_classes: 2\n  backbone: {trainable_layers: 6}\n"),
+                    ConfigError, "trainable_layers: 6 must be in [0, 5]");
+  EXPECT_THROW_WITH(build("model:\n  type: retinanet\n  num_classes: 2\n  loss: {box_loss: iou}\n"),
+                    ConfigError, "model.loss.box_loss: unknown box loss 'iou'");
+  EXPECT_THROW_WITH(build("model:\n  type: retinanet\n  num_classes: 2\n  weights: /nonexistent.pth\n"
+                          "  backbone: {type: resnet18}\n  fpn: {channels: 32}\n"),
+                    IoError, "/nonexistent.pth: cannot open weights file");
+}
+
+}  // namespace
+}  // namespace detforge::models

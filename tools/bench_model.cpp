@@ -1,0 +1,270 @@
+// detforge bench model: RetinaNet R50-FPN training step (forward + backward) and class-aware
+// NMS on the CPU, detforge against torchvision measured in the same run at the same thread
+// count. Both sides skip input resizing/normalisation (tensors are already normalised) and
+// build the same model: FrozenBatchNorm2d ResNet-50, 3 trainable stages, 91 classes.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "commands.h"
+#include "core/errors.h"
+#include "core/logging.h"
+#include "models/retinanet.h"
+#include "models/weights.h"
+#include "ops/nms.h"
+
+namespace detforge::tools {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct BenchModelArgs {
+  int threads = 0;
+  int batch = 2;
+  int size = 512;
+  int iters = 5;
+  int warmup = 2;
+  int nms_repeat = 20;
+  int nms_classes = 80;
+  std::string python = ".venv/bin/python";
+  bool peer = true;
+};
+
+constexpr const char* kPeerScript = R"PY(
+import json, sys, time
+import torch, torchvision
+from torchvision.models.detection.backbone_utils import _resnet_fpn_extractor
+from torchvision.models.detection.image_list import ImageList
+from torchvision.models.detection.retinanet import RetinaNet
+from torchvision.ops import misc, batched_nms
+from torchvision.ops.feature_pyramid_network import LastLevelP6P7
+
+inputs, out, threads, iters, warmup, nms_repeat = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:7])
+torch.set_num_threads(threads)
+data = torch.load(inputs, weights_only=True)
+images = data["images"]
+b = images.size(0)
+targets = [{"boxes": data[f"boxes_{i}"], "labels": data[f"labels_{i}"]} for i in range(b)]
+body = torchvision.models.resnet50(weights=None, norm_layer=misc.FrozenBatchNorm2d)
+backbone = _resnet_fpn_extractor(body, 3, returned_layers=[2, 3, 4], extra_blocks=LastLevelP6P7(256, 256))
+model = RetinaNet(backbone, 91)
+model.train()
+sizes = [tuple(images.shape[-2:])] * b
+
+def step():
+    model.zero_grad(set_to_none=True)
+    feats = list(model.backbone(images).values())
+    head = model.head(feats)
+    anchors = model.anchor_generator(ImageList(images, sizes), feats)
+    losses = model.compute_loss(targets, head, anchors)
+    sum(losses.values()).backward()
+
+for _ in range(warmup):
+    step()
+t0 = time.perf_counter()
+for _ in range(iters):
+    step()
+step_s = (time.perf_counter() - t0) / iters
+res = {"step_s": step_s, "images_per_s": b / step_s}
+for n in (1000, 5000):
+    bx, sc, cl = data[f"nms{n}_boxes"], data[f"nms{n}_scores"], data[f"nms{n}_classes"]
+    batched_nms(bx, sc, cl, 0.5)
+    t0 = time.perf_counter()
+    for _ in range(nms_repeat):
+        keep = batched_nms(bx, sc, cl, 0.5)
+    res[f"nms{n}_ms"] = (time.perf_counter() - t0) / nms_repeat * 1e3
+    res[f"nms{n}_kept"] = int(keep.numel())
+json.dump(res, open(out, "w"))
+)PY";
+
+// Boxes shaped like RetinaNet's pre-NMS candidates: clustered around a few objects per class.
+void nms_case(int64_t n, int64_t classes, std::mt19937& rng, models::NamedTensors& out) {
+  std::uniform_real_distribution<float> pos(0.f, 700.f), side(8.f, 200.f), jitter(-10.f, 10.f), u(0.f, 1.f);
+  std::uniform_int_distribution<int64_t> cls(0, classes - 1);
+  auto boxes = torch::empty({n, 4});
+  auto scores = torch::empty({n});
+  auto labels = torch::empty({n}, torch::kInt64);
+  std::vector<std::array<float, 4>> centres(std::max<int64_t>(1, n / 10));
+  for (auto& c : centres) c = {pos(rng), pos(rng), side(rng), side(rng)};
+  std::uniform_int_distribution<size_t> pick(0, centres.size() - 1);
+  for (int64_t i = 0; i < n; ++i) {
+    const auto& c = centres[pick(rng)];
+    const float x = c[0] + jitter(rng), y = c[1] + jitter(rng);
+    const float w = c[2] + jitter(rng), h = c[3] + jitter(rng);
+    boxes[i] = torch::tensor({x, y, x + std::max(w, 2.f), y + std::max(h, 2.f)});
+    scores[i] = u(rng);
+    labels[i] = cls(rng);
+  }
+  const auto p = "nms" + std::to_string(n);
+  out.emplace_back(p + "_boxes", boxes);
+  out.emplace_back(p + "_scores", scores);
+  out.emplace_back(p + "_classes", labels);
+}
+
+Batch make_batch(const BenchModelArgs& a, std::mt19937& rng, models::NamedTensors& saved) {
+  Batch b;
+  torch::manual_seed(0);
+  b.images = torch::randn({a.batch, 3, a.size, a.size});
+  saved.emplace_back("images", b.images);
+  std::uniform_real_distribution<float> pos(0.f, a.size * 0.6f), side(16.f, a.size * 0.4f);
+  std::uniform_int_distribution<int64_t> cls(0, 90);
+  for (int i = 0; i < a.batch; ++i) {
+    const int64_t n = 8;
+    auto boxes = torch::empty({n, 4});
+    auto labels = torch::empty({n}, torch::kInt64);
+    for (int64_t k = 0; k < n; ++k) {
+      const float x = pos(rng), y = pos(rng);
+      boxes[k] = torch::tensor({x, y, x + side(rng), y + side(rng)});
+      labels[k] = cls(rng);
+    }
+    b.targets.emplace_back(i, Boxes(boxes), labels);
+    b.image_sizes.push_back({a.size, a.size});
+    b.original_sizes.push_back({a.size, a.size});
+    saved.emplace_back("boxes_" + std::to_string(i), boxes);
+    saved.emplace_back("labels_" + std::to_string(i), labels);
+  }
+  return b;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void run_bench(const BenchModelArgs& a) {
+  if (a.threads > 0) torch::set_num_threads(a.threads);
+  const int threads = torch::get_num_threads();
+  std::mt19937 rng(0);
+  models::NamedTensors saved;
+  const Batch batch = make_batch(a, rng, saved);
+  nms_case(1000, a.nms_classes, rng, saved);
+  nms_case(5000, a.nms_classes, rng, saved);
+
+  auto time_train = [&](bool fold) {
+    models::RetinaNetOptions o(91);
+    o.backbone(models::ResNetOptions("resnet50").fold_frozen_bn(fold));
+    models::RetinaNet model(o);
+    model->train();
+    auto step = [&] {
+      model->zero_grad(/*set_to_none=*/true);
+      model->forward_train(batch).total().backward();
+    };
+    logging::info(str("detforge: RetinaNet R50-FPN train step, batch ", a.batch, " at ", a.size, "x", a.size,
+                      ", ", threads, " threads", fold ? ", frozen BN folded into the convs" : ""));
+    for (int i = 0; i < a.warmup; ++i) step();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < a.iters; ++i) step();
+    return seconds_since(t0) / a.iters;
+  };
+  const double step_s = time_train(false);
+  const double fold_step_s = time_train(true);
+  auto t0 = std::chrono::steady_clock::now();
+
+  std::map<int, double> nms_ms;
+  std::map<int, int64_t> nms_kept;
+  for (int n : {1000, 5000}) {
+    const auto p = "nms" + std::to_string(n);
+    auto get = [&](const std::string& k) {
+      return std::find_if(saved.begin(), saved.end(), [&](const auto& e) { return e.first == k; })->second;
+    };
+    const auto bx = get(p + "_boxes"), sc = get(p + "_scores"), cl = get(p + "_classes");
+    ops::batched_nms(bx, sc, cl, 0.5);
+    t0 = std::chrono::steady_clock::now();
+    torch::Tensor keep;
+    for (int r = 0; r < a.nms_repeat; ++r) keep = ops::batched_nms(bx, sc, cl, 0.5);
+    nms_ms[n] = seconds_since(t0) / a.nms_repeat * 1e3;
+    nms_kept[n] = keep.size(0);
+  }
+
+  nlohmann::json peer;
+  std::string peer_note;
+  if (a.peer) {
+    const fs::path dir = fs::temp_directory_path() / ("detforge_bench_model_" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    const auto inputs = (dir / "inputs.pth").string(), out = (dir / "peer.json").string();
+    models::write_state_dict(saved, inputs);
+    std::ofstream(dir / "peer.py") << kPeerScript;
+    logging::info(str("torchvision: same model and inputs, ", threads, " threads"));
+    const std::string cmd = "'" + a.python + "' '" + (dir / "peer.py").string() + "' '" + inputs + "' '" + out +
+                            "' " + std::to_string(threads) + " " + std::to_string(a.iters) + " " +
+                            std::to_string(a.warmup) + " " + std::to_string(a.nms_repeat) + " > '" +
+                            (dir / "peer.log").string() + "' 2>&1";
+    const int rc = std::system(cmd.c_str());
+    if (rc == 0 && fs::exists(out)) {
+      std::ifstream in(out);
+      peer = nlohmann::json::parse(in);
+      fs::remove_all(dir);
+    } else {
+      peer_note = str("torchvision run failed (exit ", rc, "), see ", (dir / "peer.log").string());
+    }
+  }
+  auto ratio = [&](double ours, const char* key, bool higher_better) {
+    if (peer.is_null()) return std::string("-");
+    const double theirs = peer.at(key).get<double>();
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%.2fx", higher_better ? ours / theirs : theirs / ours);
+    return std::string(buf);
+  };
+  auto theirs = [&](const char* key, double scale = 1.0) {
+    if (peer.is_null()) return std::string("-");
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%.2f", peer.at(key).get<double>() * scale);
+    return std::string(buf);
+  };
+  std::printf("RetinaNet R50-FPN on CPU, %d threads; train step = forward + backward, batch %d at %dx%d; "
+              "NMS: class-aware, IoU 0.5, %d classes\n",
+              threads, a.batch, a.size, a.size, a.nms_classes);
+  std::printf("%-26s %12s %12s %9s\n", "measure", "detforge", "torchvision", "speedup");
+  std::printf("%-26s %12.3f %12s %9s\n", "train images/s", a.batch / step_s, theirs("images_per_s").c_str(),
+              ratio(a.batch / step_s, "images_per_s", true).c_str());
+  std::printf("%-26s %12.1f %12s %9s\n", "train step ms", step_s * 1e3, theirs("step_s", 1e3).c_str(),
+              ratio(step_s, "step_s", false).c_str());
+  std::printf("%-26s %12.3f %12s %9s\n", "train images/s, BN folded", a.batch / fold_step_s,
+              theirs("images_per_s").c_str(), ratio(a.batch / fold_step_s, "images_per_s", true).c_str());
+  for (int n : {1000, 5000}) {
+    const std::string key = "nms" + std::to_string(n) + "_ms";
+    std::printf("%-26s %12.3f %12s %9s\n", ("batched NMS " + std::to_string(n) + " boxes ms").c_str(), nms_ms[n],
+                theirs(key.c_str()).c_str(), ratio(nms_ms[n], key.c_str(), false).c_str());
+    if (!peer.is_null() && peer.at("nms" + std::to_string(n) + "_kept").get<int64_t>() != nms_kept[n]) {
+      std::printf("  WARNING: kept %lld boxes, torchvision %lld\n", static_cast<long long>(nms_kept[n]),
+                  static_cast<long long>(peer.at("nms" + std::to_string(n) + "_kept").get<int64_t>()));
+    }
+  }
+  if (!peer_note.empty()) std::printf("%s\n", peer_note.c_str());
+}
+
+}  // namespace
+
+void add_bench_model(CLI::App& bench) {
+  auto a = std::make_shared<BenchModelArgs>();
+  auto* cmd = bench.add_subcommand("model", "RetinaNet R50-FPN train step and batched NMS: detforge vs torchvision");
+  cmd->add_option("--threads", a->threads, "intra-op threads for both (0: LibTorch's default)")->capture_default_str();
+  cmd->add_option("--batch", a->batch, "images per train step")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--size", a->size, "image side in pixels (multiple of 32)")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--iters", a->iters, "timed train steps")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--warmup", a->warmup, "untimed train steps first")->capture_default_str();
+  cmd->add_option("--nms-repeat", a->nms_repeat, "timed NMS calls per size")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--nms-classes", a->nms_classes, "classes among the NMS boxes")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--python", a->python, "Python with torch and torchvision")->capture_default_str();
+  cmd->add_flag("!--no-peer", a->peer, "skip the torchvision run");
+  cmd->callback([a] {
+    if (a->size % 32 != 0) throw ConfigError(str("bench model --size: ", a->size, " is not a multiple of 32"));
+    if (a->peer && !fs::exists(a->python)) {
+      throw ConfigError("bench model --python: '" + a->python + "' not found (run from the repository root or pass --python)");
+    }
+    run_bench(*a);
+  });
+}
+
+}  // namespace detforge::tools

@@ -1,0 +1,199 @@
+// detforge predict: inference with given weights on a folder of images (or the images of a
+// COCO file), writing COCO results json and, with --draw, each image with its detections.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+#include <torch/torch.h>
+
+#include "commands.h"
+#include "core/config_node.h"
+#include "core/errors.h"
+#include "core/logging.h"
+#include "data/build.h"
+#include "data/coco.h"
+#include "data/loader.h"
+#include "data/transforms.h"
+#include "models/build.h"
+
+namespace detforge::tools {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct PredictArgs {
+  std::string config;
+  std::vector<std::string> overrides;
+  std::string weights;
+  std::string images;
+  std::string ann;
+  std::string out;
+  std::string draw;
+  double draw_threshold = 0.3;
+  int batch_size = 1;
+};
+
+struct Input {
+  int64_t image_id;
+  std::string file_name;  // relative to the image folder
+  std::string path;
+};
+
+std::vector<Input> list_images(const PredictArgs& a, data::CategoryMap& categories) {
+  std::vector<Input> inputs;
+  if (!a.ann.empty()) {
+    const auto coco = data::read_coco(a.ann, a.images);
+    categories = data::CategoryMap::from_file(coco);
+    for (const auto& im : coco.images) {
+      const auto path = data::resolve_image_path(a.images, im.file_name);
+      if (!path) throw DataError(str("[data:image.bad_path] image_id=", im.id, " file=", im.file_name,
+                                     ": not a path inside ", a.images));
+      inputs.push_back({im.id, im.file_name, *path});
+    }
+    return inputs;
+  }
+  if (!fs::is_directory(a.images)) throw IoError(str(a.images, ": not a folder of images"));
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(a.images)) {
+    auto ext = e.path().extension().string();
+    std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
+    if (e.is_regular_file() && (ext == ".jpg" || ext == ".jpeg" || ext == ".png" || ext == ".bmp")) {
+      files.push_back(e.path());
+    }
+  }
+  std::sort(files.begin(), files.end());
+  for (size_t i = 0; i < files.size(); ++i) {
+    inputs.push_back({static_cast<int64_t>(i), files[i].filename().string(), files[i].string()});
+  }
+  if (inputs.empty()) throw IoError(str(a.images, ": no .jpg/.jpeg/.png/.bmp images"));
+  return inputs;
+}
+
+// Transform and collate settings: the config's data section (val split) when it has one.
+data::LoaderOptions loader_options(const ConfigNode& root, int64_t num_classes) {
+  data::LoaderOptions o;
+  if (root.has("data")) {
+    const auto d = data::data_options(root.child("data"));
+    if (d.val) {
+      o = d.val->loader;
+    } else if (d.train) {
+      o = d.train->loader;
+    }
+  }
+  o.transforms.train = false;
+  o.collate.num_classes = num_classes;
+  o.collate.pin_memory = false;
+  return o;
+}
+
+void draw(const Input& in, const Detections& det, const data::CategoryMap& categories,
+          const PredictArgs& a) {
+  const auto decoded = data::try_decode_image(in.path);
+  cv::Mat img = decoded.bgr;
+  const auto boxes = det.boxes.tensor().contiguous();
+  for (int64_t i = 0; i < det.size(); ++i) {
+    const float score = det.scores[i].item<float>();
+    if (score < a.draw_threshold) continue;
+    const int64_t label = det.labels[i].item<int64_t>();
+    const auto b = boxes[i];
+    const cv::Point p1(static_cast<int>(b[0].item<float>()), static_cast<int>(b[1].item<float>()));
+    const cv::Point p2(static_cast<int>(b[2].item<float>()), static_cast<int>(b[3].item<float>()));
+    const cv::Scalar colour((label * 67) % 256, (label * 131 + 80) % 256, (label * 199 + 160) % 256);
+    cv::rectangle(img, p1, p2, colour, 2);
+    const std::string name = label < categories.num_classes() ? categories.names()[label] : std::to_string(label + 1);
+    char text[128];
+    std::snprintf(text, sizeof(text), "%s %.2f", name.c_str(), score);
+    cv::putText(img, text, {p1.x, std::max(12, p1.y - 4)}, cv::FONT_HERSHEY_SIMPLEX, 0.45, colour, 1);
+  }
+  auto out = fs::path(a.draw) / in.file_name;
+  out.replace_extension(".jpg");
+  fs::create_directories(out.parent_path());
+  if (!cv::imwrite(out.string(), img)) throw IoError(str(out.string(), ": cannot write image"));
+}
+
+void run_predict(const PredictArgs& a) {
+  const auto cfg = Config::load(a.config, a.overrides);
+  const auto root = cfg.root();
+  auto detector = models::build_detector(root.child("model"));
+  if (!a.weights.empty()) models::load_detector_weights(*detector, a.weights);
+  detector->eval();
+  data::CategoryMap categories;
+  const auto inputs = list_images(a, categories);
+  if (!a.ann.empty() && categories.num_classes() != detector->num_classes()) {
+    throw ConfigError(str(a.ann, ": ", categories.num_classes(), " categories but model.num_classes is ",
+                          detector->num_classes()));
+  }
+  const auto lo = loader_options(root, detector->num_classes());
+  nlohmann::json results = nlohmann::json::array();
+  int64_t total = 0;
+  for (size_t start = 0; start < inputs.size(); start += a.batch_size) {
+    const size_t end = std::min(inputs.size(), start + static_cast<size_t>(a.batch_size));
+    std::vector<data::Sample> samples;
+    for (size_t k = start; k < end; ++k) {
+      auto decoded = data::try_decode_image(inputs[k].path);
+      if (!decoded.error.empty()) {
+        throw DataError(str("[data:image.undecodable] image_id=", inputs[k].image_id, " file=", inputs[k].file_name,
+                            ": ", decoded.error));
+      }
+      data::Sample s;
+      s.image_id = inputs[k].image_id;
+      s.file_name = inputs[k].file_name;
+      s.image = decoded.bgr;
+      s.original_size = {decoded.bgr.rows, decoded.bgr.cols};
+      s.image_size = s.original_size;
+      data::apply_transforms(s, lo.transforms, 0, static_cast<int64_t>(k));
+      samples.push_back(std::move(s));
+    }
+    const auto dets = detector->predict(data::collate(samples, lo.collate));
+    for (size_t k = 0; k < dets.size(); ++k) {
+      const auto& d = dets[k];
+      const auto xywh = d.boxes.to_xywh().contiguous();
+      for (int64_t i = 0; i < d.size(); ++i) {
+        const int64_t label = d.labels[i].item<int64_t>();
+        const int64_t category = a.ann.empty() ? label + 1 : categories.category_id(label);
+        results.push_back({{"image_id", d.image_id},
+                           {"category_id", category},
+                           {"bbox", {xywh[i][0].item<float>(), xywh[i][1].item<float>(), xywh[i][2].item<float>(),
+                                     xywh[i][3].item<float>()}},
+                           {"score", d.scores[i].item<float>()}});
+      }
+      total += d.size();
+      if (!a.draw.empty()) draw(inputs[start + k], d, categories, a);
+    }
+  }
+  const std::string tmp = a.out + ".tmp";
+  {
+    std::ofstream out(tmp);
+    if (!out) throw IoError(str(a.out, ": cannot write results"));
+    out << results.dump();
+  }
+  fs::rename(tmp, a.out);
+  logging::info(str("predict: ", inputs.size(), " images, ", total, " detections -> ", a.out));
+}
+
+}  // namespace
+
+void add_predict_command(CLI::App& app) {
+  auto a = std::make_shared<PredictArgs>();
+  auto* cmd = app.add_subcommand("predict", "Run a detector on images; write COCO results json (and drawings)");
+  cmd->add_option("--config", a->config, "config file (model section; data section for resizing)")->required();
+  cmd->add_option("--weights", a->weights, "weights .pth (detforge or torchvision state dict)");
+  cmd->add_option("--images", a->images, "image folder (with --ann: the COCO image root)")->required();
+  cmd->add_option("--ann", a->ann, "COCO instances json: predict its images, write its category ids");
+  cmd->add_option("--out", a->out, "results json")->required();
+  cmd->add_option("--draw", a->draw, "write each image with its detections into this folder");
+  cmd->add_option("--draw-threshold", a->draw_threshold, "minimum score drawn")->capture_default_str();
+  cmd->add_option("--batch-size", a->batch_size, "images per forward")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("overrides", a->overrides, "config overrides a.b=value");
+  cmd->callback([a] { run_predict(*a); });
+}
+
+}  // namespace detforge::tools

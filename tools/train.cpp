@@ -1,0 +1,50 @@
+// detforge train: trains the detector a config describes; `detforge plot RUN_DIR` draws its curves.
+#include <iostream>
+
+#include "commands.h"
+#include "core/config_node.h"
+#include "core/logging.h"
+#include "engine/plot.h"
+#include "engine/trainer.h"
+
+namespace detforge::tools {
+
+void add_train_command(CLI::App& app) {
+  struct Args {
+    std::string config;
+    std::string resume;
+    std::vector<std::string> overrides;
+  };
+  auto args = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand("train", "Train a detector from a YAML config");
+  cmd->add_option("--config,-c", args->config, "YAML config file")->required();
+  cmd->add_option("--resume", args->resume, "checkpoint to continue from (e.g. RUN_DIR/last.ckpt)");
+  cmd->add_option("overrides", args->overrides, "overrides a.b.c=value (typed by YAML)");
+  cmd->callback([args] {
+    const Config config = Config::load(args->config, args->overrides);
+    const auto result = engine::train(config, args->resume);
+    const auto print = [](const char* tag, const std::map<std::string, double>& m) {
+      if (m.empty()) return;
+      std::cout << tag << " AP " << m.at("AP") << " AP50 " << m.at("AP50") << " AP75 " << m.at("AP75") << "\n";
+    };
+    std::cout << "trained " << result.epochs_done << " epoch(s), " << result.steps_done << " step(s)";
+    if (result.skipped_steps) std::cout << ", " << result.skipped_steps << " skipped (non-finite)";
+    std::cout << "; run directory " << result.output_dir << "\n";
+    print("final (live weights):", result.last_metrics);
+    print("final (EMA weights): ", result.last_ema_metrics);
+    if (!result.best_weights.empty()) {
+      std::cout << "best: " << result.best_metric << " (" << result.best_weights << " weights)\n";
+    }
+  });
+}
+
+void add_plot_command(CLI::App& app) {
+  auto run_dir = std::make_shared<std::string>();
+  auto out = std::make_shared<std::string>();
+  auto* cmd = app.add_subcommand("plot", "Draw loss and mAP curves of a run directory into a PNG");
+  cmd->add_option("run_dir", *run_dir, "run directory (holds metrics.jsonl)")->required();
+  cmd->add_option("--out", *out, "PNG path (default RUN_DIR/curves.png)");
+  cmd->callback([run_dir, out] { std::cout << engine::plot_run(*run_dir, *out) << "\n"; });
+}
+
+}  // namespace detforge::tools
