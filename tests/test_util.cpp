@@ -45,6 +45,14 @@ CommandResult run_command(const std::string& command_line) {
 
 std::string detforge_binary() { return std::string(DETFORGE_BINARY_DIR) + "/detforge"; }
 
+std::string shared_dataset(const std::string& name) {
+  for (const auto& base : {std::filesystem::path(DETFORGE_SOURCE_DIR) / ".." / "shared", std::filesystem::path("/work/shared")}) {
+    const auto dir = base / "datasets" / name;
+    if (std::filesystem::exists(dir)) return std::filesystem::weakly_canonical(dir).string();
+  }
+  return "";
+}
+
 std::string read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream ss;

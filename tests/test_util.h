@@ -48,6 +48,10 @@ CommandResult run_command(const std::string& command_line);
 /// Path of the built detforge binary.
 std::string detforge_binary();
 
+/// Path of shared/datasets/<name> (the project's shared folder sits beside the repository;
+/// /work/shared on development machines); empty if neither exists.
+std::string shared_dataset(const std::string& name);
+
 /// Reads a whole file.
 std::string read_file(const std::filesystem::path& path);
 

@@ -26,7 +26,7 @@ namespace fs = std::filesystem;
 
 struct BenchLoaderArgs {
   std::string synth_dir = "data/synth";
-  std::string bccd_dir = "/work/shared/datasets/bccd";
+  std::string bccd_dir = "../shared/datasets/bccd";
   int64_t max_workers = 2;
   int64_t batch_size = 2;
   int64_t min_size = 800;

@@ -312,8 +312,8 @@ TEST(Lint, BrokenSetHitsEveryCode) {
 // and one pair with IoU 0.83, in 00020, 00100, 00104, 00251, 00284 (train), 00331, 00403 and
 // 00013 (val); 1131 boxes touch the border; RBC is absent from 15 images.
 TEST(Lint, BccdIsCleanAndReportsItsKnownAnomalies) {
-  const std::string root = "/work/shared/datasets/bccd";
-  if (!fs::exists(root)) GTEST_SKIP() << root << " not present";
+  const std::string root = testing::shared_dataset("bccd");
+  if (root.empty()) GTEST_SKIP() << "shared/datasets/bccd not present beside the repository";
   std::set<std::string> near_files;
   int64_t touching = 0, rbc_absent = 0;
   for (const std::string split : {"train", "val"}) {

@@ -165,6 +165,33 @@ TEST_F(TrainerTest, BadRunsFailWithClearMessages) {
                     "model.num_classes: 4 but the dataset has 3 classes");
 }
 
+// The MLCommons checker (ruleset 5.1.0) on the log of a short MLPerf-mode run. It also requires
+// one eval_accuracy >= 0.34, which a run of seconds cannot reach: then that must be the only
+// failed check.
+TEST_F(TrainerTest, MlperfLogPassesTheComplianceChecker) {
+  const auto out = dir_.path() / "mlperf";
+  const auto r = train(config(out, {"mlperf.enabled=true", "optimizer={type: adam, lr: 1.0e-3, weight_decay: 0.0}",
+                                    "schedule={warmup: linear, warmup_epochs: 1, warmup_factor: 0.001, policy: constant}"}));
+  const auto check = testing::run_command("cd " + out.string() + " && " + DETFORGE_PYTHON +
+                                          " -m mlperf_logging.compliance_checker --usage training --ruleset 5.1.0 "
+                                          "mlperf.log");
+  const auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t p = check.output.find(what); p != std::string::npos; p = check.output.find(what, p + 1)) ++n;
+    return n;
+  };
+  if (r.reached_target) {
+    EXPECT_EQ(check.exit_code, 0) << check.output;
+  } else {
+    EXPECT_EQ(count("Failed checks"), 1u) << check.output;
+    EXPECT_EQ(count("Failed checks for eval_accuracy : v['value'] >= 0.340"), 1u) << check.output;
+  }
+  EXPECT_EQ(count("Compliance checks: training_5.1.0/closed_retinanet.yaml"), 1u) << check.output;
+  const std::string log = testing::read_file(out / "mlperf.log");
+  EXPECT_NE(log.find("\"key\":\"run_stop\""), std::string::npos);
+  EXPECT_NE(log.find(r.reached_target ? "\"status\":\"success\"" : "\"status\":\"aborted\""), std::string::npos);
+}
+
 TEST_F(TrainerTest, ResumeWithChangedModelIsRefused) {
   const auto out = dir_.path() / "changed";
   train(config(out, {"train.stop_at_step=2"}));
