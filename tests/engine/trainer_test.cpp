@@ -2,6 +2,8 @@
 // the failure modes users hit (wrong device, wrong checkpoint, truncated file).
 #include "engine/trainer.h"
 
+#include <unistd.h>
+
 #include <cmath>
 #include <filesystem>
 
@@ -163,6 +165,25 @@ TEST_F(TrainerTest, BadRunsFailWithClearMessages) {
 
   EXPECT_THROW_WITH(train(config(dir_.path() / "c", {"model.num_classes=4"})), ConfigError,
                     "model.num_classes: 4 but the dataset has 3 classes");
+}
+
+// Two ranks with 2 images each train like one process with 4 (gradients and losses averaged
+// over ranks, evaluation gathered to rank 0 without duplicates).
+TEST_F(TrainerTest, TwoRanksMatchOneProcessWithTheSameGlobalBatch) {
+  const auto one = train(config(dir_.path() / "one"));
+  const std::string cfg = write_config(dir_.path() / "two");
+  const std::string port = std::to_string(20000 + ::getpid() % 20000);
+  const auto r = testing::run_command(testing::detforge_binary() + " launch --nproc-per-node 2 --master-port " + port +
+                                      " -- " + testing::detforge_binary() + " train -c " + cfg +
+                                      " data.batch_size=2 dist.timeout_s=60");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto a = stored_tensors((dir_.path() / "one" / "last.ckpt").string(), "model");
+  const auto b = stored_tensors((dir_.path() / "two" / "last.ckpt").string(), "model");
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::allclose(a[i], b[i], 1e-4, 1e-5)) << "tensor " << i;
+  std::ostringstream ap;
+  ap << "final (live weights): AP " << one.last_metrics.at("AP");
+  EXPECT_NE(r.output.find(ap.str()), std::string::npos) << r.output;
 }
 
 // The MLCommons checker (ruleset 5.1.0) on the log of a short MLPerf-mode run. It also requires
