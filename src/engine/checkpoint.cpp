@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/errors.h"
+#include "engine/ema.h"
 
 namespace fs = std::filesystem;
 
@@ -18,17 +19,10 @@ namespace {
 
 constexpr const char* kFormat = "detforge-checkpoint-1";
 
-std::vector<std::pair<std::string, torch::Tensor>> state_of(const torch::nn::Module& m) {
-  std::vector<std::pair<std::string, torch::Tensor>> out;
-  for (const auto& p : m.named_parameters()) out.emplace_back(p.key(), p.value());
-  for (const auto& b : m.named_buffers()) out.emplace_back(b.key(), b.value());
-  return out;
-}
-
 void write_module(torch::serialize::OutputArchive& archive, const std::string& prefix, const torch::nn::Module& m) {
   c10::List<std::string> names;
   c10::List<torch::Tensor> tensors;
-  for (const auto& [name, t] : state_of(m)) {
+  for (const auto& [name, t] : named_state(m)) {
     names.push_back(name);
     tensors.push_back(t.detach().to(torch::kCPU));
   }
@@ -54,7 +48,7 @@ void read_module(torch::serialize::InputArchive& archive, const std::string& pre
   std::map<std::string, torch::Tensor> stored;
   for (size_t i = 0; i < names.size(); ++i) stored[names.get(i).toStringRef()] = tensors.get(i);
   std::vector<std::string> missing, shape, unexpected;
-  const auto target = state_of(m);
+  const auto target = named_state(m);
   std::set<std::string> known;
   for (const auto& [name, t] : target) {
     known.insert(name);

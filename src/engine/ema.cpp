@@ -5,14 +5,6 @@
 namespace detforge::engine {
 namespace {
 
-// Parameters then buffers, by name, as one list of (name, tensor) in registration order.
-std::vector<std::pair<std::string, torch::Tensor>> state_of(const torch::nn::Module& m) {
-  std::vector<std::pair<std::string, torch::Tensor>> out;
-  for (const auto& p : m.named_parameters()) out.emplace_back(p.key(), p.value());
-  for (const auto& b : m.named_buffers()) out.emplace_back(b.key(), b.value());
-  return out;
-}
-
 void check_same_layout(const std::vector<std::pair<std::string, torch::Tensor>>& a,
                        const std::vector<std::pair<std::string, torch::Tensor>>& b) {
   TORCH_CHECK(a.size() == b.size(), "ModelEma: models differ: ", a.size(), " vs ", b.size(), " tensors");
@@ -24,8 +16,15 @@ void check_same_layout(const std::vector<std::pair<std::string, torch::Tensor>>&
 
 }  // namespace
 
+std::vector<std::pair<std::string, torch::Tensor>> named_state(const torch::nn::Module& m) {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const auto& p : m.named_parameters()) out.emplace_back(p.key(), p.value());
+  for (const auto& b : m.named_buffers()) out.emplace_back(b.key(), b.value());
+  return out;
+}
+
 void copy_state(torch::nn::Module& dst, const torch::nn::Module& src) {
-  const auto d = state_of(dst), s = state_of(src);
+  const auto d = named_state(dst), s = named_state(src);
   check_same_layout(d, s);
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < d.size(); ++i) d[i].second.copy_(s[i].second);
@@ -43,7 +42,7 @@ double ModelEma::next_decay() const {
 
 void ModelEma::update(const torch::nn::Module& model) {
   const double d = next_decay();
-  const auto dst = state_of(*shadow_), src = state_of(model);
+  const auto dst = named_state(*shadow_), src = named_state(model);
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < dst.size(); ++i) {
     auto& e = dst[i].second;
