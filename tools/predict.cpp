@@ -22,6 +22,7 @@
 #include "data/coco.h"
 #include "data/loader.h"
 #include "data/transforms.h"
+#include "engine/checkpoint.h"
 #include "models/build.h"
 
 namespace detforge::tools {
@@ -33,6 +34,7 @@ struct PredictArgs {
   std::string config;
   std::vector<std::string> overrides;
   std::string weights;
+  bool ema = false;
   std::string images;
   std::string ann;
   std::string out;
@@ -123,7 +125,14 @@ void run_predict(const PredictArgs& a) {
   const auto cfg = Config::load(a.config, a.overrides);
   const auto root = cfg.root();
   auto detector = models::build_detector(root.child("model"));
-  if (!a.weights.empty()) models::load_detector_weights(*detector, a.weights);
+  if (!a.weights.empty()) {
+    // A training checkpoint (last.ckpt / best.ckpt) or a plain state dict (detforge or torchvision).
+    if (engine::is_checkpoint(a.weights)) {
+      engine::load_checkpoint_weights(a.weights, *detector, a.ema ? "ema" : "model");
+    } else {
+      models::load_detector_weights(*detector, a.weights);
+    }
+  }
   detector->eval();
   data::CategoryMap categories;
   const auto inputs = list_images(a, categories);
@@ -185,7 +194,8 @@ void add_predict_command(CLI::App& app) {
   auto a = std::make_shared<PredictArgs>();
   auto* cmd = app.add_subcommand("predict", "Run a detector on images; write COCO results json (and drawings)");
   cmd->add_option("--config", a->config, "config file (model section; data section for resizing)")->required();
-  cmd->add_option("--weights", a->weights, "weights .pth (detforge or torchvision state dict)");
+  cmd->add_option("--weights", a->weights, "a detforge checkpoint (.ckpt) or weights .pth (detforge or torchvision state dict)");
+  cmd->add_flag("--ema", a->ema, "with a checkpoint: use its EMA weights");
   cmd->add_option("--images", a->images, "image folder (with --ann: the COCO image root)")->required();
   cmd->add_option("--ann", a->ann, "COCO instances json: predict its images, write its category ids");
   cmd->add_option("--out", a->out, "results json")->required();

@@ -161,21 +161,46 @@ void save_checkpoint(const std::string& path, const CheckpointParts& parts, cons
   write_file_atomic(path, [&](const std::function<bool(const void*, size_t)>& sink) { sink(bytes.data(), bytes.size()); });
 }
 
-TrainProgress load_checkpoint(const std::string& path, const CheckpointParts& parts, std::string* config_yaml) {
+namespace {
+
+// Opens `path` and checks the format record; IoError naming the file otherwise.
+void open_checkpoint(const std::string& path, torch::serialize::InputArchive& archive) {
   if (!fs::is_regular_file(path)) throw IoError(detforge::str("checkpoint not found: ", path));
-  torch::serialize::InputArchive archive;
   c10::IValue format;
   try {
     archive.load_from(path);
     archive.read("format", format);
   } catch (const c10::Error& e) {
     throw IoError(detforge::str("checkpoint ", path, " is truncated or not a detforge checkpoint (", fs::file_size(path),
-                      " bytes): ", e.what_without_backtrace()));
+                                " bytes): ", e.what_without_backtrace()));
   }
   if (!format.isString() || format.toStringRef() != kFormat) {
     throw IoError(detforge::str("checkpoint ", path, " has format '", format.isString() ? format.toStringRef() : "?",
-                      "', expected '", kFormat, "'"));
+                                "', expected '", kFormat, "'"));
   }
+}
+
+}  // namespace
+
+bool is_checkpoint(const std::string& path) {
+  try {
+    torch::serialize::InputArchive archive;
+    open_checkpoint(path, archive);
+    return true;
+  } catch (const IoError&) {
+    return false;
+  }
+}
+
+void load_checkpoint_weights(const std::string& path, torch::nn::Module& module, const std::string& part) {
+  torch::serialize::InputArchive archive;
+  open_checkpoint(path, archive);
+  read_module(archive, part, module, path);
+}
+
+TrainProgress load_checkpoint(const std::string& path, const CheckpointParts& parts, std::string* config_yaml) {
+  torch::serialize::InputArchive archive;
+  open_checkpoint(path, archive);
   TORCH_CHECK(parts.model != nullptr, "load_checkpoint: a model is required");
   read_module(archive, "model", *parts.model, path);
   if (parts.ema) read_module(archive, "ema", *parts.ema, path);

@@ -50,6 +50,13 @@ void save_checkpoint(const std::string& path, const CheckpointParts& parts, cons
 TrainProgress load_checkpoint(const std::string& path, const CheckpointParts& parts, std::string* config_yaml);
 
 /// Writes `bytes` to `path` atomically (the primitive under save_checkpoint).
+/// Loads only the weights of a checkpoint into `module`: the live model's (`part` = "model") or
+/// the EMA's ("ema"). Throws as load_checkpoint; TrainingError if the checkpoint has no such part.
+void load_checkpoint_weights(const std::string& path, torch::nn::Module& module, const std::string& part = "model");
+
+/// True when `path` starts like a detforge checkpoint (a zip holding our format record).
+bool is_checkpoint(const std::string& path);
+
 /// `producer` is handed a sink that returns false once a write failed (disk full, file-size limit).
 void write_file_atomic(const std::string& path,
                        const std::function<void(const std::function<bool(const void*, size_t)>&)>& producer);

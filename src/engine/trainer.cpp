@@ -456,6 +456,9 @@ std::map<std::string, double> Trainer::evaluate(models::Detector& model, int64_t
   if (pg_->is_main()) {
     metrics = evaluator_->evaluate();
     stats = metrics.stats;
+    // The detections behind these numbers, in the results format `detforge eval` and
+    // pycocotools read (latest evaluation of each set of weights).
+    eval::write_results(evaluator_->detections(), (fs::path(o_.output_dir) / ("results_" + tag + ".json")).string());
   }
   auto shared = torch::tensor(stats, torch::kFloat64).to(pg_->device());
   pg_->broadcast(shared, 0, "evaluation result broadcast");

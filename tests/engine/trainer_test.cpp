@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -111,11 +112,13 @@ TEST_F(TrainerTest, NonFiniteLossInARowAborts) {
 
 TEST_F(TrainerTest, RunDirectoryHoldsConfigMetricsCheckpointsAndCurves) {
   const auto out = dir_.path() / "outputs";
-  const auto r = train(config(out, {"eval.interval=1"}));
+  // A low score floor: after 8 steps few detections clear the default 0.05.
+  const std::vector<std::string> overrides = {"eval.interval=1", "model.inference.score_threshold=0.02"};
+  const auto r = train(config(out, overrides));
   EXPECT_TRUE(fs::exists(out / "last.ckpt"));
   EXPECT_TRUE(fs::exists(out / "best.ckpt"));
   EXPECT_TRUE(r.best_weights == "live" || r.best_weights == "ema") << r.best_weights;
-  EXPECT_EQ(Config::load((out / "config.yaml").string()).hash(), config(out, {"eval.interval=1"}).hash());
+  EXPECT_EQ(Config::load((out / "config.yaml").string()).hash(), config(out, overrides).hash());
   int train_records = 0;
   std::set<std::pair<std::string, int>> evals;
   std::istringstream lines(testing::read_file(out / "metrics.jsonl"));
@@ -134,6 +137,31 @@ TEST_F(TrainerTest, RunDirectoryHoldsConfigMetricsCheckpointsAndCurves) {
   const cv::Mat png = cv::imread(plot_run(out.string()));
   EXPECT_EQ(png.cols, 1200);
   EXPECT_EQ(png.rows, 420);
+
+  // `detforge predict` on the training checkpoint reproduces the final evaluation's detections.
+  const auto predicted = (dir_.path() / "predicted.json").string();
+  const auto p = testing::run_command(testing::detforge_binary() + " predict --config " + dir_.write("p.yaml", yaml(out)) +
+                                      " --weights " + (out / "last.ckpt").string() + " --ann " +
+                                      (data_dir() / "annotations/instances_val.json").string() + " --images " +
+                                      (data_dir() / "val").string() + " --out " + predicted +
+                                      " --batch-size 4 model.inference.score_threshold=0.02");
+  ASSERT_EQ(p.exit_code, 0) << p.output;
+  const auto mine = nlohmann::json::parse(testing::read_file(predicted));
+  const auto trained = nlohmann::json::parse(testing::read_file(out / "results_live.json"));
+  ASSERT_EQ(mine.size(), trained.size());
+  ASSERT_GT(mine.size(), 0u);
+  const auto key = [](const nlohmann::json& d) {
+    return std::make_tuple(d.at("image_id").get<int64_t>(), -d.at("score").get<double>());
+  };
+  auto a = mine.get<std::vector<nlohmann::json>>(), b = trained.get<std::vector<nlohmann::json>>();
+  std::sort(a.begin(), a.end(), [&](const auto& x, const auto& y) { return key(x) < key(y); });
+  std::sort(b.begin(), b.end(), [&](const auto& x, const auto& y) { return key(x) < key(y); });
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].at("image_id"), b[i].at("image_id"));
+    EXPECT_EQ(a[i].at("category_id"), b[i].at("category_id"));
+    EXPECT_NEAR(a[i].at("score").get<double>(), b[i].at("score").get<double>(), 1e-4);
+    for (int k = 0; k < 4; ++k) EXPECT_NEAR(a[i].at("bbox")[k].get<double>(), b[i].at("bbox")[k].get<double>(), 1e-2);
+  }
 }
 
 TEST_F(TrainerTest, BadRunsFailWithClearMessages) {
