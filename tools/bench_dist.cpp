@@ -1,19 +1,29 @@
 // detforge bench dist: throughput of the bucketed gradient sync (dist::GradSync) against one
 // flat all-reduce of the same bytes and against one all-reduce per parameter, on N Gloo
-// processes on this machine. Run alone it starts its own ranks through the launcher; under
-// `detforge launch` or torchrun it measures in the ranks it was given.
+// processes on this machine; then the training images/s of 1 process against N processes
+// with the same global batch (real `detforge train` runs on a generated synthetic set). Run
+// alone it starts its own ranks through the launcher; under `detforge launch` or torchrun it
+// measures the all-reduce in the ranks it was given.
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include <torch/torch.h>
 
 #include "commands.h"
 #include "core/errors.h"
 #include "core/logging.h"
+#include "data/synthetic.h"
 #include "distributed/dist_env.h"
 #include "distributed/grad_allreduce.h"
 #include "distributed/launcher.h"
@@ -28,6 +38,8 @@ struct BenchDistArgs {
   int iters = 10;
   int nproc = 2;
   double timeout_s = 300.0;
+  int train_steps = 24;
+  int global_batch = 8;
 };
 
 // Gradients shaped like a ResNet/FPN detector's: 3x3 convolutions with their BN weight, bias
@@ -113,6 +125,80 @@ void measure(const BenchDistArgs& a) {
   std::fflush(stdout);
 }
 
+// Training images/s of `detforge train` (the default job's model at 256 px) over the timed log
+// intervals of metrics.jsonl: the first interval (start-up, loader warm-up) is left out.
+struct ScalingRow {
+  int nproc;
+  std::string threads;
+  double images_per_s;
+};
+
+ScalingRow train_run(const BenchDistArgs& a, const std::filesystem::path& dir, int nproc) {
+  namespace fs = std::filesystem;
+  const int log_interval = std::max(1, a.train_steps / 6);
+  const fs::path out = dir / str("run_", nproc);
+  const std::string self = fs::read_symlink("/proc/self/exe").string();
+  const std::string cmd = str(self, " launch --nproc-per-node ", nproc, " --master-port ", dist::free_local_port(), " -- ",
+                              self, " train -c ", (dir / "train.yaml").string(), " output_dir=", out.string(),
+                              " data.batch_size=", a.global_batch / nproc, " train.stop_at_step=", a.train_steps,
+                              " train.log_interval=", log_interval, " dist.timeout_s=", a.timeout_s, " > ",
+                              (dir / str("run_", nproc, ".log")).string(), " 2>&1");
+  logging::info(str("training ", a.train_steps, " steps on ", nproc, " process(es)"));
+  if (std::system(cmd.c_str()) != 0) {
+    throw DistError(str("bench dist: the ", nproc, "-process training run failed; its output: ",
+                        (dir / str("run_", nproc, ".log")).string()));
+  }
+  std::ifstream in(out / "metrics.jsonl");
+  double images = 0, seconds = 0;
+  bool first = true;
+  for (std::string line; std::getline(in, line);) {
+    const auto r = nlohmann::json::parse(line);
+    if (r.value("type", "") != "train") continue;
+    if (first) {
+      first = false;
+      continue;
+    }
+    const double n = static_cast<double>(log_interval) * a.global_batch;
+    images += n;
+    seconds += n / r.at("images_per_s").get<double>();
+  }
+  if (seconds <= 0) throw DistError(str("bench dist: no timed steps in ", (out / "metrics.jsonl").string()));
+  const char* omp = std::getenv("OMP_NUM_THREADS");
+  const std::string threads = nproc > 1 ? (omp ? omp : "1") : (omp ? omp : str(torch::get_num_threads()));
+  return {nproc, threads, images / seconds};
+}
+
+void training_scaling(const BenchDistArgs& a) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / str("detforge_bench_dist_", ::getpid());
+  fs::create_directories(dir);
+  data::SynthOptions so;
+  so.out_dir = (dir / "data").string();
+  so.num_train = 64;
+  so.num_val = 8;
+  data::generate_synthetic(so);
+  std::ofstream(dir / "train.yaml")
+      << "seed: 0\ndevice: cpu\n"
+         "model: {type: retinanet, num_classes: 3, backbone: {type: resnet18, trainable_layers: 5, norm: gn},\n"
+         "        fpn: {channels: 64}, head: {norm_groups: 16}}\n"
+         "data: {root: " << (dir / "data").string() << ", num_classes: 3, workers: 1, min_size: 256, max_size: 341,\n"
+         "       train: {ann: annotations/instances_train.json, images: train},\n"
+         "       val: {ann: annotations/instances_val.json, images: val}}\n"
+         "train: {epochs: 100}\n"
+         "optimizer: {type: adamw, lr: 1.0e-3}\n";
+  std::vector<ScalingRow> rows = {train_run(a, dir, 1), train_run(a, dir, a.nproc)};
+  fs::remove_all(dir);
+  std::printf("\ntraining: RetinaNet R18-FPN (GN), 256 px synthetic images, global batch %d, %d steps "
+              "(first log interval not timed), %u hardware threads\n",
+              a.global_batch, a.train_steps, std::thread::hardware_concurrency());
+  std::printf("| processes | threads per process | batch per process | images/s | scaling |\n| ---: | ---: | ---: | ---: | ---: |\n");
+  for (const auto& r : rows) {
+    std::printf("| %d | %s | %d | %.2f | %.2fx |\n", r.nproc, r.threads.c_str(), a.global_batch / r.nproc,
+                r.images_per_s, r.images_per_s / rows.front().images_per_s);
+  }
+  std::fflush(stdout);
+}
+
 void run(const BenchDistArgs& a, const std::vector<std::string>& argv) {
   if (dist::DistEnv::from_env().launched()) {
     measure(a);
@@ -127,19 +213,30 @@ void run(const BenchDistArgs& a, const std::vector<std::string>& argv) {
   lo.command.insert(lo.command.end(), argv.begin(), argv.end());
   logging::info(str("starting ", a.nproc, " local ranks on port ", lo.master_port));
   dist::launch(lo);
+  if (a.train_steps > 0) training_scaling(a);
 }
 
 }  // namespace
 
 void add_bench_dist(CLI::App& bench) {
   auto args = std::make_shared<BenchDistArgs>();
-  auto* cmd = bench.add_subcommand("dist", "Gradient all-reduce throughput: bucketed GradSync vs one flat all-reduce (Gloo, CPU)");
+  auto* cmd = bench.add_subcommand(
+      "dist", "Gradient all-reduce throughput (bucketed GradSync vs one flat all-reduce) and 1 vs N process training images/s (Gloo, CPU)");
   cmd->add_option("--mib", args->mib, "gradient size in MiB")->capture_default_str()->check(CLI::Range(1.0, 4096.0));
   cmd->add_option("--bucket-mib", args->bucket_mib, "GradSync bucket size in MiB")->capture_default_str()->check(CLI::Range(0.01, 1024.0));
   cmd->add_option("--iters", args->iters, "timed iterations (after one warm-up)")->capture_default_str()->check(CLI::Range(1, 10000));
   cmd->add_option("--nproc", args->nproc, "ranks to start when not launched")->capture_default_str()->check(CLI::Range(2, 64));
   cmd->add_option("--timeout-s", args->timeout_s, "collective timeout in seconds")->capture_default_str()->check(CLI::Range(1.0, 86400.0));
+  cmd->add_option("--train-steps", args->train_steps, "training steps per run for the 1 vs N process comparison (0: skip it)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 100000));
+  cmd->add_option("--global-batch", args->global_batch, "global batch of the training runs (divisible by --nproc)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
   cmd->callback([args] {
+    if (args->global_batch % args->nproc != 0) {
+      throw ConfigError(str("bench dist: --global-batch ", args->global_batch, " is not divisible by --nproc ", args->nproc));
+    }
     const std::vector<std::string> argv = {"--mib", str(args->mib), "--bucket-mib", str(args->bucket_mib),
                                            "--iters", str(args->iters), "--timeout-s", str(args->timeout_s)};
     run(*args, argv);

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/errors.h"
+#include "core/logging.h"
 #include "engine/ema.h"
 
 namespace fs = std::filesystem;
@@ -17,7 +18,7 @@ namespace fs = std::filesystem;
 namespace detforge::engine {
 namespace {
 
-constexpr const char* kFormat = "detforge-checkpoint-1";
+constexpr const char* kFormat = "detforge-checkpoint-2";
 
 void write_module(torch::serialize::OutputArchive& archive, const std::string& prefix, const torch::nn::Module& m) {
   c10::List<std::string> names;
@@ -73,9 +74,57 @@ void read_module(torch::serialize::InputArchive& archive, const std::string& pre
   for (const auto& [name, t] : target) t.copy_(stored.at(name));
 }
 
-torch::Tensor cpu_rng_state() { return at::detail::getDefaultCPUGenerator().get_state(); }
+// capture_rng_state's layout: for the CPU and then the CUDA state, a uint64 length and the bytes
+// (length 0: no CUDA state).
+void append_blob(std::string& out, const torch::Tensor& state) {
+  const uint64_t n = state.defined() ? static_cast<uint64_t>(state.numel()) : 0;
+  out.append(reinterpret_cast<const char*>(&n), sizeof n);
+  if (n > 0) out.append(static_cast<const char*>(state.contiguous().data_ptr()), n);
+}
+
+torch::Tensor read_blob(const std::string& bytes, size_t& pos) {
+  uint64_t n = 0;
+  if (bytes.size() - pos < sizeof n) throw IoError("RNG state record is truncated");
+  std::memcpy(&n, bytes.data() + pos, sizeof n);
+  pos += sizeof n;
+  if (bytes.size() - pos < n) throw IoError("RNG state record is truncated");
+  auto t = torch::empty({static_cast<int64_t>(n)}, torch::kUInt8);
+  if (n > 0) std::memcpy(t.data_ptr(), bytes.data() + pos, n);
+  pos += n;
+  return t;
+}
+
+torch::Tensor bytes_tensor(const std::string& bytes) {
+  auto t = torch::empty({static_cast<int64_t>(bytes.size())}, torch::kUInt8);
+  if (!bytes.empty()) std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
+  return t;
+}
+
+std::string tensor_bytes(const torch::Tensor& t) {
+  const auto c = t.contiguous();
+  return std::string(static_cast<const char*>(c.data_ptr()), static_cast<size_t>(c.numel()));
+}
 
 }  // namespace
+
+std::string capture_rng_state(const torch::Device& device) {
+  std::string out;
+  append_blob(out, at::detail::getDefaultCPUGenerator().get_state());
+  append_blob(out, device.is_cuda() ? at::globalContext().defaultGenerator(device).get_state() : torch::Tensor());
+  return out;
+}
+
+void restore_rng_state(const std::string& bytes, const torch::Device& device) {
+  size_t pos = 0;
+  const auto cpu = read_blob(bytes, pos);
+  const auto cuda = read_blob(bytes, pos);
+  at::Generator gen = at::detail::getDefaultCPUGenerator();  // a handle sharing the default generator
+  gen.set_state(cpu);
+  if (device.is_cuda() && cuda.numel() > 0) {
+    at::Generator g = at::globalContext().defaultGenerator(device);
+    g.set_state(cuda);
+  }
+}
 
 void write_file_atomic(const std::string& path,
                        const std::function<void(const std::function<bool(const void*, size_t)>&)>& producer) {
@@ -126,7 +175,7 @@ void write_file_atomic(const std::string& path,
 }
 
 void save_checkpoint(const std::string& path, const CheckpointParts& parts, const TrainProgress& p,
-                     const std::string& config_yaml) {
+                     const std::string& config_yaml, std::vector<std::string> rank_rng) {
   TORCH_CHECK(parts.model != nullptr, "save_checkpoint: a model is required");
   torch::serialize::OutputArchive archive;
   archive.write("format", c10::IValue(std::string(kFormat)));
@@ -144,12 +193,10 @@ void save_checkpoint(const std::string& path, const CheckpointParts& parts, cons
   archive.write("best_metric", c10::IValue(p.best_metric));
   archive.write("best_weights", c10::IValue(p.best_weights));
   archive.write("config", c10::IValue(config_yaml));
-  archive.write("rng_cpu", cpu_rng_state(), /*is_buffer=*/true);
-  if (torch::cuda::is_available()) {
-    for (int64_t i = 0; i < static_cast<int64_t>(torch::cuda::device_count()); ++i) {
-      auto& gen = at::globalContext().defaultGenerator(torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(i)));
-      archive.write(detforge::str("rng_cuda_", i), gen.get_state(), /*is_buffer=*/true);
-    }
+  if (rank_rng.empty()) rank_rng.push_back(capture_rng_state(torch::kCPU));
+  archive.write("rng_ranks", c10::IValue(static_cast<int64_t>(rank_rng.size())));
+  for (size_t r = 0; r < rank_rng.size(); ++r) {
+    archive.write(detforge::str("rng_rank_", r), bytes_tensor(rank_rng[r]), /*is_buffer=*/true);
   }
   // Serialised in memory first: the zip writer cannot recover from a short write (it throws from
   // its destructor), so the file is written in one pass we control.
@@ -198,7 +245,8 @@ void load_checkpoint_weights(const std::string& path, torch::nn::Module& module,
   read_module(archive, part, module, path);
 }
 
-TrainProgress load_checkpoint(const std::string& path, const CheckpointParts& parts, std::string* config_yaml) {
+TrainProgress load_checkpoint(const std::string& path, const CheckpointParts& parts, std::string* config_yaml,
+                              const RestoreTarget& target) {
   torch::serialize::InputArchive archive;
   open_checkpoint(path, archive);
   TORCH_CHECK(parts.model != nullptr, "load_checkpoint: a model is required");
@@ -233,18 +281,20 @@ TrainProgress load_checkpoint(const std::string& path, const CheckpointParts& pa
   p.best_metric = best_metric.toDouble();
   p.best_weights = best_weights.toStringRef();
   if (config_yaml) *config_yaml = config.toStringRef();
-  torch::Tensor rng;
-  archive.read("rng_cpu", rng, /*is_buffer=*/true);
-  at::Generator cpu = at::detail::getDefaultCPUGenerator();  // a handle sharing the default generator
-  cpu.set_state(rng);
-  if (torch::cuda::is_available()) {
-    for (int64_t i = 0; i < static_cast<int64_t>(torch::cuda::device_count()); ++i) {
-      torch::Tensor state;
-      if (archive.try_read(detforge::str("rng_cuda_", i), state, /*is_buffer=*/true)) {
-        at::Generator gen =
-            at::globalContext().defaultGenerator(torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(i)));
-        gen.set_state(state);
-      }
+  c10::IValue ranks_iv;
+  archive.read("rng_ranks", ranks_iv);
+  const int64_t ranks = ranks_iv.toInt();
+  if (ranks != target.world_size) {
+    logging::warn(detforge::str("checkpoint ", path, " holds the RNG states of ", ranks, " rank(s), this run has ",
+                                target.world_size, target.rank < ranks ? "" : ": this rank keeps its seeded state"));
+  }
+  if (target.rank < ranks) {
+    torch::Tensor state;
+    archive.read(detforge::str("rng_rank_", target.rank), state, /*is_buffer=*/true);
+    try {
+      restore_rng_state(tensor_bytes(state), target.device);
+    } catch (const IoError& e) {
+      throw IoError(detforge::str("checkpoint ", path, ": rank ", target.rank, ": ", e.what()));
     }
   }
   return p;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include <torch/torch.h>
 
@@ -38,16 +39,36 @@ struct CheckpointParts {
   torch::optim::Optimizer* optimizer = nullptr;
 };
 
-/// Writes atomically to `path`. Throws IoError (naming the file and the OS error) when the
-/// temp file cannot be written completely; `path` is then untouched.
-void save_checkpoint(const std::string& path, const CheckpointParts& parts, const TrainProgress& progress,
-                     const std::string& config_yaml);
+/// One process's random-number generator states as bytes (for gathering across ranks): the
+/// default CPU generator and, when `device` is a CUDA device, that device's default generator.
+std::string capture_rng_state(const torch::Device& device);
 
-/// Restores every part given and the RNG states; returns the progress and, through
-/// `config_yaml`, the config the checkpoint was written with. Throws IoError for a missing,
-/// truncated or corrupt file, and TrainingError naming missing, unexpected and mis-shaped
-/// tensor names when the checkpoint belongs to another model.
-TrainProgress load_checkpoint(const std::string& path, const CheckpointParts& parts, std::string* config_yaml);
+/// Sets the generators captured by capture_rng_state. A CUDA state is applied only when
+/// `device` is a CUDA device (a GPU run resumed on the CPU keeps the CPU part).
+/// Throws IoError on bytes that capture_rng_state did not write.
+void restore_rng_state(const std::string& bytes, const torch::Device& device);
+
+/// Writes atomically to `path`. `rank_rng`: every rank's capture_rng_state in rank order; empty
+/// means this process's CPU generator alone. Throws IoError (naming the file and the OS error)
+/// when the temp file cannot be written completely; `path` is then untouched.
+void save_checkpoint(const std::string& path, const CheckpointParts& parts, const TrainProgress& progress,
+                     const std::string& config_yaml, std::vector<std::string> rank_rng = {});
+
+/// The process that restores a checkpoint: its rank and device, and the run's world size.
+struct RestoreTarget {
+  int64_t rank = 0;
+  int64_t world_size = 1;
+  torch::Device device = torch::kCPU;
+};
+
+/// Restores every part given and the RNG state of `target.rank` (when the checkpoint was
+/// written by another number of ranks: a warning, and ranks the checkpoint has no state for
+/// keep theirs); returns the progress and, through `config_yaml`, the config the checkpoint
+/// was written with. Throws IoError for a missing, truncated or corrupt file, and
+/// TrainingError naming missing, unexpected and mis-shaped tensor names when the checkpoint
+/// belongs to another model.
+TrainProgress load_checkpoint(const std::string& path, const CheckpointParts& parts, std::string* config_yaml,
+                              const RestoreTarget& target = {});
 
 /// Writes `bytes` to `path` atomically (the primitive under save_checkpoint).
 /// Loads only the weights of a checkpoint into `module`: the live model's (`part` = "model") or

@@ -266,7 +266,8 @@ Trainer::Trainer(const Config& config, const std::string& resume, TrainHooks hoo
 
   if (!resume_.empty()) {
     std::string stored;
-    progress_ = load_checkpoint(resume_, {model_.get(), ema_model_.get(), optimizer_.get()}, &stored);
+    progress_ = load_checkpoint(resume_, {model_.get(), ema_model_.get(), optimizer_.get()}, &stored,
+                                {pg_->rank(), pg_->world_size(), device_});
     compare_configs(stored, config, resume_);
     if (ema_) ema_->set_updates(progress_.ema_updates);
     scaler_->load(progress_.scaler_scale, progress_.scaler_growth_tracker);
@@ -520,11 +521,13 @@ void Trainer::end_of_epoch(int64_t epoch) {
 }
 
 void Trainer::save(const std::string& name) {
+  // Every rank's generators, so a resumed run continues each rank's random stream.
+  auto rng = dist::gather_bytes_to_main(*pg_, capture_rng_state(device_), "checkpoint RNG states");
   if (!pg_->is_main()) return;
   progress_.scaler_scale = scaler_->current_scale();
   progress_.scaler_growth_tracker = scaler_->growth_tracker();
   save_checkpoint((fs::path(o_.output_dir) / name).string(), {model_.get(), ema_model_.get(), optimizer_.get()},
-                  progress_, config_.dump());
+                  progress_, config_.dump(), std::move(rng));
 }
 
 }  // namespace

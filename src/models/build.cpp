@@ -43,6 +43,14 @@ ResNetOptions backbone_options(const ConfigNode& n) {
     o.norm_eps(*v);
   }
   if (auto v = n.optional<bool>("fold_frozen_bn")) o.fold_frozen_bn(*v);
+  if (auto v = n.optional<std::string>("norm")) {
+    if (*v != "frozen_bn" && *v != "gn") bad(n, "norm", str("unknown '", *v, "'; known: frozen_bn, gn"));
+    o.norm(*v);
+  }
+  if (auto v = n.optional<int64_t>("norm_groups")) {
+    if (*v < 1 || 64 % *v != 0) bad(n, "norm_groups", str(*v, " must divide 64 (the narrowest layer)"));
+    o.norm_groups(*v);
+  }
   n.optional<std::string>("weights");  // read by build_detector
   n.reject_unused();
   return o;

@@ -25,17 +25,32 @@ torch::Tensor FrozenBatchNorm2dImpl::forward(const torch::Tensor& x) {
 
 namespace {
 
-// A bias-free conv followed by a frozen BN, computed as one convolution with the BN folded in:
-// conv(x, w * scale) + shift. Saves two elementwise passes over the activation (and their
-// backward) per BN; gradients still reach w through the product.
-// Unfolded, the operations are torchvision's exactly (bitwise parity).
-torch::Tensor conv_bn(torch::nn::Conv2dImpl& conv, FrozenBatchNorm2dImpl& bn, const torch::Tensor& x, bool fold) {
-  if (!fold) return bn.forward(conv.forward(x));
-  const auto [scale, shift] = bn.scale_shift();
+// A bias-free conv followed by its norm layer. A frozen BN may be folded into the conv:
+// conv(x, w * scale) + shift saves two elementwise passes over the activation (and their
+// backward); gradients still reach w through the product. Unfolded, the operations are
+// torchvision's exactly (bitwise parity).
+torch::Tensor conv_norm(torch::nn::Conv2dImpl& conv, torch::nn::AnyModule& norm, const torch::Tensor& x, bool fold) {
+  auto* frozen = norm.ptr()->as<FrozenBatchNorm2dImpl>();
+  if (!fold || frozen == nullptr) return norm.forward(conv.forward(x));
+  const auto [scale, shift] = frozen->scale_shift();
   const auto& o = conv.options;
   return torch::conv2d(x, conv.weight * scale.reshape({-1, 1, 1, 1}), shift, *o.stride(),
                        *std::get<torch::ExpandingArray<2>>(o.padding()), *o.dilation(), o.groups());
 }
+
+// The norm layer after a conv with `channels` outputs, per ResNetOptions::norm.
+struct NormSpec {
+  bool group_norm;
+  double eps;
+  int64_t groups;
+
+  torch::nn::AnyModule make(int64_t channels) const {
+    if (group_norm) {
+      return torch::nn::AnyModule(torch::nn::GroupNorm(torch::nn::GroupNormOptions(groups, channels).eps(eps)));
+    }
+    return torch::nn::AnyModule(FrozenBatchNorm2d(channels, eps));
+  }
+};
 
 struct Arch {
   std::string name;
@@ -70,49 +85,51 @@ torch::nn::Conv2d conv(int64_t in, int64_t out, int64_t k, int64_t stride, int64
 class BlockImpl : public torch::nn::Module {
  public:
   BlockImpl(bool bottleneck, int64_t inplanes, int64_t planes, int64_t stride, int64_t groups,
-            int64_t width_per_group, double eps, bool fold)
+            int64_t width_per_group, const NormSpec& norm, bool fold)
       : bottleneck_(bottleneck), fold_(fold) {
     const int64_t expansion = bottleneck ? 4 : 1;
     if (bottleneck) {
       const int64_t width = planes * width_per_group / 64 * groups;
       conv1_ = register_module("conv1", conv(inplanes, width, 1, 1));
-      bn1_ = register_module("bn1", FrozenBatchNorm2d(width, eps));
+      bn1_ = norm.make(width);
+      register_module("bn1", bn1_.ptr());
       conv2_ = register_module("conv2", conv(width, width, 3, stride, groups));
-      bn2_ = register_module("bn2", FrozenBatchNorm2d(width, eps));
+      bn2_ = norm.make(width);
+      register_module("bn2", bn2_.ptr());
       conv3_ = register_module("conv3", conv(width, planes * expansion, 1, 1));
-      bn3_ = register_module("bn3", FrozenBatchNorm2d(planes * expansion, eps));
+      bn3_ = norm.make(planes * expansion);
+      register_module("bn3", bn3_.ptr());
     } else {
       conv1_ = register_module("conv1", conv(inplanes, planes, 3, stride));
-      bn1_ = register_module("bn1", FrozenBatchNorm2d(planes, eps));
+      bn1_ = norm.make(planes);
+      register_module("bn1", bn1_.ptr());
       conv2_ = register_module("conv2", conv(planes, planes, 3, 1));
-      bn2_ = register_module("bn2", FrozenBatchNorm2d(planes, eps));
+      bn2_ = norm.make(planes);
+      register_module("bn2", bn2_.ptr());
     }
     if (stride != 1 || inplanes != planes * expansion) {
-      downsample_ = register_module(
-          "downsample", torch::nn::Sequential(conv(inplanes, planes * expansion, 1, stride),
-                                              FrozenBatchNorm2d(planes * expansion, eps)));
+      down_conv_ = conv(inplanes, planes * expansion, 1, stride);
+      down_norm_ = norm.make(planes * expansion);
+      torch::nn::Sequential downsample;
+      downsample->push_back(down_conv_);
+      downsample->push_back(down_norm_);
+      register_module("downsample", downsample);
     }
   }
 
   torch::Tensor forward(const torch::Tensor& x) {
-    auto out = conv_bn(*conv1_, *bn1_, x, fold_).relu_();
-    out = conv_bn(*conv2_, *bn2_, out, fold_);
-    if (bottleneck_) out = conv_bn(*conv3_, *bn3_, out.relu_(), fold_);
-    if (downsample_) {
-      out = out + conv_bn(*downsample_[0]->as<torch::nn::Conv2dImpl>(),
-                          *downsample_[1]->as<FrozenBatchNorm2dImpl>(), x, fold_);
-    } else {
-      out = out + x;
-    }
+    auto out = conv_norm(*conv1_, bn1_, x, fold_).relu_();
+    out = conv_norm(*conv2_, bn2_, out, fold_);
+    if (bottleneck_) out = conv_norm(*conv3_, bn3_, out.relu_(), fold_);
+    out = out + (down_conv_ ? conv_norm(*down_conv_, down_norm_, x, fold_) : x);
     return out.relu_();
   }
 
  private:
   bool bottleneck_;
   bool fold_;
-  torch::nn::Conv2d conv1_{nullptr}, conv2_{nullptr}, conv3_{nullptr};
-  FrozenBatchNorm2d bn1_{nullptr}, bn2_{nullptr}, bn3_{nullptr};
-  torch::nn::Sequential downsample_{nullptr};
+  torch::nn::Conv2d conv1_{nullptr}, conv2_{nullptr}, conv3_{nullptr}, down_conv_{nullptr};
+  torch::nn::AnyModule bn1_, bn2_, bn3_, down_norm_;
 };
 TORCH_MODULE(Block);
 
@@ -143,17 +160,25 @@ ResNetImpl::ResNetImpl(ResNetOptions options) : options_(std::move(options)) {
     throw std::invalid_argument("trainable_layers must be in [0, 5], got " +
                                 std::to_string(options_.trainable_layers()));
   }
-  const double eps = options_.norm_eps();
+  if (options_.norm() != "frozen_bn" && options_.norm() != "gn") {
+    throw std::invalid_argument("unknown norm '" + options_.norm() + "'; known: frozen_bn, gn");
+  }
+  const bool gn = options_.norm() == "gn";
+  if (gn && (options_.norm_groups() < 1 || 64 % options_.norm_groups() != 0)) {
+    throw std::invalid_argument("norm_groups must divide 64, got " + std::to_string(options_.norm_groups()));
+  }
+  const NormSpec norm{gn, options_.norm_eps(), options_.norm_groups()};
   const int64_t expansion = arch->bottleneck ? 4 : 1;
   conv1_ = register_module(
       "conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 64, 7).stride(2).padding(3).bias(false)));
-  bn1_ = register_module("bn1", FrozenBatchNorm2d(64, eps));
+  bn1_ = norm.make(64);
+  register_module("bn1", bn1_.ptr());
   int64_t inplanes = 64;
   auto make_layer = [&](int64_t planes, int64_t blocks, int64_t stride) {
     torch::nn::Sequential layer;
     for (int64_t i = 0; i < blocks; ++i) {
       layer->push_back(Block(arch->bottleneck, inplanes, planes, i == 0 ? stride : 1, arch->groups,
-                             arch->width_per_group, eps, options_.fold_frozen_bn()));
+                             arch->width_per_group, norm, options_.fold_frozen_bn()));
       inplanes = planes * expansion;
     }
     return layer;
@@ -170,17 +195,20 @@ ResNetImpl::ResNetImpl(ResNetOptions options) : options_(std::move(options)) {
     }
   }
   // Freeze from the bottom: conv1 (with bn1), layer1, ..., keeping the top
-  // `trainable_layers` stages trainable (frozen BN has no parameters to freeze).
-  const std::vector<torch::nn::Module*> stages = {conv1_.get(), layer1_.get(), layer2_.get(),
-                                                  layer3_.get(), layer4_.get()};
+  // `trainable_layers` stages trainable (with their GN affine parameters; frozen BN has none).
+  // The stem is conv1 with bn1, as torchvision freezes them.
+  const std::vector<std::vector<torch::nn::Module*>> stages = {
+      {conv1_.get(), bn1_.ptr().get()}, {layer1_.get()}, {layer2_.get()}, {layer3_.get()}, {layer4_.get()}};
   const int64_t frozen = 5 - options_.trainable_layers();
   for (int64_t i = 0; i < frozen; ++i) {
-    for (auto& p : stages[i]->parameters()) p.requires_grad_(false);
+    for (auto* m : stages[i]) {
+      for (auto& p : m->parameters()) p.requires_grad_(false);
+    }
   }
 }
 
 std::vector<torch::Tensor> ResNetImpl::forward(const torch::Tensor& x) {
-  auto h = conv_bn(*conv1_, *bn1_, x, options_.fold_frozen_bn()).relu_();
+  auto h = conv_norm(*conv1_, bn1_, x, options_.fold_frozen_bn()).relu_();
   h = F::max_pool2d(h, F::MaxPool2dFuncOptions(3).stride(2).padding(1));
   h = layer1_->forward(h);
   auto c3 = layer2_->forward(h);

@@ -1,5 +1,6 @@
-// ResNet / ResNeXt backbones (He et al.; Xie et al.) with frozen batch norm, returning the
-// C3, C4, C5 feature maps for an FPN. Module and parameter names equal torchvision's
+// ResNet / ResNeXt backbones (He et al.; Xie et al.) with frozen batch norm (pretrained
+// backbones) or group norm (training from scratch), returning the C3, C4, C5 feature maps for
+// an FPN. Module and parameter names equal torchvision's
 // (conv1, bn1, layer1.0.conv1, layer1.0.downsample.0, ...) so weights load both ways.
 #pragma once
 
@@ -44,6 +45,14 @@ struct ResNetOptions {
   /// on the CPU; equal up to float rounding, ~1e-6 relative). Default: false (torchvision's
   /// exact operations)
   TORCH_ARG(bool, fold_frozen_bn) = false;
+  /// Normalisation after every conv: "frozen_bn" (fixed statistics, for pretrained weights) or
+  /// "gn" (GroupNorm with trainable affine parameters, no running statistics, so it works
+  /// from scratch at any batch size and needs no buffer sync across ranks). Parameter names
+  /// are the same (bn1.weight, ...). Default: "frozen_bn"
+  TORCH_ARG(std::string, norm) = "frozen_bn";
+  /// Groups of every GroupNorm when norm is "gn" (must divide every channel count: 64 does
+  /// not allow more than 64). Default: 32
+  TORCH_ARG(int64_t, norm_groups) = 32;
 };
 
 /// The known architecture names, for error messages.
@@ -51,7 +60,8 @@ const std::vector<std::string>& resnet_arch_names();
 
 class ResNetImpl : public torch::nn::Module {
  public:
-  /// Throws std::invalid_argument for an unknown arch or trainable_layers outside [0, 5].
+  /// Throws std::invalid_argument for an unknown arch or norm, trainable_layers outside
+  /// [0, 5], or norm_groups that does not divide 64.
   explicit ResNetImpl(ResNetOptions options);
   /// x: [N, 3, H, W] float32 -> {C3 [N, c3, H/8, W/8], C4 [.., H/16, ..], C5 [.., H/32, ..]}
   /// (ceil division at each stride-2 step).
@@ -64,7 +74,7 @@ class ResNetImpl : public torch::nn::Module {
   ResNetOptions options_;
   std::vector<int64_t> out_channels_;
   torch::nn::Conv2d conv1_{nullptr};
-  FrozenBatchNorm2d bn1_{nullptr};
+  torch::nn::AnyModule bn1_;
   torch::nn::Sequential layer1_{nullptr}, layer2_{nullptr}, layer3_{nullptr}, layer4_{nullptr};
 };
 TORCH_MODULE(ResNet);

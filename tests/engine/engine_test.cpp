@@ -182,6 +182,33 @@ TEST(Checkpoint, RoundTripRestoresEverything) {
   EXPECT_TRUE(torch::equal(net->fc1->weight, net2->fc1->weight));
 }
 
+TEST(Checkpoint, EveryRankRestoresItsOwnRngState) {
+  testing::TempDir dir;
+  Net net;
+  std::vector<std::string> states;
+  std::vector<torch::Tensor> next;
+  for (int64_t r = 0; r < 2; ++r) {
+    torch::manual_seed(100 + r);
+    states.push_back(capture_rng_state(torch::kCPU));
+    next.push_back(torch::rand({4}));
+  }
+  EXPECT_FALSE(torch::equal(next[0], next[1]));
+  const auto path = (dir.path() / "two.ckpt").string();
+  save_checkpoint(path, {net.get()}, {}, "", states);
+  for (int64_t r = 0; r < 2; ++r) {
+    torch::manual_seed(7);
+    load_checkpoint(path, {net.get()}, nullptr, {r, 2, torch::kCPU});
+    EXPECT_TRUE(torch::equal(torch::rand({4}), next[r])) << "rank " << r;
+  }
+  // A third rank (the run grew) keeps its own state.
+  torch::manual_seed(7);
+  const auto own = torch::rand({4});
+  torch::manual_seed(7);
+  load_checkpoint(path, {net.get()}, nullptr, {2, 3, torch::kCPU});
+  EXPECT_TRUE(torch::equal(torch::rand({4}), own));
+  EXPECT_THROW_WITH(restore_rng_state(states[0].substr(0, 10), torch::kCPU), IoError, "RNG state record is truncated");
+}
+
 TEST(Checkpoint, OtherModelNamesMismatchedKeys) {
   testing::TempDir dir;
   Net net;

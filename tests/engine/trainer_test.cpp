@@ -209,6 +209,11 @@ TEST_F(TrainerTest, TwoRanksMatchOneProcessWithTheSameGlobalBatch) {
   const auto b = stored_tensors((dir_.path() / "two" / "last.ckpt").string(), "model");
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::allclose(a[i], b[i], 1e-4, 1e-5)) << "tensor " << i;
+  torch::serialize::InputArchive archive;
+  archive.load_from((dir_.path() / "two" / "last.ckpt").string());
+  c10::IValue rng_ranks;
+  archive.read("rng_ranks", rng_ranks);
+  EXPECT_EQ(rng_ranks.toInt(), 2) << "the checkpoint holds every rank's RNG state";
   std::ostringstream ap;
   ap << "final (live weights): AP " << one.last_metrics.at("AP");
   EXPECT_NE(r.output.find(ap.str()), std::string::npos) << r.output;

@@ -65,6 +65,10 @@ TEST(ModelBuild, ConfigErrorsNameTheKey) {
                     "model.num_classes: 0 must be >= 1");
   EXPECT_THROW_WITH(build("model:\n  type: retinanet\n  num_classes: 2\n  backbone: {trainable_layers: 6}\n"),
                     ConfigError, "trainable_layers: 6 must be in [0, 5]");
+  EXPECT_THROW_WITH(build("model:\n  type: retinanet\n  num_classes: 2\n  backbone: {norm: bn}\n"),
+                    ConfigError, "model.backbone.norm: unknown 'bn'; known: frozen_bn, gn");
+  EXPECT_THROW_WITH(build("model:\n  type: retinanet\n  num_classes: 2\n  backbone: {norm: gn, norm_groups: 24}\n"),
+                    ConfigError, "model.backbone.norm_groups: 24 must divide 64");
   EXPECT_THROW_WITH(build("model:\n  type: retinanet\n  num_classes: 2\n  loss: {box_loss: iou}\n"),
                     ConfigError, "model.loss.box_loss: unknown box loss 'iou'");
   EXPECT_THROW_WITH(build("model:\n  type: retinanet\n  num_classes: 2\n  weights: /nonexistent.pth\n"

@@ -170,6 +170,23 @@ def main():
     model = make_model(out, "mlperf", "resnext50_32x4d", 264, False, [(128, 128)], 6)
     run_case(out, "mlperf", model, [(128, 128)], [(800, 800)], [b3], [torch.tensor([0, 263, 100, 5, 262])], 6)
     keys["mlperf_state_dict"] = list(model.state_dict().keys())
+    # ResNet-18 body with GroupNorm(16) after every conv (backbone.norm: gn), random affine.
+    torch.manual_seed(8)
+    body = torchvision.models.resnet18(weights=None, norm_layer=partial(torch.nn.GroupNorm, 16))
+    with torch.no_grad():
+        for m in body.modules():
+            if isinstance(m, torch.nn.GroupNorm):
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.2, 0.2)
+    torch.save({k: v for k, v in body.state_dict().items() if not k.startswith("fc.")}, f"{out}/weights_gn_r18_body.pth")
+    images = padded_images([(96, 128), (128, 96)])
+    with torch.no_grad():
+        h = body.maxpool(body.relu(body.bn1(body.conv1(images))))
+        c3 = body.layer2(body.layer1(h))
+        c4 = body.layer3(c3)
+        c5 = body.layer4(c4)
+    torch.save({"images": images, "c3": c3, "c4": c4, "c5": c5}, f"{out}/io_gn_r18_body.pth")
+    keys["gn_r18_body_parameters"] = [n for n, _ in body.named_parameters() if not n.startswith("fc.")]
     # ImageNet classification checkpoint (BatchNorm with num_batches_tracked, fc) for import.
     torch.manual_seed(7)
     torch.save(torchvision.models.resnet18(weights=None).state_dict(), f"{out}/imagenet_resnet18.pth")

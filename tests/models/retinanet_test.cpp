@@ -186,6 +186,37 @@ std::vector<std::string> json_list(const nlohmann::json& j, const std::string& k
   return j.at(key).get<std::vector<std::string>>();
 }
 
+TEST_F(RetinaNetParity, GroupNormBackboneEqualsTorchvisionResNetWithGroupNorm) {
+  ResNet body(ResNetOptions("resnet18").norm("gn").norm_groups(16).trainable_layers(3));
+  const auto path = file("weights_gn_r18_body.pth");
+  const auto report = load_named_tensors(*body, read_state_dict(path), path);
+  EXPECT_TRUE(report.unexpected.empty());
+  EXPECT_TRUE(report.missing.empty());
+  const auto io = detforge::testing::read_tensor_dict(file("io_gn_r18_body.pth"));
+  torch::NoGradGuard no_grad;
+  const auto c = body->forward(io.at("images"));
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_LE(max_abs_diff(c[0], io.at("c3")), kTol);
+  EXPECT_LE(max_abs_diff(c[1], io.at("c4")), kTol);
+  EXPECT_LE(max_abs_diff(c[2], io.at("c5")), kTol);
+  // Same parameter names in the same order; GN scale/shift of the frozen stages are frozen too.
+  std::ifstream in(file("keys.json"));
+  const auto expected = json_list(nlohmann::json::parse(in), "gn_r18_body_parameters");
+  std::vector<std::string> names;
+  for (const auto& p : body->named_parameters()) {
+    names.push_back(p.key());
+    const bool frozen_stage = p.key().rfind("conv1.", 0) == 0 || p.key().rfind("bn1.", 0) == 0 ||
+                              p.key().rfind("layer1.", 0) == 0;
+    EXPECT_EQ(p.value().requires_grad(), !frozen_stage) << p.key();
+  }
+  EXPECT_EQ(names, expected);
+}
+
+TEST(ResNetOptionsCheck, UnknownNormAndBadGroupsAreRefused) {
+  EXPECT_THROW(ResNet(ResNetOptions("resnet18").norm("bn")), std::invalid_argument);
+  EXPECT_THROW(ResNet(ResNetOptions("resnet18").norm("gn").norm_groups(48)), std::invalid_argument);
+}
+
 TEST_F(RetinaNetParity, GoldenKeyListsEqualTorchvision) {
   std::ifstream in(file("keys.json"));
   const auto keys = nlohmann::json::parse(in);
