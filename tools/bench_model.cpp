@@ -151,24 +151,28 @@ void run_bench(const BenchModelArgs& a) {
   nms_case(1000, a.nms_classes, rng, saved);
   nms_case(5000, a.nms_classes, rng, saved);
 
-  auto time_train = [&](bool fold) {
+  auto time_train = [&](bool fold, bool channels_last) {
     models::RetinaNetOptions o(91);
     o.backbone(models::ResNetOptions("resnet50").fold_frozen_bn(fold));
     models::RetinaNet model(o);
     model->train();
+    Batch input = batch;
+    if (channels_last) input.images = input.images.contiguous(torch::MemoryFormat::ChannelsLast);
     auto step = [&] {
       model->zero_grad(/*set_to_none=*/true);
-      model->forward_train(batch).total().backward();
+      model->forward_train(input).total().backward();
     };
     logging::info(str("detforge: RetinaNet R50-FPN train step, batch ", a.batch, " at ", a.size, "x", a.size,
-                      ", ", threads, " threads", fold ? ", frozen BN folded into the convs" : ""));
+                      ", ", threads, " threads", fold ? ", frozen BN folded into the convs" : "",
+                      channels_last ? ", channels_last" : ""));
     for (int i = 0; i < a.warmup; ++i) step();
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < a.iters; ++i) step();
     return seconds_since(t0) / a.iters;
   };
-  const double step_s = time_train(false);
-  const double fold_step_s = time_train(true);
+  const double step_s = time_train(false, false);
+  const double fold_step_s = time_train(true, false);
+  const double cl_step_s = time_train(true, true);
   auto t0 = std::chrono::steady_clock::now();
 
   std::map<int, double> nms_ms;
@@ -232,6 +236,8 @@ void run_bench(const BenchModelArgs& a) {
               ratio(step_s, "step_s", false).c_str());
   std::printf("%-26s %12.3f %12s %9s\n", "train images/s, BN folded", a.batch / fold_step_s,
               theirs("images_per_s").c_str(), ratio(a.batch / fold_step_s, "images_per_s", true).c_str());
+  std::printf("%-26s %12.3f %12s %9s\n", "  + channels_last", a.batch / cl_step_s, theirs("images_per_s").c_str(),
+              ratio(a.batch / cl_step_s, "images_per_s", true).c_str());
   for (int n : {1000, 5000}) {
     const std::string key = "nms" + std::to_string(n) + "_ms";
     std::printf("%-26s %12.3f %12s %9s\n", ("batched NMS " + std::to_string(n) + " boxes ms").c_str(), nms_ms[n],

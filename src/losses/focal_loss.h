@@ -23,6 +23,18 @@ struct FocalLossOptions {
 torch::Tensor sigmoid_focal_loss(const torch::Tensor& logits, const torch::Tensor& targets,
                                  const FocalLossOptions& options = {});
 
+/// The detection form in one pass: sum over b, a of weight[b, a] * sum over k of the focal loss
+/// of logits[b, a, k] against the one-hot target (k == labels[b, a]).
+/// logits: [B, A, K] float32 / float64 / bfloat16 / float16; labels: [B, A] int64, a value
+/// outside [0, K) means background (all-zero target); weight: [B, A] float, >= 0 (0: the anchor
+/// is ignored and costs nothing). Returns a 0-dim float32 (float64 for float64 logits).
+/// On the CPU the loss and its gradient come from one fused pass (no one-hot target and no
+/// intermediates, parallel over anchors; the sum is taken in a fixed order, so the result does
+/// not depend on the thread count); elsewhere it is sigmoid_focal_loss on a one-hot target.
+/// Equal to that composition up to float rounding. Gradients flow to logits only.
+torch::Tensor one_hot_focal_loss_sum(const torch::Tensor& logits, const torch::Tensor& labels,
+                                     const torch::Tensor& weight, const FocalLossOptions& options = {});
+
 class FocalLossImpl : public torch::nn::Module {
  public:
   explicit FocalLossImpl(FocalLossOptions options = {});

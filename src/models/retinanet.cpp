@@ -110,17 +110,17 @@ LossDict RetinaNetImpl::compute_loss(const std::vector<Targets>& targets, const 
   const auto fg = matched >= 0;
   const auto num_fg = fg.sum(1).clamp_min(1).to(logits.scalar_type());  // max(1, fg) per image
 
-  // Classification: one-hot targets for foreground anchors, anchors between thresholds ignored.
+  // Classification: one-hot targets for foreground anchors (label -1: background), anchors
+  // between thresholds and skipped images weigh 0; each image is normalised by its own
+  // foreground count and the sum by the number of kept images.
+  const double denom = static_cast<double>(std::max<int64_t>(1, num_kept));
   const auto gt_labels = p.labels.size(1) > 0
                              ? p.labels.gather(1, matched.clamp_min(0))
                              : torch::zeros_like(matched);
-  auto cls_target = torch::zeros_like(logits);
-  cls_target.scatter_(2, gt_labels.unsqueeze(2), fg.unsqueeze(2).to(logits.scalar_type()));
-  auto focal = losses::sigmoid_focal_loss(
-      logits, cls_target, losses::FocalLossOptions(options_.focal()).reduction(losses::Reduction::kNone));
   const auto counted = (matched != ops::kBetweenThresholds) & kept.unsqueeze(1);
-  const auto cls_per_image = torch::where(counted.unsqueeze(2), focal, torch::zeros({}, focal.options()))
-                                 .sum({1, 2}) / num_fg;
+  const auto anchor_weight = counted.to(torch::kFloat32) / (num_fg.to(torch::kFloat32).unsqueeze(1) * denom);
+  const auto classification = losses::one_hot_focal_loss_sum(
+      logits, torch::where(fg, gt_labels, torch::full({}, -1, gt_labels.options())), anchor_weight, options_.focal());
 
   // Regression: foreground anchors only, each image normalised by its own foreground count.
   const auto fg_idx = fg.nonzero();  // [F, 2] (image, anchor)
@@ -133,11 +133,8 @@ LossDict RetinaNetImpl::compute_loss(const std::vector<Targets>& targets, const 
       torch::zeros({b}, per_pair.options()).index_add(0, img, per_pair) / num_fg;
 
   LossDict out(loss_keys_);
-  const double denom = static_cast<double>(std::max<int64_t>(1, num_kept));
-  // The `* 0` sums keep every head parameter in the graph when no image has a foreground.
-  out.set("classification",
-          torch::where(kept, cls_per_image, torch::zeros({}, cls_per_image.options())).sum() / denom +
-              graph_zero(logits));
+  out.set("classification", classification);
+  // The `* 0` sum keeps every regression parameter in the graph when no image has a foreground.
   out.set("bbox_regression", box_per_image.sum() / denom + graph_zero(deltas));
   return out;
 }

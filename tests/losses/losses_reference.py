@@ -17,6 +17,20 @@ def main():
     out["focal_mean_a05_g1"] = sigmoid_focal_loss(logits, targets, alpha=0.5, gamma=1.0, reduction="mean")
     out["focal_sum_noalpha"] = sigmoid_focal_loss(logits, targets, alpha=-1, reduction="sum")
 
+    # The detection form: [B, A, K] logits, labels (-1 = background), per-anchor weights (0 = ignored).
+    x = torch.randn(2, 400, 7, generator=g) * 4
+    labels = torch.randint(-1, 7, (2, 400), generator=g)
+    weight = torch.rand(2, 400, generator=g) * (torch.rand(2, 400, generator=g) > 0.2)
+    onehot = torch.zeros(2, 400, 7)
+    fg = labels >= 0
+    onehot[fg.nonzero(as_tuple=True) + (labels[fg],)] = 1.0
+    out["fused_logits"], out["fused_labels"], out["fused_weight"] = x, labels, weight
+    for name, alpha, gamma in (("", 0.25, 2.0), ("_noalpha_g15", -1, 1.5)):
+        xg = x.clone().requires_grad_(True)
+        loss = (sigmoid_focal_loss(xg, onehot, alpha=alpha, gamma=gamma, reduction="none").sum(2) * weight).sum()
+        loss.backward()
+        out["fused_loss" + name], out["fused_grad" + name] = loss.detach(), xg.grad
+
     pred, tgt = torch.randn(50, 4, generator=g), torch.randn(50, 4, generator=g)
     out["reg_pred"], out["reg_target"] = pred, tgt
     out["l1_sum"] = F.l1_loss(pred, tgt, reduction="sum")

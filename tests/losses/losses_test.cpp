@@ -44,6 +44,32 @@ TEST_F(LossParity, FocalLossMatchesTorchvision) {
               ref("focal_sum_noalpha").item<double>(), 1e-4);
 }
 
+TEST_F(LossParity, FusedOneHotFocalLossMatchesTorchvisionValueAndGradient) {
+  const auto& labels = ref("fused_labels");
+  const auto& weight = ref("fused_weight");
+  const int threads_before = at::get_num_threads();
+  const std::vector<std::pair<std::string, FocalLossOptions>> cases = {
+      {"", FocalLossOptions()}, {"_noalpha_g15", FocalLossOptions().alpha(-1).gamma(1.5)}};
+  for (const auto& [name, options] : cases) {
+    SCOPED_TRACE(name);
+    const double expected = ref("fused_loss" + name).item<double>();
+    for (const int threads : {1, 2}) {
+      at::set_num_threads(threads);
+      auto x = ref("fused_logits").clone().requires_grad_(true);
+      const auto loss = one_hot_focal_loss_sum(x, labels, weight, options);
+      EXPECT_EQ(loss.dim(), 0);
+      EXPECT_NEAR(loss.item<double>(), expected, 1e-4 * std::abs(expected));
+      loss.backward();
+      EXPECT_LE(max_abs_diff(x.grad(), ref("fused_grad" + name)), 1e-5);
+      // Ignored anchors get exactly zero gradient.
+      EXPECT_EQ(x.grad().index({weight == 0}).abs().max().item<float>(), 0.0f);
+    }
+  }
+  at::set_num_threads(threads_before);
+  // Bad shapes are refused before any work.
+  EXPECT_THROW(one_hot_focal_loss_sum(ref("fused_logits"), labels.narrow(1, 0, 5), weight), c10::Error);
+}
+
 TEST_F(LossParity, BoxLossesMatchTorch) {
   const auto& p = ref("reg_pred");
   const auto& t = ref("reg_target");
