@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
   detforge::tools::add_bench_command(app);
   detforge::tools::add_eval_command(app);
   detforge::tools::add_predict_command(app);
+  detforge::tools::add_export_command(app);
   detforge::tools::add_plot_command(app);
 
   if (argc > 1 && argv[1][0] != '-') {

@@ -22,7 +22,7 @@
 #include "data/coco.h"
 #include "data/loader.h"
 #include "data/transforms.h"
-#include "engine/checkpoint.h"
+#include "load_weights.h"
 #include "models/build.h"
 
 namespace detforge::tools {
@@ -125,14 +125,7 @@ void run_predict(const PredictArgs& a) {
   const auto cfg = Config::load(a.config, a.overrides);
   const auto root = cfg.root();
   auto detector = models::build_detector(root.child("model"));
-  if (!a.weights.empty()) {
-    // A training checkpoint (last.ckpt / best.ckpt) or a plain state dict (detforge or torchvision).
-    if (engine::is_checkpoint(a.weights)) {
-      engine::load_checkpoint_weights(a.weights, *detector, a.ema ? "ema" : "model");
-    } else {
-      models::load_detector_weights(*detector, a.weights);
-    }
-  }
+  if (!a.weights.empty()) load_weights(*detector, a.weights, a.ema);
   detector->eval();
   data::CategoryMap categories;
   const auto inputs = list_images(a, categories);

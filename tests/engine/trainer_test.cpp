@@ -15,7 +15,10 @@
 
 #include "core/errors.h"
 #include "data/synthetic.h"
+#include "engine/checkpoint.h"
 #include "engine/plot.h"
+#include "models/build.h"
+#include "models/weights.h"
 #include "test_util.h"
 
 namespace detforge::engine {
@@ -161,6 +164,21 @@ TEST_F(TrainerTest, RunDirectoryHoldsConfigMetricsCheckpointsAndCurves) {
     EXPECT_EQ(a[i].at("category_id"), b[i].at("category_id"));
     EXPECT_NEAR(a[i].at("score").get<double>(), b[i].at("score").get<double>(), 1e-4);
     for (int k = 0; k < 4; ++k) EXPECT_NEAR(a[i].at("bbox")[k].get<double>(), b[i].at("bbox")[k].get<double>(), 1e-2);
+  }
+
+  // `detforge export --ema` writes the checkpoint's EMA weights as a plain state dict.
+  const auto exported = (dir_.path() / "ema.pth").string();
+  const auto e = testing::run_command(testing::detforge_binary() + " export --config " + dir_.write("e.yaml", yaml(out)) +
+                                      " --weights " + (out / "last.ckpt").string() + " --ema --out " + exported);
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  const auto file = models::read_state_dict(exported);
+  auto ema = models::build_detector(config(out).root().child("model"));
+  load_checkpoint_weights((out / "last.ckpt").string(), *ema, "ema");
+  const auto expected = models::module_state(*ema);
+  ASSERT_EQ(file.size(), expected.size());
+  for (size_t i = 0; i < file.size(); ++i) {
+    EXPECT_EQ(file[i].first, expected[i].first);
+    EXPECT_TRUE(torch::equal(file[i].second, expected[i].second)) << file[i].first;
   }
 }
 

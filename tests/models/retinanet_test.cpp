@@ -262,6 +262,24 @@ TEST_F(RetinaNetParity, WeightsRoundTripThroughPython) {
   // And detforge reads its own files.
   RetinaNet again(options_for(cases()[3]));
   EXPECT_EQ(load_named_tensors(*again, read_state_dict(ours), ours).loaded, static_cast<int64_t>(state.size()));
+  // `detforge export` of torchvision's file gives a file torchvision loads strictly, unchanged.
+  const auto config = scratch("r18_v2.yaml");
+  std::ofstream(config) << "model: {type: retinanet, num_classes: 1, backbone: {type: resnet18},\n"
+                           "        fpn: {p6_from: c5}, head: {norm_groups: 32}, loss: {box_loss: giou}}\n";
+  const auto exported = scratch("exported_r18_v2.pth"), reloaded = scratch("python_exported_r18_v2.pth");
+  const auto r = detforge::testing::run_command(detforge::testing::detforge_binary() + " export --config " + config +
+                                                " --weights " + file("weights_r18_v2.pth") + " --out " + exported);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  detforge::testing::run_reference("models/load_check.py", exported + " resnet18 1 1 " + reloaded);
+  const auto python = detforge::testing::read_tensor_dict(reloaded);
+  const auto original = read_state_dict(file("weights_r18_v2.pth"));
+  ASSERT_EQ(python.size(), original.size());
+  for (const auto& [name, t] : original) EXPECT_TRUE(torch::equal(python.at(name), t)) << name;
+  // --ema asks for a checkpoint.
+  const auto bad = detforge::testing::run_command(detforge::testing::detforge_binary() + " export --config " + config +
+                                                  " --weights " + file("weights_r18_v2.pth") + " --ema --out " + exported);
+  EXPECT_EQ(bad.exit_code, 3) << bad.output;
+  EXPECT_NE(bad.output.find("--ema needs a training checkpoint"), std::string::npos) << bad.output;
 }
 
 TEST_F(RetinaNetParity, ImportsImageNetBackbone) {
