@@ -214,8 +214,9 @@ TEST_F(TrainerTest, BadRunsFailWithClearMessages) {
 }
 
 // Two ranks with 2 images each train like one process with 4 (gradients and losses averaged
-// over ranks, evaluation gathered to rank 0 without duplicates).
-TEST_F(TrainerTest, TwoRanksMatchOneProcessWithTheSameGlobalBatch) {
+// over ranks, evaluation gathered to rank 0 without duplicates), started by detforge launch
+// and by torchrun --no-python.
+TEST_F(TrainerTest, TwoRanksUnderLaunchAndTorchrunMatchOneProcessWithTheSameGlobalBatch) {
   const auto one = train(config(dir_.path() / "one"));
   const std::string cfg = write_config(dir_.path() / "two");
   const std::string port = std::to_string(20000 + ::getpid() % 20000);
@@ -232,6 +233,17 @@ TEST_F(TrainerTest, TwoRanksMatchOneProcessWithTheSameGlobalBatch) {
   c10::IValue rng_ranks;
   archive.read("rng_ranks", rng_ranks);
   EXPECT_EQ(rng_ranks.toInt(), 2) << "the checkpoint holds every rank's RNG state";
+  // The same run under the real torchrun trains the same weights.
+  const std::string torchrun = (fs::path(DETFORGE_PYTHON).parent_path() / "torchrun").string();
+  const auto t = testing::run_command("env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u MASTER_ADDR -u MASTER_PORT " + torchrun +
+                                      " --no-python --nproc-per-node 2 --master-addr 127.0.0.1 --master-port " +
+                                      std::to_string(20001 + ::getpid() % 20000) + " " + testing::detforge_binary() +
+                                      " train -c " + cfg + " data.batch_size=2 dist.timeout_s=60 output_dir=" +
+                                      (dir_.path() / "two_torchrun").string());
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  const auto c = stored_tensors((dir_.path() / "two_torchrun" / "last.ckpt").string(), "model");
+  ASSERT_EQ(c.size(), b.size());
+  for (size_t i = 0; i < c.size(); ++i) EXPECT_TRUE(torch::allclose(b[i], c[i], 1e-5, 1e-6)) << "tensor " << i;
   std::ostringstream ap;
   ap << "final (live weights): AP " << one.last_metrics.at("AP");
   EXPECT_NE(r.output.find(ap.str()), std::string::npos) << r.output;
