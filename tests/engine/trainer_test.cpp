@@ -249,31 +249,50 @@ TEST_F(TrainerTest, TwoRanksUnderLaunchAndTorchrunMatchOneProcessWithTheSameGlob
   EXPECT_NE(r.output.find(ap.str()), std::string::npos) << r.output;
 }
 
-// The MLCommons checker (ruleset 5.1.0) on the log of a short MLPerf-mode run. It also requires
-// one eval_accuracy >= 0.34, which a run of seconds cannot reach: then that must be the only
-// failed check.
+// The MLCommons checker (ruleset 5.1.0) must accept the whole log of an MLPerf-mode run,
+// including its rule that some eval_accuracy reaches 0.34. To reach that target in well under a
+// minute, the run memorises 8 small images (128 px, at most 2 shapes each) and evaluates on
+// them; training stops at the first evaluation that reaches the target.
 TEST_F(TrainerTest, MlperfLogPassesTheComplianceChecker) {
+  const auto data = dir_.path() / "mlperf_data";
+  data::SynthOptions so;
+  so.out_dir = data.string();
+  so.num_train = 8;
+  so.num_val = 1;
+  so.image_size = 128;
+  so.max_objects = 2;
+  so.seed = 3;
+  data::generate_synthetic(so);
   const auto out = dir_.path() / "mlperf";
-  const auto r = train(config(out, {"mlperf.enabled=true", "optimizer={type: adam, lr: 1.0e-3, weight_decay: 0.0}",
-                                    "schedule={warmup: linear, warmup_epochs: 1, warmup_factor: 0.001, policy: constant}"}));
+  const auto cfg = Config::parse(
+      "seed: 0\ndevice: cpu\noutput_dir: " + out.string() +
+          "\n"
+          "model: {type: retinanet, num_classes: 3, backbone: {type: resnet18, trainable_layers: 5, norm: gn, norm_groups: 8},\n"
+          "        fpn: {channels: 16}, head: {norm_groups: 4}, anchors: {base_sizes: [8, 16, 32, 64, 128]}}\n"
+          "data: {root: " + data.string() +
+          ", num_classes: 3, workers: 0, batch_size: 4, min_size: 128, max_size: 128,\n"
+          "       flip_prob: 0.5, aspect_ratio_group_factor: -1,\n"
+          "       train: {ann: annotations/instances_train.json, images: train},\n"
+          "       val: {ann: annotations/instances_train.json, images: train}}\n"
+          "train: {epochs: 100, log_interval: 20}\n"
+          "eval: {interval: 5}\n"
+          "optimizer: {type: adam, lr: 3.0e-3, weight_decay: 0.0}\n"
+          "schedule: {warmup: linear, warmup_epochs: 1, warmup_factor: 0.001, policy: constant}\n"
+          "mlperf: {enabled: true}\n",
+      "mlperf.yaml");
+  const auto r = train(cfg);
+  ASSERT_TRUE(r.reached_target) << "AP " << r.last_metrics.at("AP") << " after " << r.epochs_done << " epochs";
+  EXPECT_LT(r.epochs_done, 100);
   const auto check = testing::run_command("cd " + out.string() + " && " + DETFORGE_PYTHON +
                                           " -m mlperf_logging.compliance_checker --usage training --ruleset 5.1.0 "
                                           "mlperf.log");
-  const auto count = [&](const std::string& what) {
-    size_t n = 0;
-    for (size_t p = check.output.find(what); p != std::string::npos; p = check.output.find(what, p + 1)) ++n;
-    return n;
-  };
-  if (r.reached_target) {
-    EXPECT_EQ(check.exit_code, 0) << check.output;
-  } else {
-    EXPECT_EQ(count("Failed checks"), 1u) << check.output;
-    EXPECT_EQ(count("Failed checks for eval_accuracy : v['value'] >= 0.340"), 1u) << check.output;
-  }
-  EXPECT_EQ(count("Compliance checks: training_5.1.0/closed_retinanet.yaml"), 1u) << check.output;
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+  EXPECT_NE(check.output.find("SUCCESS"), std::string::npos) << check.output;
+  EXPECT_NE(check.output.find("Compliance checks: training_5.1.0/closed_retinanet.yaml"), std::string::npos)
+      << check.output;
   const std::string log = testing::read_file(out / "mlperf.log");
   EXPECT_NE(log.find("\"key\":\"run_stop\""), std::string::npos);
-  EXPECT_NE(log.find(r.reached_target ? "\"status\":\"success\"" : "\"status\":\"aborted\""), std::string::npos);
+  EXPECT_NE(log.find("\"status\":\"success\""), std::string::npos);
 }
 
 TEST_F(TrainerTest, ResumeWithChangedModelIsRefused) {
