@@ -174,7 +174,7 @@ void training_scaling(const BenchDistArgs& a) {
   fs::create_directories(dir);
   data::SynthOptions so;
   so.out_dir = (dir / "data").string();
-  so.num_train = 64;
+  so.num_train = static_cast<int64_t>(a.global_batch) * a.train_steps;  // one epoch: no epoch boundary inside the timing
   so.num_val = 8;
   data::generate_synthetic(so);
   std::ofstream(dir / "train.yaml")
@@ -184,7 +184,9 @@ void training_scaling(const BenchDistArgs& a) {
          "data: {root: " << (dir / "data").string() << ", num_classes: 3, workers: 1, min_size: 256, max_size: 341,\n"
          "       train: {ann: annotations/instances_train.json, images: train},\n"
          "       val: {ann: annotations/instances_val.json, images: val}}\n"
-         "train: {epochs: 100}\n"
+         "train: {epochs: 1}\n"
+         "eval: {interval: 0}\n"
+         "checkpoint: {interval: 0}\n"
          "optimizer: {type: adamw, lr: 1.0e-3}\n";
   std::vector<ScalingRow> rows = {train_run(a, dir, 1), train_run(a, dir, a.nproc)};
   fs::remove_all(dir);
