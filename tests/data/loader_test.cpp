@@ -389,8 +389,14 @@ TEST(DataConfig, ShippedDatasetConfigsParse) {
   EXPECT_EQ(synth.val->dataset.image_root, "data/synth/val");
   const auto bccd = data_options(Config::load(dir + "bccd.yaml").root().child("data"));
   ASSERT_TRUE(bccd.val);
-  if (!fs::exists(bccd.val->dataset.annotation_file)) GTEST_SKIP() << "BCCD not present";
-  const auto loader = build_loader(*bccd.val, 0, 1);
+  // The recipe's relative root resolves against the working directory: the repository root.
+  const fs::path before = fs::current_path();
+  fs::current_path(DETFORGE_SOURCE_DIR);
+  const bool present = fs::exists(bccd.val->dataset.annotation_file);
+  std::shared_ptr<DataLoader> loader;
+  if (present) loader = build_loader(*bccd.val, 0, 1);
+  fs::current_path(before);
+  if (!present) GTEST_SKIP() << "BCCD not present beside the repository";
   EXPECT_EQ(loader->dataset().size(), 73);
   EXPECT_EQ(loader->dataset().categories().names(), (std::vector<std::string>{"Platelets", "RBC", "WBC"}));
 }
