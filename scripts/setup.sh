@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything detforge needs on a fresh Debian 12 machine (as root), then configures
 # and builds. Idempotent: a second run installs nothing that is already there.
-#   scripts/setup.sh            install + build
+#   scripts/setup.sh            install + build everything (the binary and the tests)
+#   SETUP_TARGET=detforge ...   install + build only that target (the quickstart)
 #   SETUP_SKIP_BUILD=1 ...      install only
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -50,8 +51,8 @@ configure_and_build() {
     cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
       -DCMAKE_PREFIX_PATH="$prefix" -DDETFORGE_PYTHON="$venv/bin/python" >/dev/null
   fi
-  log "building (-j${DETFORGE_JOBS:-2})"
-  cmake --build "$build" -j "${DETFORGE_JOBS:-2}"
+  log "building ${SETUP_TARGET:-everything} (-j${DETFORGE_JOBS:-2})"
+  cmake --build "$build" -j "${DETFORGE_JOBS:-2}" ${SETUP_TARGET:+--target "$SETUP_TARGET"}
 }
 
 install_apt

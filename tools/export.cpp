@@ -11,8 +11,8 @@
 #include "core/config_node.h"
 #include "core/errors.h"
 #include "core/logging.h"
+#include "engine/build.h"
 #include "load_weights.h"
-#include "models/build.h"
 #include "models/weights.h"
 
 namespace detforge::tools {
@@ -27,8 +27,9 @@ struct ExportArgs {
 };
 
 void run_export(const ExportArgs& a) {
-  const auto cfg = Config::load(a.config, a.overrides);
-  auto detector = models::build_detector(cfg.root().child("model"));
+  const auto spec = engine::read_run_spec(Config::load(a.config, a.overrides), engine::RunPurpose::kInference,
+                                          engine::DeviceEnv::current(std::nullopt));
+  auto detector = models::build_detector(spec.detector);
   load_weights(*detector, a.weights, a.ema);
   const auto state = models::module_state(*detector);
   models::write_state_dict(state, a.out);

@@ -3,13 +3,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
+#include <numeric>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 #include <torch/torch.h>
@@ -18,12 +17,13 @@
 #include "core/config_node.h"
 #include "core/errors.h"
 #include "core/logging.h"
-#include "data/build.h"
 #include "data/coco.h"
 #include "data/loader.h"
 #include "data/transforms.h"
+#include "engine/build.h"
+#include "eval/coco_evaluator.h"
+#include "eval/coco_io.h"
 #include "load_weights.h"
-#include "models/build.h"
 
 namespace detforge::tools {
 namespace {
@@ -80,18 +80,17 @@ std::vector<Input> list_images(const PredictArgs& a, data::CategoryMap& categori
 }
 
 // Transform and collate settings: the config's data section (val split) when it has one.
-data::LoaderOptions loader_options(const ConfigNode& root, int64_t num_classes) {
+data::LoaderOptions loader_options(const engine::RunSpec& spec) {
   data::LoaderOptions o;
-  if (root.has("data")) {
-    const auto d = data::data_options(root.child("data"));
-    if (d.val) {
-      o = d.val->loader;
-    } else if (d.train) {
-      o = d.train->loader;
-    }
+  if (spec.data.val) {
+    o = spec.data.val->loader;
+  } else if (spec.data.train) {
+    o = spec.data.train->loader;
+  } else {
+    o.collate.size_divisible = spec.detector.size_divisibility;
   }
   o.transforms.train = false;
-  o.collate.num_classes = num_classes;
+  o.collate.num_classes = spec.detector.num_classes;
   o.collate.pin_memory = false;
   return o;
 }
@@ -122,20 +121,28 @@ void draw(const Input& in, const Detections& det, const data::CategoryMap& categ
 }
 
 void run_predict(const PredictArgs& a) {
-  const auto cfg = Config::load(a.config, a.overrides);
-  const auto root = cfg.root();
-  auto detector = models::build_detector(root.child("model"));
+  const auto spec = engine::read_run_spec(Config::load(a.config, a.overrides), engine::RunPurpose::kInference,
+                                          engine::DeviceEnv::current(std::nullopt));
+  auto detector = models::build_detector(spec.detector);
   if (!a.weights.empty()) load_weights(*detector, a.weights, a.ema);
+  engine::make_current(spec.device);
+  detector->to(spec.device);
   detector->eval();
+  torch::NoGradGuard no_grad;
   data::CategoryMap categories;
   const auto inputs = list_images(a, categories);
-  if (!a.ann.empty() && categories.num_classes() != detector->num_classes()) {
-    throw ConfigError(str(a.ann, ": ", categories.num_classes(), " categories but model.num_classes is ",
-                          detector->num_classes()));
+  std::vector<int64_t> label_to_category(static_cast<size_t>(detector->num_classes()));
+  if (!a.ann.empty()) {
+    if (categories.num_classes() != detector->num_classes()) {
+      throw ConfigError(str(a.ann, ": ", categories.num_classes(), " categories but model.num_classes is ",
+                            detector->num_classes()));
+    }
+    label_to_category = categories.category_ids();
+  } else {
+    std::iota(label_to_category.begin(), label_to_category.end(), 1);  // label + 1
   }
-  const auto lo = loader_options(root, detector->num_classes());
-  nlohmann::json results = nlohmann::json::array();
-  int64_t total = 0;
+  const auto lo = loader_options(spec);
+  std::vector<eval::Detection> results;
   for (size_t start = 0; start < inputs.size(); start += a.batch_size) {
     const size_t end = std::min(inputs.size(), start + static_cast<size_t>(a.batch_size));
     std::vector<data::Sample> samples;
@@ -154,31 +161,15 @@ void run_predict(const PredictArgs& a) {
       data::apply_transforms(s, lo.transforms, 0, static_cast<int64_t>(k));
       samples.push_back(std::move(s));
     }
-    const auto dets = detector->predict(data::collate(samples, lo.collate));
+    const auto dets = detector->predict(data::collate(samples, lo.collate).to(spec.device));
     for (size_t k = 0; k < dets.size(); ++k) {
-      const auto& d = dets[k];
-      const auto xywh = d.boxes.to_xywh().contiguous();
-      for (int64_t i = 0; i < d.size(); ++i) {
-        const int64_t label = d.labels[i].item<int64_t>();
-        const int64_t category = a.ann.empty() ? label + 1 : categories.category_id(label);
-        results.push_back({{"image_id", d.image_id},
-                           {"category_id", category},
-                           {"bbox", {xywh[i][0].item<float>(), xywh[i][1].item<float>(), xywh[i][2].item<float>(),
-                                     xywh[i][3].item<float>()}},
-                           {"score", d.scores[i].item<float>()}});
-      }
-      total += d.size();
-      if (!a.draw.empty()) draw(inputs[start + k], d, categories, a);
+      const auto image = eval::to_results(dets[k], inputs[start + k].image_id, label_to_category);
+      results.insert(results.end(), image.begin(), image.end());
+      if (!a.draw.empty()) draw(inputs[start + k], dets[k], categories, a);
     }
   }
-  const std::string tmp = a.out + ".tmp";
-  {
-    std::ofstream out(tmp);
-    if (!out) throw IoError(str(a.out, ": cannot write results"));
-    out << results.dump();
-  }
-  fs::rename(tmp, a.out);
-  logging::info(str("predict: ", inputs.size(), " images, ", total, " detections -> ", a.out));
+  eval::write_results(results, a.out);
+  logging::info(str("predict: ", inputs.size(), " images, ", results.size(), " detections -> ", a.out));
 }
 
 }  // namespace

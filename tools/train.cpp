@@ -5,7 +5,7 @@
 #include "core/config_node.h"
 #include "core/logging.h"
 #include "engine/plot.h"
-#include "engine/trainer.h"
+#include "engine/build.h"
 
 namespace detforge::tools {
 
@@ -23,6 +23,7 @@ void add_train_command(CLI::App& app) {
   cmd->callback([args] {
     const Config config = Config::load(args->config, args->overrides);
     const auto result = engine::train(config, args->resume);
+    if (result.rank != 0) return;  // one summary per run, not one per rank
     const auto print = [](const char* tag, const std::map<std::string, double>& m) {
       if (m.empty()) return;
       std::cout << tag << " AP " << m.at("AP") << " AP50 " << m.at("AP50") << " AP75 " << m.at("AP75") << "\n";

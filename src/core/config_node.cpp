@@ -10,6 +10,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "core/atomic_file.h"
 #include "core/errors.h"
 
 namespace fs = std::filesystem;
@@ -69,6 +70,14 @@ YAML::Node clean_clone(const YAML::Node& node) {
 
 void record_where(const YAML::Node& node, const std::string& prefix, const std::string& file,
                   std::map<std::string, std::string>& where) {
+  if (node.IsSequence()) {  // lists of maps: `key[i]` (optimizer.param_groups[1].pattern)
+    for (size_t i = 0; i < node.size(); ++i) {
+      if (!node[i].IsMap()) continue;
+      const auto path = str(prefix, "[", i, "]");
+      where[path] = str(file, ":", node[i].Mark().line + 1);
+      record_where(node[i], path, file, where);
+    }
+  }
   if (!node.IsMap()) return;
   for (const auto& kv : node) {
     const auto path = join(prefix, kv.first.as<std::string>());
@@ -319,12 +328,7 @@ std::string Config::hash() const {
   return os.str();
 }
 
-void Config::write(const std::string& path) const {
-  std::ofstream out(path);
-  out << dump();
-  out.close();
-  if (!out) throw IoError(str("cannot write resolved config to ", path));
-}
+void Config::write(const std::string& path) const { write_text_atomic(path, dump()); }
 
 std::map<std::string, std::string> Config::flatten() const {
   std::map<std::string, std::string> out;
@@ -459,6 +463,35 @@ std::vector<std::string> ConfigNode::keys() const {
 }
 
 void ConfigNode::mark_used() const { state_->used.insert(path_); }
+
+void ConfigNode::fail(const std::string& key, const std::string& what) const {
+  throw ConfigError(str(where(key), " ", key.empty() ? path_ : full(key), ": ", what));
+}
+
+std::string ConfigNode::one_of(const std::string& key, const std::vector<std::string>& allowed,
+                               const std::string& fallback) const {
+  const auto value = get<std::string>(key, fallback);
+  if (std::find(allowed.begin(), allowed.end(), value) != allowed.end()) return value;
+  fail(key, str("unknown '", value, "'; ", list_choices(value, allowed, "allowed")));
+}
+
+std::string list_choices(const std::string& value, const std::vector<std::string>& known,
+                         const std::string& label) {
+  std::string out = label + ":";
+  std::string best;
+  // A near miss is at most a third of the name away (and never the whole name).
+  size_t best_distance = value.empty() ? 1 : std::min(std::max<size_t>(1, value.size() / 3), value.size() - 1) + 1;
+  for (size_t i = 0; i < known.size(); ++i) {
+    out += (i ? ", " : " ") + known[i];
+    const size_t d = edit_distance(value, known[i]);
+    if (d < best_distance) {
+      best_distance = d;
+      best = known[i];
+    }
+  }
+  if (!best.empty()) out += str(" (did you mean ", best, "?)");
+  return out;
+}
 
 void ConfigNode::reject_unused() const {
   const State& s = *state_;

@@ -79,6 +79,24 @@ class ConfigNode {
     return optional<T>(key).value_or(fallback);
   }
 
+  /// Sets `field` from `key` when the key is present, so defaults stay in the Options struct
+  /// that owns the field. Returns whether the key was present.
+  template <typename T>
+  bool read(const std::string& key, T& field) const {
+    auto value = optional<T>(key);
+    if (value) field = std::move(*value);
+    return value.has_value();
+  }
+
+  /// Throws ConfigError("file:line path.key: what"), locating `key` (or this map if empty).
+  [[noreturn]] void fail(const std::string& key, const std::string& what) const;
+
+  /// The string at `key` (or `fallback` when absent), which must be one of `allowed`:
+  /// "x.yaml:3 data.on_invalid: unknown 'dropp'; allowed: error, drop, skip_image (did you
+  /// mean drop?)".
+  std::string one_of(const std::string& key, const std::vector<std::string>& allowed,
+                     const std::string& fallback) const;
+
   /// True if `key` is present and not null. Counts as a query (for suggestions), not a read.
   bool has(const std::string& key) const;
 
@@ -116,5 +134,10 @@ class ConfigNode {
   std::shared_ptr<config_detail::State> state_;
   std::string path_;
 };
+
+/// "<label>: a, b, c (did you mean b?)": the choices, with the one nearest to `value` (at most a
+/// third of its length away) suggested. For errors about a name that is not one of a set.
+std::string list_choices(const std::string& value, const std::vector<std::string>& known,
+                         const std::string& label = "known");
 
 }  // namespace detforge

@@ -47,8 +47,9 @@ struct SplitOptions {
   DatasetOptions dataset;
   SamplerOptions sampler;
   LoaderOptions loader;
-  /// -1 = no aspect-ratio grouping.
-  int64_t aspect_ratio_group_factor = -1;
+  /// Aspect-ratio groups for batching (torchvision references' factor); -1 = no grouping.
+  /// Always -1 for the val split. Default: 3
+  int64_t aspect_ratio_group_factor = 3;
 };
 
 struct DataOptions {
@@ -57,9 +58,14 @@ struct DataOptions {
   std::optional<SplitOptions> val;
 };
 
-/// Reads the `data` section. Throws ConfigError naming file:line and key for a missing, mistyped
-/// or unknown key (reject_unused) or a bad value (on_invalid 'dropp': allowed values listed).
-DataOptions data_options(const ConfigNode& data);
+/// Reads `data.num_classes` (required, >= 1).
+int64_t data_num_classes(const ConfigNode& data);
+
+/// Reads the `data` section; `num_classes`, when given, was resolved by the caller (and
+/// `data.num_classes`, if present, already read). Throws ConfigError naming file:line and key
+/// for a missing, mistyped or unknown key (reject_unused) or a bad value (on_invalid 'dropp':
+/// allowed values listed).
+DataOptions data_options(const ConfigNode& data, std::optional<int64_t> num_classes = std::nullopt);
 
 /// Builds the dataset of `split` (validated, policy applied; a report of issues and removed ids
 /// goes to `run_dir`/data_report_<name>.json when run_dir is not empty) and its loader for

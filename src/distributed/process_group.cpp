@@ -90,8 +90,9 @@ bool is_loopback(const std::string& host) {
 
 bool cuda_available() { return torch::cuda::is_available(); }
 
-BackendKind resolve(BackendKind kind) {
+BackendKind resolve(BackendKind kind, const std::optional<torch::Device>& device) {
   if (kind != BackendKind::kAuto) return kind;
+  if (device) return device->is_cuda() ? BackendKind::kNccl : BackendKind::kGloo;
   return cuda_available() ? BackendKind::kNccl : BackendKind::kGloo;
 }
 
@@ -192,13 +193,22 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(const DistEnv& env, const Pro
   if (options.timeout.count() <= 0) {
     throw ConfigError(str("distributed timeout must be > 0 ms, got ", options.timeout.count()));
   }
-  const BackendKind kind = resolve(options.backend);
+  const BackendKind kind = resolve(options.backend, options.device);
   auto impl = std::make_unique<Impl>();
   impl->env = env;
   impl->timeout = options.timeout;
   const std::string where = impl->where();
   if (kind == BackendKind::kNccl) {
     if (!cuda_available()) throw DistError(str(where, " backend nccl needs CUDA, but no CUDA device is available"));
+    if (options.device && !options.device->is_cuda()) {
+      throw DistError(str(where, " backend nccl needs a CUDA device, but this rank's device is ", options.device->str()));
+    }
+    if (options.device) {
+      c10::cuda::set_device(options.device->index());
+      impl->device = *options.device;
+    }
+  }
+  if (kind == BackendKind::kNccl && !options.device) {
     const int count = static_cast<int>(torch::cuda::device_count());
     if (env.local_rank >= count) {
       const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");

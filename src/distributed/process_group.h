@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,10 @@ struct ProcessGroupOptions {
   std::chrono::milliseconds timeout{std::chrono::minutes(10)};
   /// Backend. Default: kAuto
   BackendKind backend = BackendKind::kAuto;
+  /// The device this rank computes on, resolved by the caller (engine::resolve_device): kAuto
+  /// picks NCCL for a CUDA device and Gloo otherwise, and NCCL runs on it. nullopt: NCCL when
+  /// CUDA is available, on cuda:LOCAL_RANK. Default: nullopt
+  std::optional<torch::Device> device;
 };
 
 class ProcessGroup {

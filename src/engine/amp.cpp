@@ -10,10 +10,10 @@ Precision parse_precision(const std::string& name, const torch::Device& device) 
   if (name == "fp32") return Precision::kFloat32;
   if (name == "bf16") return Precision::kBFloat16;
   if (name == "fp16") {
-    if (!device.is_cuda()) throw ConfigError("train.precision: fp16 needs a CUDA device; use bf16 or fp32 on CPU");
+    if (!device.is_cuda()) throw ConfigError("fp16 needs a CUDA device; use bf16 or fp32 on CPU");
     return Precision::kFloat16;
   }
-  throw ConfigError(str("train.precision: '", name, "' is not one of fp32, fp16, bf16"));
+  throw ConfigError(str("'", name, "' is not one of fp32, fp16, bf16"));
 }
 
 AutocastScope::AutocastScope(const torch::Device& device, Precision precision)

@@ -1,9 +1,18 @@
-// Config -> TrainerOptions: the only file of engine/ that reads the config.
+// Config -> run. The only file of engine/ that reads the config.
+#include "engine/build.h"
+
 #include <cmath>
+#include <filesystem>
+#include <set>
+#include <sstream>
 
 #include "core/config_node.h"
 #include "core/errors.h"
-#include "engine/trainer.h"
+#include "core/logging.h"
+#include "distributed/dist_env.h"
+#include "eval/coco_io.h"
+
+namespace fs = std::filesystem;
 
 namespace detforge::engine {
 namespace {
@@ -14,126 +23,296 @@ auto located(const ConfigNode& n, const std::string& key, F&& parse) {
   try {
     return parse();
   } catch (const ConfigError& e) {
-    throw ConfigError(detforge::str(n.where(key), " ", n.path().empty() ? key : n.path() + "." + key, ": ", e.what()));
+    n.fail(key, e.what());
   }
 }
 
 void positive(const ConfigNode& n, const std::string& key, double value, bool allow_zero = false) {
   if (!(allow_zero ? value >= 0 : value > 0) || !std::isfinite(value)) {
-    throw ConfigError(detforge::str(n.where(key), " ", n.path(), ".", key, ": must be ", allow_zero ? ">= 0" : "> 0",
-                                    ", got ", value));
+    n.fail(key, str("must be ", allow_zero ? ">= 0" : "> 0", ", got ", value));
   }
 }
 
-void read_train(const ConfigNode& t, TrainerOptions& o) {
-  o.epochs = t.get<int64_t>("epochs", o.epochs);
-  positive(t, "epochs", static_cast<double>(o.epochs));
-  o.accumulate = t.get<int64_t>("accumulate", o.accumulate);
-  positive(t, "accumulate", static_cast<double>(o.accumulate));
-  o.clip_grad_norm = t.get<double>("clip_grad_norm", o.clip_grad_norm);
-  positive(t, "clip_grad_norm", o.clip_grad_norm, /*allow_zero=*/true);
-  o.precision = t.get<std::string>("precision", o.precision);
-  o.channels_last = t.get<bool>("channels_last", o.channels_last);
-  o.max_nonfinite_steps = t.get<int64_t>("max_nonfinite_steps", o.max_nonfinite_steps);
-  positive(t, "max_nonfinite_steps", static_cast<double>(o.max_nonfinite_steps));
-  o.log_interval = t.get<int64_t>("log_interval", o.log_interval);
-  positive(t, "log_interval", static_cast<double>(o.log_interval));
-  o.stop_at_step = t.get<int64_t>("stop_at_step", o.stop_at_step);
-  positive(t, "stop_at_step", static_cast<double>(o.stop_at_step), /*allow_zero=*/true);
-  t.reject_unused();
+// Reads an integer key into `field` and checks it is > 0 (>= 0 with allow_zero).
+void read_count(const ConfigNode& n, const std::string& key, int64_t& field, bool allow_zero = false) {
+  if (n.read(key, field)) positive(n, key, static_cast<double>(field), allow_zero);
+}
+
+void read_train(const ConfigNode& t, const torch::Device& device, TrainerOptions& o) {
+  if (t.has("precision")) {
+    o.precision = located(t, "precision", [&] { return parse_precision(t.required<std::string>("precision"), device); });
+  }
+  read_count(t, "epochs", o.epochs);
+  read_count(t, "accumulate", o.accumulate);
+  if (t.read("clip_grad_norm", o.clip_grad_norm)) positive(t, "clip_grad_norm", o.clip_grad_norm, true);
+  t.read("channels_last", o.channels_last);
+  read_count(t, "max_nonfinite_steps", o.max_nonfinite_steps);
+  read_count(t, "log_interval", o.log_interval);
+  read_count(t, "stop_at_step", o.stop_at_step, /*allow_zero=*/true);
+}
+
+std::vector<ParamGroupRule> read_param_groups(const ConfigNode& n) {
+  std::vector<ParamGroupRule> rules;
+  for (const auto& g : n.list("param_groups")) {
+    ParamGroupRule r;
+    r.pattern = g.required<std::string>("pattern");
+    if (g.read("lr_mult", r.lr_mult)) positive(g, "lr_mult", r.lr_mult, /*allow_zero=*/true);
+    r.weight_decay = g.optional<double>("weight_decay");
+    if (r.weight_decay) positive(g, "weight_decay", *r.weight_decay, /*allow_zero=*/true);
+    r.where = str(g.where("pattern"), " ", g.path());
+    g.reject_unused();
+    rules.push_back(r);
+  }
+  return rules;
 }
 
 void read_optimizer(const ConfigNode& n, OptimizerOptions& o) {
-  o.type = located(n, "type", [&] { return parse_optimizer(n.get<std::string>("type", "sgd")); });
-  o.lr = n.get<double>("lr", o.lr);
-  positive(n, "lr", o.lr);
-  o.momentum = n.get<double>("momentum", o.momentum);
-  o.nesterov = n.get<bool>("nesterov", o.nesterov);
-  o.weight_decay = n.get<double>("weight_decay", o.weight_decay);
-  positive(n, "weight_decay", o.weight_decay, /*allow_zero=*/true);
-  o.no_decay_norm_bias = n.get<bool>("no_decay_norm_bias", o.no_decay_norm_bias);
+  if (n.has("type")) o.type = located(n, "type", [&] { return parse_optimizer(n.required<std::string>("type")); });
+  if (n.read("lr", o.lr)) positive(n, "lr", o.lr);
+  n.read("momentum", o.momentum);
+  n.read("nesterov", o.nesterov);
+  if (n.read("weight_decay", o.weight_decay)) positive(n, "weight_decay", o.weight_decay, true);
+  n.read("no_decay_norm_bias", o.no_decay_norm_bias);
   if (auto betas = n.optional<std::vector<double>>("betas")) {
-    if (betas->size() != 2) throw ConfigError(detforge::str(n.where("betas"), " ", n.path(), ".betas: expected 2 numbers"));
+    if (betas->size() != 2) n.fail("betas", "expected 2 numbers");
     o.beta1 = (*betas)[0];
     o.beta2 = (*betas)[1];
   }
-  o.eps = n.get<double>("eps", o.eps);
-  n.reject_unused();
+  n.read("eps", o.eps);
+  o.param_groups = read_param_groups(n);
 }
 
 void read_schedule(const ConfigNode& n, TrainerOptions& o) {
   auto& s = o.schedule;
-  s.warmup = located(n, "warmup", [&] { return parse_warmup(n.get<std::string>("warmup", "linear")); });
-  if (n.has("warmup_steps") && n.has("warmup_epochs")) {
-    throw ConfigError(detforge::str(n.where("warmup_epochs"), " ", n.path(), ": give warmup_steps or warmup_epochs, not both"));
-  }
-  s.warmup_steps = n.get<int64_t>("warmup_steps", 0);
-  positive(n, "warmup_steps", static_cast<double>(s.warmup_steps), true);
-  o.warmup_epochs = n.get<double>("warmup_epochs", -1.0);
-  if (n.has("warmup_epochs")) positive(n, "warmup_epochs", o.warmup_epochs, true);
-  s.warmup_factor = n.get<double>("warmup_factor", s.warmup_factor);
-  positive(n, "warmup_factor", s.warmup_factor);
-  s.policy = located(n, "policy", [&] { return parse_policy(n.get<std::string>("policy", "multistep")); });
-  if (n.has("milestones") && n.has("milestone_epochs")) {
-    throw ConfigError(detforge::str(n.where("milestones"), " ", n.path(), ": give milestones or milestone_epochs, not both"));
-  }
-  s.milestones = n.get<std::vector<int64_t>>("milestones", {});
-  o.milestone_epochs = n.get<std::vector<double>>("milestone_epochs", {});
-  s.gamma = n.get<double>("gamma", s.gamma);
-  s.min_lr_ratio = n.get<double>("min_lr_ratio", s.min_lr_ratio);
-  n.reject_unused();
+  if (n.has("warmup")) s.warmup = located(n, "warmup", [&] { return parse_warmup(n.required<std::string>("warmup")); });
+  if (n.has("warmup_steps") && n.has("warmup_epochs")) n.fail("warmup_epochs", "give warmup_steps or warmup_epochs, not both");
+  read_count(n, "warmup_steps", s.warmup_steps, /*allow_zero=*/true);
+  if (n.read("warmup_epochs", o.warmup_epochs)) positive(n, "warmup_epochs", o.warmup_epochs, true);
+  if (n.read("warmup_factor", s.warmup_factor)) positive(n, "warmup_factor", s.warmup_factor);
+  if (n.has("policy")) s.policy = located(n, "policy", [&] { return parse_policy(n.required<std::string>("policy")); });
+  if (n.has("milestones") && n.has("milestone_epochs")) n.fail("milestones", "give milestones or milestone_epochs, not both");
+  n.read("milestones", s.milestones);
+  n.read("milestone_epochs", o.milestone_epochs);
+  n.read("gamma", s.gamma);
+  n.read("min_lr_ratio", s.min_lr_ratio);
 }
 
 void read_mlperf(const ConfigNode& n, MlperfOptions& m) {
-  m.enabled = n.get<bool>("enabled", m.enabled);
-  m.target_map = n.get<double>("target_map", m.target_map);
-  m.submission_org = n.get<std::string>("submission_org", m.submission_org);
-  m.submission_platform = n.get<std::string>("submission_platform", m.submission_platform);
-  m.submission_division = n.get<std::string>("submission_division", m.submission_division);
-  if (m.submission_division != "closed" && m.submission_division != "open") {
-    throw ConfigError(detforge::str(n.where("submission_division"), " ", n.path(),
-                                    ".submission_division: must be closed or open, got '", m.submission_division, "'"));
+  n.read("enabled", m.enabled);
+  n.read("target_map", m.target_map);
+  n.read("submission_org", m.submission_org);
+  n.read("submission_platform", m.submission_platform);
+  if (n.has("submission_division")) m.submission_division = n.one_of("submission_division", {"closed", "open"}, "");
+  n.read("submission_status", m.submission_status);
+}
+
+void read_eval(const ConfigNode& n, TrainerOptions& o) {
+  n.read("interval", o.eval_interval);
+  if (n.read("best_metric", o.best_metric)) {
+    const auto& names = eval::stat_names();
+    const bool per_class = o.best_metric.rfind("AP/", 0) == 0 && o.best_metric.size() > 3;
+    if (!per_class && std::find(names.begin(), names.end(), o.best_metric) == names.end()) {
+      n.fail("best_metric", str("unknown '", o.best_metric, "'; ", list_choices(o.best_metric, names, "known"),
+                                 ", or AP/<category name>"));
+    }
   }
-  m.submission_status = n.get<std::string>("submission_status", m.submission_status);
-  n.reject_unused();
+}
+
+// Calls `read` on the map at `key` when present, then rejects its unknown keys.
+template <typename F>
+void section(const ConfigNode& root, const std::string& key, F&& read) {
+  if (auto n = root.optional_child(key)) {
+    read(*n);
+    n->reject_unused();
+  }
+}
+
+TrainerOptions trainer_options(const ConfigNode& root, const torch::Device& device) {
+  TrainerOptions o;
+  root.read("output_dir", o.output_dir);
+  if (auto seed = root.optional<int64_t>("seed")) o.seed = static_cast<uint64_t>(*seed);
+  section(root, "train", [&](const ConfigNode& n) { read_train(n, device, o); });
+  section(root, "optimizer", [&](const ConfigNode& n) { read_optimizer(n, o.optimizer); });
+  section(root, "schedule", [&](const ConfigNode& n) { read_schedule(n, o); });
+  section(root, "ema", [&](const ConfigNode& n) {
+    n.read("enabled", o.ema);
+    n.read("decay", o.ema_options.decay);
+    if (n.read("tau", o.ema_options.tau)) positive(n, "tau", o.ema_options.tau);
+  });
+  section(root, "eval", [&](const ConfigNode& n) { read_eval(n, o); });
+  section(root, "checkpoint", [&](const ConfigNode& n) { n.read("interval", o.checkpoint_interval); });
+  section(root, "mlperf", [&](const ConfigNode& n) { read_mlperf(n, o.mlperf); });
+  section(root, "dist", [&](const ConfigNode& n) {
+    if (n.has("backend")) {
+      o.dist_backend = located(n, "backend", [&] { return dist::parse_backend(n.required<std::string>("backend")); });
+    }
+    if (n.read("timeout_s", o.dist_timeout_s)) positive(n, "timeout_s", o.dist_timeout_s);
+    read_count(n, "bucket_mb", o.dist_bucket_mb);
+  });
+  return o;
+}
+
+// model.num_classes and data.num_classes: either may be left out (the other gives it); both
+// given must agree.
+std::optional<int64_t> resolve_num_classes(const ConfigNode& root) {
+  const auto model = root.optional_child("model");
+  const auto data = root.optional_child("data");
+  std::optional<int64_t> from_model, from_data;
+  if (model && model->has("num_classes")) {
+    from_model = model->required<int64_t>("num_classes");
+    if (*from_model < 1) model->fail("num_classes", str(*from_model, " must be >= 1"));
+  }
+  if (data && data->has("num_classes")) from_data = data::data_num_classes(*data);
+  if (from_model && from_data && *from_model != *from_data) {
+    model->fail("num_classes", str(*from_model, " but data.num_classes is ", *from_data, " (", data->where("num_classes"),
+                                   "); set one of them, or both to the same value"));
+  }
+  if (!from_model && !from_data && model) {
+    model->fail("num_classes", "required key is missing (give model.num_classes or data.num_classes)");
+  }
+  return from_model ? from_model : from_data;
 }
 
 }  // namespace
 
-TrainerOptions trainer_options(const ConfigNode& root) {
-  TrainerOptions o;
-  o.output_dir = root.get<std::string>("output_dir", o.output_dir);
-  o.seed = static_cast<uint64_t>(root.get<int64_t>("seed", 0));
-  o.device = root.get<std::string>("device", o.device);
-  if (auto t = root.optional_child("train")) read_train(*t, o);
-  if (auto n = root.optional_child("optimizer")) read_optimizer(*n, o.optimizer);
-  if (auto n = root.optional_child("schedule")) read_schedule(*n, o);
-  if (auto n = root.optional_child("ema")) {
-    o.ema = n->get<bool>("enabled", o.ema);
-    o.ema_options.decay = n->get<double>("decay", o.ema_options.decay);
-    o.ema_options.tau = n->get<double>("tau", o.ema_options.tau);
-    positive(*n, "tau", o.ema_options.tau);
-    n->reject_unused();
+RunSpec read_run_spec(const Config& config, RunPurpose purpose, const DeviceEnv& env) {
+  const ConfigNode root = config.root();
+  RunSpec spec;
+  const std::string device = root.get<std::string>("device", "cpu");
+  spec.device = located(root, "device", [&] { return resolve_device(device, env); });
+  spec.trainer = trainer_options(root, spec.device);
+  if (spec.trainer.dist_backend == dist::BackendKind::kNccl && !spec.device.is_cuda()) {
+    root.child("dist").fail("backend", str("nccl needs a CUDA device, but device is ", spec.device.str(),
+                                           " (use gloo or auto for CPU training)"));
   }
-  if (auto n = root.optional_child("eval")) {
-    o.eval_interval = n->get<int64_t>("interval", o.eval_interval);
-    o.best_metric = n->get<std::string>("best_metric", o.best_metric);
-    n->reject_unused();
+
+  const auto num_classes = resolve_num_classes(root);
+  const auto data_node = root.optional_child("data");
+  if (data_node) spec.data = data::data_options(*data_node, num_classes);
+  if (purpose == RunPurpose::kTrain && (!spec.data.train || !spec.data.val)) {
+    (data_node ? *data_node : root).fail(data_node ? "" : "data", "training needs both data.train and data.val");
   }
-  if (auto n = root.optional_child("checkpoint")) {
-    o.checkpoint_interval = n->get<int64_t>("interval", o.checkpoint_interval);
-    n->reject_unused();
+  spec.detector = models::detector_spec(root.child("model"), num_classes);
+
+  // Padded sizes must be multiples of the detector's coarsest stride: derived when not set.
+  const int64_t stride = spec.detector.size_divisibility;
+  for (auto* split : {&spec.data.train, &spec.data.val}) {
+    if (!*split) continue;
+    auto& divisible = (*split)->loader.collate.size_divisible;
+    if (!data_node->has("size_divisible")) {
+      divisible = stride;
+    } else if (divisible % stride != 0) {
+      data_node->fail("size_divisible", str(divisible, " is not a multiple of the ", spec.detector.type,
+                                            " detector's stride ", stride));
+    }
   }
-  if (auto n = root.optional_child("mlperf")) read_mlperf(*n, o.mlperf);
-  if (auto n = root.optional_child("dist")) {
-    o.dist_backend = n->get<std::string>("backend", o.dist_backend);
-    o.dist_timeout_s = n->get<double>("timeout_s", o.dist_timeout_s);
-    positive(*n, "timeout_s", o.dist_timeout_s);
-    o.dist_bucket_mb = n->get<int64_t>("bucket_mb", o.dist_bucket_mb);
-    positive(*n, "bucket_mb", static_cast<double>(o.dist_bucket_mb));
-    n->reject_unused();
+  root.reject_unused();
+  spec.config_yaml = config.dump();
+  spec.config_hash = config.hash();
+  return spec;
+}
+
+Run build_run(const RunSpec& spec) {
+  Run run;
+  run.options = spec.trainer;
+  const TrainerOptions& o = run.options;
+  run.device = spec.device;
+  make_current(run.device);
+  dist::ProcessGroupOptions pgo;
+  pgo.backend = o.dist_backend;
+  pgo.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.dist_timeout_s * 1000));
+  pgo.device = run.device;
+  run.pg = spec.dist_env.launched() ? dist::ProcessGroup::create(spec.dist_env, pgo) : dist::ProcessGroup::single(run.device);
+  logging::set_rank(run.pg->rank(), run.pg->world_size());
+
+  // Seeds differ per rank only where randomness must differ (none in the model init: rank 0's
+  // weights are broadcast anyway), so the same seed gives the same run at any world size.
+  torch::manual_seed(o.seed);
+  run.model = models::build_detector(spec.detector);
+  if (o.ema) run.ema_model = run.model->copy();
+
+  fs::create_directories(o.output_dir);
+  run.config_yaml = spec.config_yaml;
+  run.config_hash = spec.config_hash;
+  logging::add_file((fs::path(o.output_dir) / str("train_rank", run.pg->rank(), ".log")).string());
+  logging::info(str("run directory ", o.output_dir, "; config hash ", spec.config_hash, "; device ", run.device.str(),
+                    "; ", run.pg->world_size(), " process(es), backend ", run.pg->backend_name()));
+
+  auto loader = [&](data::SplitOptions split) {
+    if (!split.loader.pin_memory) split.loader.pin_memory = run.device.is_cuda();
+    return data::build_loader(split, run.pg->rank(), run.pg->world_size(), o.output_dir);
+  };
+  run.train_data = loader(*spec.data.train);
+  run.val_data = loader(*spec.data.val);
+  run.evaluator = std::make_unique<eval::CocoEvaluator>(eval::load_ground_truth(spec.data.val->dataset.annotation_file),
+                                                        run.val_data->dataset().categories().category_ids());
+
+  run.model->to(run.device);
+  if (run.ema_model) run.ema_model->to(run.device);
+  if (o.channels_last) {
+    torch::NoGradGuard no_grad;
+    for (auto& p : run.model->parameters()) {
+      if (p.dim() == 4) p.set_data(p.contiguous(torch::MemoryFormat::ChannelsLast));
+    }
   }
-  return o;
+  std::vector<ParamGroupInfo> groups;
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  for (const auto& p : run.model->named_parameters()) named.emplace_back(p.key(), p.value());
+  run.optimizer = make_optimizer(named, o.optimizer, &groups);
+  std::ostringstream table;
+  table << "optimizer parameter groups:";
+  for (const auto& g : groups) {
+    run.lr_multipliers.push_back(g.lr_mult);
+    table << "\n  " << g.name << ": " << g.tensors << " tensors, " << g.values << " values, lr x" << g.lr_mult
+          << ", weight_decay " << g.weight_decay;
+  }
+  logging::info(table.str());
+
+  const int64_t steps_per_epoch = std::max<int64_t>(1, run.train_data->num_batches() / o.accumulate);
+  auto s = o.schedule;
+  s.base_lr = o.optimizer.lr;
+  if (o.warmup_epochs >= 0) s.warmup_steps = static_cast<int64_t>(std::llround(o.warmup_epochs * steps_per_epoch));
+  if (!o.milestone_epochs.empty()) {
+    s.milestones.clear();
+    for (double e : o.milestone_epochs) s.milestones.push_back(static_cast<int64_t>(std::llround(e * steps_per_epoch)));
+  }
+  s.total_steps = std::max<int64_t>(1, steps_per_epoch * o.epochs);
+  run.schedule = std::make_unique<LrSchedule>(s);
+  return run;
+}
+
+TrainResult train(const Config& config, const std::string& resume, const TrainHooks& hooks) {
+  const auto dist_env = dist::DistEnv::from_env();
+  const auto env = DeviceEnv::current(dist_env.launched() ? std::optional<int>(dist_env.local_rank) : std::nullopt);
+  RunSpec spec = read_run_spec(config, RunPurpose::kTrain, env);
+  spec.dist_env = dist_env;
+  Run run = build_run(spec);
+  return train_run(run, resume, hooks);
+}
+
+void check_resume_config(const std::string& stored_yaml, const std::string& current_yaml,
+                         const std::string& checkpoint) {
+  const auto before = Config::parse(stored_yaml, checkpoint + " (stored config)").flatten();
+  const auto now = Config::parse(current_yaml, "current config").flatten();
+  std::set<std::string> keys;
+  for (const auto& kv : before) keys.insert(kv.first);
+  for (const auto& kv : now) keys.insert(kv.first);
+  std::vector<std::string> refused, changed;
+  for (const auto& key : keys) {
+    const auto a = before.find(key), b = now.find(key);
+    const std::string was = a == before.end() ? "<absent>" : a->second;
+    const std::string is = b == now.end() ? "<absent>" : b->second;
+    if (was == is) continue;
+    // The weights belong to the model and to the label map: those changes are refused.
+    const bool structural = key.rfind("model.", 0) == 0 || key == "data.num_classes" || key == "data.category_ids";
+    (structural ? refused : changed).push_back(str(key, ": ", was, " -> ", is));
+  }
+  if (!refused.empty()) {
+    std::string msg = str("resume from ", checkpoint, ": the model config changed:");
+    for (const auto& l : refused) msg += " " + l + ";";
+    throw TrainingError(msg + " start a new run instead of resuming");
+  }
+  for (const auto& l : changed) logging::warn(str("resume: config changed since the checkpoint: ", l));
 }
 
 }  // namespace detforge::engine

@@ -9,9 +9,10 @@
 #include <map>
 #include <set>
 
+#include "core/atomic_file.h"
 #include "core/errors.h"
 #include "core/logging.h"
-#include "engine/ema.h"
+#include "models/weights.h"
 
 namespace fs = std::filesystem;
 
@@ -23,7 +24,7 @@ constexpr const char* kFormat = "detforge-checkpoint-2";
 void write_module(torch::serialize::OutputArchive& archive, const std::string& prefix, const torch::nn::Module& m) {
   c10::List<std::string> names;
   c10::List<torch::Tensor> tensors;
-  for (const auto& [name, t] : named_state(m)) {
+  for (const auto& [name, t] : models::module_state(m)) {
     names.push_back(name);
     tensors.push_back(t.detach().to(torch::kCPU));
   }
@@ -49,7 +50,7 @@ void read_module(torch::serialize::InputArchive& archive, const std::string& pre
   std::map<std::string, torch::Tensor> stored;
   for (size_t i = 0; i < names.size(); ++i) stored[names.get(i).toStringRef()] = tensors.get(i);
   std::vector<std::string> missing, shape, unexpected;
-  const auto target = named_state(m);
+  const auto target = models::module_state(m);
   std::set<std::string> known;
   for (const auto& [name, t] : target) {
     known.insert(name);
@@ -126,54 +127,6 @@ void restore_rng_state(const std::string& bytes, const torch::Device& device) {
   }
 }
 
-void write_file_atomic(const std::string& path,
-                       const std::function<void(const std::function<bool(const void*, size_t)>&)>& producer) {
-  const fs::path target(path);
-  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  const std::string tmp = (dir / ("." + target.filename().string() + ".tmp")).string();
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw IoError(detforge::str("cannot write ", path, ": ", std::strerror(errno)));
-  int error = 0;
-  auto sink = [&](const void* data, size_t n) {
-    const char* p = static_cast<const char*>(data);
-    while (n > 0 && error == 0) {
-      const ssize_t w = ::write(fd, p, n);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) {
-        error = w < 0 ? errno : ENOSPC;
-        break;
-      }
-      p += w;
-      n -= static_cast<size_t>(w);
-    }
-    return error == 0;
-  };
-  std::string producer_error;
-  try {
-    producer(sink);
-  } catch (const std::exception& e) {
-    producer_error = e.what();
-  }
-  if (error == 0 && producer_error.empty() && ::fsync(fd) != 0) error = errno;
-  ::close(fd);
-  if (error != 0 || !producer_error.empty()) {
-    ::unlink(tmp.c_str());
-    throw IoError(detforge::str("cannot write ", path, ": ", error ? std::strerror(error) : producer_error,
-                      " (the previous file, if any, is intact)"));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int e = errno;
-    ::unlink(tmp.c_str());
-    throw IoError(detforge::str("cannot rename ", tmp, " to ", path, ": ", std::strerror(e)));
-  }
-  // The rename is durable only once the folder entry is on disk.
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-}
-
 void save_checkpoint(const std::string& path, const CheckpointParts& parts, const TrainProgress& p,
                      const std::string& config_yaml, std::vector<std::string> rank_rng) {
   TORCH_CHECK(parts.model != nullptr, "save_checkpoint: a model is required");
@@ -192,6 +145,8 @@ void save_checkpoint(const std::string& path, const CheckpointParts& parts, cons
   archive.write("scaler_scale", c10::IValue(p.scaler_scale));
   archive.write("best_metric", c10::IValue(p.best_metric));
   archive.write("best_weights", c10::IValue(p.best_weights));
+  archive.write("best_per_weights", c10::List<double>({p.best_live.value, static_cast<double>(p.best_live.epoch),
+                                                       p.best_ema.value, static_cast<double>(p.best_ema.epoch)}));
   archive.write("config", c10::IValue(config_yaml));
   if (rank_rng.empty()) rank_rng.push_back(capture_rng_state(torch::kCPU));
   archive.write("rng_ranks", c10::IValue(static_cast<int64_t>(rank_rng.size())));
@@ -205,7 +160,7 @@ void save_checkpoint(const std::string& path, const CheckpointParts& parts, cons
     bytes.append(static_cast<const char*>(data), n);
     return n;
   });
-  write_file_atomic(path, [&](const std::function<bool(const void*, size_t)>& sink) { sink(bytes.data(), bytes.size()); });
+  write_text_atomic(path, bytes);
 }
 
 namespace {
@@ -280,6 +235,12 @@ TrainProgress load_checkpoint(const std::string& path, const CheckpointParts& pa
   p.scaler_scale = scale.toDouble();
   p.best_metric = best_metric.toDouble();
   p.best_weights = best_weights.toStringRef();
+  // Absent from checkpoints written before best_regular / best_ema existed: none yet.
+  if (c10::IValue per; archive.try_read("best_per_weights", per)) {
+    const auto v = per.toDoubleList();
+    p.best_live = {v.get(0), static_cast<int64_t>(v.get(1))};
+    p.best_ema = {v.get(2), static_cast<int64_t>(v.get(3))};
+  }
   if (config_yaml) *config_yaml = config.toStringRef();
   c10::IValue ranks_iv;
   archive.read("rng_ranks", ranks_iv);

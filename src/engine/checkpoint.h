@@ -5,13 +5,18 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
 #include <torch/torch.h>
 
 namespace detforge::engine {
+
+/// The best value of the metric that picks checkpoints, and after which epoch (-1: none yet).
+struct BestScore {
+  double value = 0.0;
+  int64_t epoch = -1;
+};
 
 /// Counters that say where a run is.
 struct TrainProgress {
@@ -30,6 +35,9 @@ struct TrainProgress {
   double best_metric = 0.0;
   std::string best_weights;
   int64_t best_epoch = -1;
+  /// The same per set of weights (best_regular.ckpt, best_ema.ckpt).
+  BestScore best_live;
+  BestScore best_ema;
 };
 
 /// What a checkpoint holds. Pointers may be null where a run has no such part (no EMA).
@@ -70,16 +78,11 @@ struct RestoreTarget {
 TrainProgress load_checkpoint(const std::string& path, const CheckpointParts& parts, std::string* config_yaml,
                               const RestoreTarget& target = {});
 
-/// Writes `bytes` to `path` atomically (the primitive under save_checkpoint).
 /// Loads only the weights of a checkpoint into `module`: the live model's (`part` = "model") or
 /// the EMA's ("ema"). Throws as load_checkpoint; TrainingError if the checkpoint has no such part.
 void load_checkpoint_weights(const std::string& path, torch::nn::Module& module, const std::string& part = "model");
 
 /// True when `path` starts like a detforge checkpoint (a zip holding our format record).
 bool is_checkpoint(const std::string& path);
-
-/// `producer` is handed a sink that returns false once a write failed (disk full, file-size limit).
-void write_file_atomic(const std::string& path,
-                       const std::function<void(const std::function<bool(const void*, size_t)>&)>& producer);
 
 }  // namespace detforge::engine

@@ -1,5 +1,6 @@
 // One device per process, resolved once at start-up and made current before any CUDA work
-// (FIELD_FAILURES 7: cuda:1 runs that silently used cuda:0). Nothing else says "cuda" bare.
+// (FIELD_FAILURES 7: cuda:1 runs that silently used cuda:0). The model, the gradient buckets,
+// the process group and pinned memory all use this one device; nothing else says "cuda" bare.
 #pragma once
 
 #include <optional>
@@ -9,10 +10,28 @@
 
 namespace detforge::engine {
 
-/// Resolves "cpu" | "cuda" | "cuda:N". Under a launcher (local_rank set), "cuda" means
-/// cuda:local_rank; alone it means cuda:0. Throws ConfigError when CUDA is unavailable or N is
-/// not below the number of visible devices (both numbers named).
-torch::Device resolve_device(const std::string& spec, std::optional<int> local_rank = std::nullopt);
+/// What the resolution depends on besides the config value.
+struct DeviceEnv {
+  /// LOCAL_RANK under a launcher; nullopt for a plain process.
+  std::optional<int> local_rank;
+  /// CUDA devices this process sees (0: no CUDA).
+  int visible_devices = 0;
+  /// CUDA_VISIBLE_DEVICES as set (for messages); nullopt when unset.
+  std::optional<std::string> cuda_visible_devices;
+
+  /// This process: `local_rank` from the launcher's environment, the rest from CUDA.
+  static DeviceEnv current(std::optional<int> local_rank);
+};
+
+/// Resolves "cpu" | "cuda" | "cuda:N" as a pure function of `env`:
+/// - "cuda" alone is cuda:0; under a launcher it is cuda:LOCAL_RANK, or cuda:0 when the rank
+///   sees exactly one device (CUDA_VISIBLE_DEVICES with one device per rank).
+/// - "cuda:N" under a launcher must be cuda:LOCAL_RANK, or cuda:0 when the rank sees one device;
+///   anything else would put two ranks on one GPU or a rank on another's GPU, so it is refused
+///   naming both.
+/// Throws ConfigError (without location; the caller adds file:line) for a malformed spec, no
+/// CUDA, or an index not below the number of visible devices.
+torch::Device resolve_device(const std::string& spec, const DeviceEnv& env);
 
 /// Makes `device` the current CUDA device (no-op on CPU).
 void make_current(const torch::Device& device);

@@ -45,11 +45,4 @@ class ModelEma {
   int64_t updates_ = 0;
 };
 
-/// Parameters then buffers of `m` as (dotted name, tensor), in registration order: the layout
-/// EMA updates and checkpoints walk.
-std::vector<std::pair<std::string, torch::Tensor>> named_state(const torch::nn::Module& m);
-
-/// Copies every parameter and buffer of `src` into `dst` (same names and shapes).
-void copy_state(torch::nn::Module& dst, const torch::nn::Module& src);
-
 }  // namespace detforge::engine

@@ -1,5 +1,8 @@
 #include "engine/optim.h"
 
+#include <algorithm>
+#include <regex>
+
 #include "core/errors.h"
 
 namespace detforge::engine {
@@ -31,32 +34,93 @@ std::unique_ptr<torch::optim::OptimizerOptions> group_options(const OptimizerOpt
 }  // namespace
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(
-    const std::vector<std::pair<std::string, torch::Tensor>>& params, const OptimizerOptions& o) {
-  std::vector<torch::Tensor> decay, no_decay;
+    const std::vector<std::pair<std::string, torch::Tensor>>& params, const OptimizerOptions& o,
+    std::vector<ParamGroupInfo>* infos) {
+  const auto& rules = o.param_groups;
+  std::vector<std::regex> patterns;
+  for (const auto& r : rules) {
+    try {
+      patterns.emplace_back(r.pattern, std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      throw ConfigError(str(r.where, ".pattern: '", r.pattern, "' is not a valid regular expression: ", e.what()));
+    }
+  }
+  // Slot 2k / 2k+1: decayed / not decayed parameters of rule k - 1 (k = 0: the default group).
+  std::vector<std::vector<torch::Tensor>> slots(2 * (rules.size() + 1));
+  std::vector<int64_t> matched(rules.size(), 0);
   for (const auto& [name, p] : params) {
     if (!p.requires_grad()) continue;
-    (o.no_decay_norm_bias && p.dim() <= 1 ? no_decay : decay).push_back(p);
+    size_t k = 0;
+    while (k < rules.size() && !std::regex_search(name, patterns[k])) ++k;
+    const size_t slot = k < rules.size() ? k + 1 : 0;
+    if (k < rules.size()) ++matched[k];
+    const bool own_decay = slot > 0 && rules[slot - 1].weight_decay.has_value();
+    slots[2 * slot + (o.no_decay_norm_bias && !own_decay && p.dim() <= 1 ? 1 : 0)].push_back(p);
   }
-  if (decay.empty() && no_decay.empty()) throw ConfigError("optimizer: the model has no trainable parameters");
+  for (size_t k = 0; k < rules.size(); ++k) {
+    if (matched[k] == 0) {
+      throw ConfigError(str(rules[k].where, ".pattern: '", rules[k].pattern, "' matches no trainable parameter"));
+    }
+  }
+  if (std::all_of(slots.begin(), slots.end(), [](const auto& s) { return s.empty(); })) {
+    throw ConfigError("optimizer: the model has no trainable parameters");
+  }
   std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decay, group_options(o, o.weight_decay));
-  if (o.no_decay_norm_bias) groups.emplace_back(no_decay, group_options(o, 0.0));
-  // LibTorch merges a group's options with the defaults field by field, treating a value equal
-  // to the type's default (weight_decay 0) as unset: the defaults must carry the zero decay.
-  const auto defaults = group_options(o, o.no_decay_norm_bias ? 0.0 : o.weight_decay);
+  std::vector<double> decays;
+  for (size_t slot = 0; slot < rules.size() + 1; ++slot) {
+    const ParamGroupRule* rule = slot > 0 ? &rules[slot - 1] : nullptr;
+    const double wd = rule && rule->weight_decay ? *rule->weight_decay : o.weight_decay;
+    for (int no_decay = 0; no_decay < 2; ++no_decay) {
+      auto& members = slots[2 * slot + no_decay];
+      // The default group keeps its [decayed, not decayed] pair even when a half is empty.
+      const bool keep = slot == 0 ? (no_decay == 0 || o.no_decay_norm_bias) : !members.empty();
+      if (!keep) continue;
+      const double group_wd = no_decay ? 0.0 : wd;
+      auto options = group_options(o, group_wd);
+      options->set_lr(o.lr * (rule ? rule->lr_mult : 1.0));
+      if (infos) {
+        ParamGroupInfo info{rule ? rule->pattern : "default", static_cast<int64_t>(members.size()), 0,
+                            rule ? rule->lr_mult : 1.0, group_wd};
+        for (const auto& t : members) info.values += t.numel();
+        if (no_decay) info.name += " (no decay)";
+        infos->push_back(info);
+      }
+      groups.emplace_back(members, std::move(options));
+      decays.push_back(group_wd);
+    }
+  }
+  const auto defaults = group_options(o, o.weight_decay);
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
   switch (o.type) {
     case OptimizerType::kSgd:
-      return std::make_unique<torch::optim::SGD>(groups, static_cast<torch::optim::SGDOptions&>(*defaults));
+      optimizer = std::make_unique<torch::optim::SGD>(groups, static_cast<torch::optim::SGDOptions&>(*defaults));
+      break;
     case OptimizerType::kAdam:
-      return std::make_unique<torch::optim::Adam>(groups, static_cast<torch::optim::AdamOptions&>(*defaults));
+      optimizer = std::make_unique<torch::optim::Adam>(groups, static_cast<torch::optim::AdamOptions&>(*defaults));
+      break;
     case OptimizerType::kAdamW:
-      return std::make_unique<torch::optim::AdamW>(groups, static_cast<torch::optim::AdamWOptions&>(*defaults));
+      optimizer = std::make_unique<torch::optim::AdamW>(groups, static_cast<torch::optim::AdamWOptions&>(*defaults));
+      break;
   }
-  throw Error("unreachable optimizer type");
+  // LibTorch merges a group's options with the defaults field by field, taking a value equal to
+  // the type's constructor default (SGD's weight_decay 0, AdamW's 0.01) as unset: set each
+  // group's decay again after the merge.
+  for (size_t i = 0; i < decays.size(); ++i) {
+    auto& options = optimizer->param_groups()[i].options();
+    switch (o.type) {
+      case OptimizerType::kSgd: static_cast<torch::optim::SGDOptions&>(options).weight_decay(decays[i]); break;
+      case OptimizerType::kAdam: static_cast<torch::optim::AdamOptions&>(options).weight_decay(decays[i]); break;
+      case OptimizerType::kAdamW: static_cast<torch::optim::AdamWOptions&>(options).weight_decay(decays[i]); break;
+    }
+  }
+  return optimizer;
 }
 
-void set_lr(torch::optim::Optimizer& optimizer, double lr) {
-  for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
+void set_lr(torch::optim::Optimizer& optimizer, double lr, const std::vector<double>& multipliers) {
+  auto& groups = optimizer.param_groups();
+  TORCH_CHECK(multipliers.empty() || multipliers.size() == groups.size(), "set_lr: ", multipliers.size(),
+              " multipliers for ", groups.size(), " groups");
+  for (size_t i = 0; i < groups.size(); ++i) groups[i].options().set_lr(multipliers.empty() ? lr : lr * multipliers[i]);
 }
 
 double clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm) {

@@ -1,8 +1,11 @@
-// Optimizer construction: SGD (momentum, nesterov) and Adam / AdamW, with an option to exempt
-// biases and normalisation weights (1-D parameters) from weight decay.
+// Optimizer construction: SGD (momentum, nesterov) and Adam / AdamW, parameter groups chosen by
+// name patterns (a learning-rate factor and a weight decay per group, as MMDetection's
+// paramwise_cfg and RT-DETR's optimizer `params` lists), and an option to exempt biases and
+// normalisation weights (1-D parameters) from weight decay.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,6 +15,28 @@
 namespace detforge::engine {
 
 enum class OptimizerType { kSgd, kAdam, kAdamW };
+
+/// One entry of `optimizer.param_groups`: the trainable parameters whose dotted name contains a
+/// match of `pattern` (ECMAScript regex, searched) and no earlier entry's.
+struct ParamGroupRule {
+  std::string pattern;
+  /// Factor on the schedule's learning rate. Default: 1
+  double lr_mult = 1.0;
+  /// The group's weight decay; nullopt = the optimizer's (and no_decay_norm_bias applies).
+  std::optional<double> weight_decay;
+  /// Where the rule was written ("x.yaml:12 optimizer.param_groups[0]"), for messages.
+  std::string where;
+};
+
+/// What a built optimizer group holds, for the start-up table.
+struct ParamGroupInfo {
+  /// "default", "default (no decay)", or the rule's pattern (+ " (no decay)").
+  std::string name;
+  int64_t tensors = 0;
+  int64_t values = 0;
+  double lr_mult = 1.0;
+  double weight_decay = 0.0;
+};
 
 struct OptimizerOptions {
   /// Default: kSgd
@@ -30,17 +55,25 @@ struct OptimizerOptions {
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;
+  /// Parameter groups by name; parameters matched by none form the default group. Default: none
+  std::vector<ParamGroupRule> param_groups;
 };
 
 OptimizerType parse_optimizer(const std::string& name);
 
-/// Builds the optimizer over `params` (name, tensor) that require grad, in the given order. With
-/// no_decay_norm_bias there are two groups: [decayed, not decayed].
+/// Builds the optimizer over `params` (name, tensor) that require grad, in the given order.
+/// Groups: the default group, then one per rule (empty rule groups are an error); with
+/// no_decay_norm_bias each of them without its own weight_decay is split into [decayed, not
+/// decayed], and the default group always has both. `groups` (if given) receives one
+/// ParamGroupInfo per optimizer group. Throws ConfigError naming the rule for a pattern that is
+/// not a valid regex or matches no trainable parameter.
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(
-    const std::vector<std::pair<std::string, torch::Tensor>>& params, const OptimizerOptions& options);
+    const std::vector<std::pair<std::string, torch::Tensor>>& params, const OptimizerOptions& options,
+    std::vector<ParamGroupInfo>* groups = nullptr);
 
-/// Sets the learning rate of every group.
-void set_lr(torch::optim::Optimizer& optimizer, double lr);
+/// Sets the learning rate of group i to lr * multipliers[i] (every group to lr when
+/// `multipliers` is empty).
+void set_lr(torch::optim::Optimizer& optimizer, double lr, const std::vector<double>& multipliers = {});
 
 /// Gradient clipping by global L2 norm; returns the norm before clipping. max_norm <= 0: no-op
 /// that still returns the norm.

@@ -1,6 +1,7 @@
-// The training loop: config-driven, one device resolved at start, gradient accumulation and
-// clipping, AMP, EMA, a non-finite guard decided by all ranks together, evaluation of live and
-// EMA weights, best/last checkpoints that resume exactly, metrics.jsonl and MLPerf logs.
+// The training loop over a built Run (engine/build.h turns a config into one): gradient
+// accumulation and clipping, AMP, EMA, a non-finite guard decided by all ranks together,
+// evaluation of live and EMA weights, best/last checkpoints that resume exactly, metrics.jsonl
+// and MLPerf logs. Knows nothing of YAML or of any detector family.
 #pragma once
 
 #include <cstdint>
@@ -10,10 +11,14 @@
 #include <string>
 #include <vector>
 
-#include "core/config_node.h"
+#include "data/loader.h"
+#include "distributed/process_group.h"
+#include "engine/amp.h"
 #include "engine/ema.h"
 #include "engine/optim.h"
 #include "engine/schedule.h"
+#include "eval/coco_evaluator.h"
+#include "models/detector.h"
 #include "structures/loss_dict.h"
 
 namespace detforge::engine {
@@ -32,15 +37,13 @@ struct MlperfOptions {
 struct TrainerOptions {
   std::string output_dir = "runs/default";
   uint64_t seed = 0;
-  /// "cpu" | "cuda" | "cuda:N"; under a launcher "cuda" means cuda:LOCAL_RANK.
-  std::string device = "cpu";
   int64_t epochs = 12;
   /// Batches per optimizer step. Default: 1
   int64_t accumulate = 1;
   /// Gradient clipping by global L2 norm; 0 = off. Default: 0
   double clip_grad_norm = 0;
-  /// "fp32" | "fp16" (CUDA) | "bf16". Default: fp32
-  std::string precision = "fp32";
+  /// Autocast precision; fp16 needs CUDA. Default: fp32
+  Precision precision = Precision::kFloat32;
   bool channels_last = false;
   /// Abort after this many non-finite steps in a row. Default: 5
   int64_t max_nonfinite_steps = 5;
@@ -64,14 +67,10 @@ struct TrainerOptions {
   std::vector<double> milestone_epochs;
   MlperfOptions mlperf;
   /// Distributed: backend (auto | gloo | nccl), collective timeout, gradient bucket size.
-  std::string dist_backend = "auto";
+  dist::BackendKind dist_backend = dist::BackendKind::kAuto;
   double dist_timeout_s = 600;
   int64_t dist_bucket_mb = 25;
 };
-
-/// Reads every section the trainer owns (seed, device, output_dir, train, optimizer, schedule,
-/// ema, eval, checkpoint, mlperf, dist) and rejects unknown keys in them.
-TrainerOptions trainer_options(const ConfigNode& root);
 
 /// Result of a run, for the CLI and tests.
 struct TrainResult {
@@ -85,6 +84,8 @@ struct TrainResult {
   int64_t skipped_steps = 0;
   bool reached_target = false;
   std::string output_dir;
+  /// This process's rank (only rank 0 prints a summary).
+  int rank = 0;
 };
 
 /// Optional callbacks into the loop (tests and tools; shared/STYLE.md 3.1 hooks).
@@ -93,9 +94,29 @@ struct TrainHooks {
   std::function<void(LossDict& losses, int64_t step)> after_forward;
 };
 
-/// Trains the detector, data and schedule that `config` describes. Every config key must be
-/// read by someone: unknown keys are a ConfigError before any work starts. `resume` overrides
-/// the config's checkpoint to continue from.
-TrainResult train(const Config& config, const std::string& resume = "", const TrainHooks& hooks = {});
+/// Everything a training run is made of, built by engine/build.h (build_run) from a config.
+struct Run {
+  TrainerOptions options;
+  std::shared_ptr<dist::ProcessGroup> pg;
+  /// The one device of this process (model, batches, buckets, process group, pinned memory).
+  torch::Device device{torch::kCPU};
+  std::shared_ptr<models::Detector> model;
+  /// A copy of `model` that holds the EMA weights; null without EMA.
+  std::shared_ptr<models::Detector> ema_model;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  /// Per optimizer group: the factor its learning rate has over the schedule's.
+  std::vector<double> lr_multipliers;
+  std::unique_ptr<LrSchedule> schedule;
+  std::shared_ptr<data::DataLoader> train_data;
+  std::shared_ptr<data::DataLoader> val_data;
+  std::unique_ptr<eval::CocoEvaluator> evaluator;
+  /// The resolved config (run directory, checkpoints) and its hash.
+  std::string config_yaml;
+  std::string config_hash;
+};
+
+/// Trains `run`. `resume`: a checkpoint to continue from (its config is checked against
+/// run.config_yaml by check_resume_config).
+TrainResult train_run(Run& run, const std::string& resume = "", const TrainHooks& hooks = {});
 
 }  // namespace detforge::engine

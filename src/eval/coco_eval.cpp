@@ -601,6 +601,12 @@ Accumulated evaluate(const GroundTruthSet& gt, const std::vector<Detection>& det
   return evaluation.run();
 }
 
+const std::vector<std::string>& stat_names() {
+  static const std::vector<std::string> names = {"AP",  "AP50", "AP75",  "APs", "APm", "APl",
+                                                 "AR1", "AR10", "AR100", "ARs", "ARm", "ARl"};
+  return names;
+}
+
 Metrics summarize(const Accumulated& acc, const GroundTruthSet& gt) {
   const Params& p = acc.params;
   if (p.max_dets.size() < 3) {

@@ -114,9 +114,12 @@ struct CategoryAp {
   double ap75 = -1;  // IoU .75 (-1 if .75 is not a threshold)
 };
 
+/// The names of pycocotools' 12 bbox stats in its order: AP, AP50, AP75, APs, APm, APl, AR1,
+/// AR10, AR100, ARs, ARm, ARl (metrics.jsonl, eval.best_metric, logs).
+const std::vector<std::string>& stat_names();
+
 struct Metrics {
-  /// pycocotools' 12 stats in its order: AP, AP50, AP75, APs, APm, APl, AR1, AR10, AR100,
-  /// ARs, ARm, ARl. -1 where nothing was measurable.
+  /// pycocotools' 12 stats in the order of stat_names(). -1 where nothing was measurable.
   std::vector<double> stats;
   /// In ascending category id order (only with use_cats).
   std::vector<CategoryAp> per_category;

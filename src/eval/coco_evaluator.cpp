@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "core/errors.h"
 #include "core/logging.h"
@@ -37,41 +38,80 @@ void CocoEvaluator::add_image(int64_t image_id, std::vector<Detection> detection
   per_image_.emplace(image_id, std::move(detections));
 }
 
+std::vector<Detection> to_results(const Detections& det, int64_t image_id,
+                                  const std::vector<int64_t>& label_to_category_id) {
+  const int64_t num_labels = static_cast<int64_t>(label_to_category_id.size());
+  const auto boxes = det.boxes.tensor().to(torch::kCPU, torch::kFloat32).contiguous();
+  const auto scores = det.scores.to(torch::kCPU, torch::kFloat32).contiguous();
+  const auto labels = det.labels.to(torch::kCPU, torch::kInt64).contiguous();
+  const int64_t n = boxes.size(0);
+  if (scores.numel() != n || labels.numel() != n) {
+    throw DataError(str("[data:eval.size_mismatch] image_id=", image_id, ": ", n, " boxes, ", scores.numel(),
+                        " scores, ", labels.numel(), " labels"));
+  }
+  const float* b = boxes.data_ptr<float>();
+  const float* s = scores.data_ptr<float>();
+  const int64_t* l = labels.data_ptr<int64_t>();
+  std::vector<Detection> out;
+  out.reserve(n);
+  for (int64_t j = 0; j < n; ++j) {
+    if (l[j] < 0 || l[j] >= num_labels) {
+      throw DataError(str("[data:eval.label_out_of_range] image_id=", image_id, " label=", l[j], ": detection ", j,
+                          " has a label outside [0, ", num_labels, ")"));
+    }
+    // xyxy -> xywh in float32, as the results json of a PyTorch pipeline would hold it.
+    const float w = b[4 * j + 2] - b[4 * j], h = b[4 * j + 3] - b[4 * j + 1];
+    out.push_back(Detection{image_id, label_to_category_id[l[j]], b[4 * j], b[4 * j + 1], w, h, s[j]});
+  }
+  return out;
+}
+
 void CocoEvaluator::process(const std::vector<Targets>& targets, const std::vector<Detections>& detections) {
   if (targets.size() != detections.size()) {
     throw DataError(str("CocoEvaluator::process: ", targets.size(), " targets but ", detections.size(), " detections"));
   }
-  const int64_t num_labels = static_cast<int64_t>(label_to_category_id_.size());
   for (size_t i = 0; i < targets.size(); ++i) {
     const int64_t image_id = targets[i].image_id;
-    const Detections& det = detections[i];
-    if (det.image_id != -1 && det.image_id != image_id) {
+    if (detections[i].image_id != -1 && detections[i].image_id != image_id) {
       throw DataError(str("[data:eval.image_mismatch] image_id=", image_id, ": batch index ", i,
-                          " has detections for image id ", det.image_id));
+                          " has detections for image id ", detections[i].image_id));
     }
-    const auto boxes = det.boxes.tensor().to(torch::kCPU, torch::kFloat32).contiguous();
-    const auto scores = det.scores.to(torch::kCPU, torch::kFloat32).contiguous();
-    const auto labels = det.labels.to(torch::kCPU, torch::kInt64).contiguous();
-    const int64_t n = boxes.size(0);
-    if (scores.numel() != n || labels.numel() != n) {
-      throw DataError(str("[data:eval.size_mismatch] image_id=", image_id, ": ", n, " boxes, ", scores.numel(),
-                          " scores, ", labels.numel(), " labels"));
+    add_image(image_id, to_results(detections[i], image_id, label_to_category_id_));
+  }
+}
+
+std::string CocoEvaluator::serialize() const {
+  std::string out;
+  const auto put = [&](const auto& v) { out.append(reinterpret_cast<const char*>(&v), sizeof(v)); };
+  for (const auto& [id, dets] : per_image_) {
+    put(id);
+    put(static_cast<int64_t>(dets.size()));
+    for (const auto& d : dets) {
+      put(d.category_id);
+      for (double v : {d.x, d.y, d.w, d.h, d.score}) put(v);
     }
-    const float* b = boxes.data_ptr<float>();
-    const float* s = scores.data_ptr<float>();
-    const int64_t* l = labels.data_ptr<int64_t>();
-    std::vector<Detection> out;
-    out.reserve(n);
-    for (int64_t j = 0; j < n; ++j) {
-      if (l[j] < 0 || l[j] >= num_labels) {
-        throw DataError(str("[data:eval.label_out_of_range] image_id=", image_id, " label=", l[j], ": detection ", j,
-                            " has a label outside [0, ", num_labels, ")"));
-      }
-      // xyxy -> xywh in float32, as the results json of a PyTorch pipeline would hold it.
-      const float w = b[4 * j + 2] - b[4 * j], h = b[4 * j + 3] - b[4 * j + 1];
-      out.push_back(Detection{image_id, label_to_category_id_[l[j]], b[4 * j], b[4 * j + 1], w, h, s[j]});
+  }
+  return out;
+}
+
+void CocoEvaluator::merge(const std::string& blob) {
+  size_t pos = 0;
+  const auto get = [&](auto& v) {
+    if (pos + sizeof(v) > blob.size()) throw Error("CocoEvaluator::merge: truncated detections blob");
+    std::memcpy(&v, blob.data() + pos, sizeof(v));
+    pos += sizeof(v);
+  };
+  while (pos < blob.size()) {
+    int64_t id = 0, n = 0;
+    get(id);
+    get(n);
+    std::vector<Detection> dets(static_cast<size_t>(n));
+    for (auto& d : dets) {
+      d.image_id = id;
+      get(d.category_id);
+      for (double* v : {&d.x, &d.y, &d.w, &d.h, &d.score}) get(*v);
     }
-    add_image(image_id, std::move(out));
+    add_image(id, std::move(dets));
   }
 }
 
@@ -100,10 +140,9 @@ Metrics CocoEvaluator::evaluate() const {
 }
 
 std::map<std::string, double> metrics_map(const Metrics& metrics) {
-  static const char* kNames[12] = {"AP", "AP50", "AP75", "APs", "APm", "APl",
-                                   "AR1", "AR10", "AR100", "ARs", "ARm", "ARl"};
+  const auto& names = stat_names();
   std::map<std::string, double> out;
-  for (size_t i = 0; i < metrics.stats.size() && i < 12; ++i) out[kNames[i]] = metrics.stats[i];
+  for (size_t i = 0; i < metrics.stats.size() && i < names.size(); ++i) out[names[i]] = metrics.stats[i];
   for (const auto& c : metrics.per_category) out["AP/" + (c.name.empty() ? std::to_string(c.id) : c.name)] = c.ap;
   return out;
 }

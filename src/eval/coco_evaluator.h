@@ -39,6 +39,15 @@ class CocoEvaluator {
   /// delivers). Ignored if image_id was recorded before. Throws DataError as process().
   void add_image(int64_t image_id, std::vector<Detection> detections);
 
+  /// Every processed image with its detections as bytes, for a gather across ranks: per image
+  /// [image_id, n, n x (category_id, x, y, w, h, score)], so images without detections still
+  /// count as evaluated after merge().
+  std::string serialize() const;
+
+  /// Adds the images of another evaluator's serialize() (add_image() each: images already
+  /// recorded are skipped). Throws Error for a truncated blob, DataError as add_image().
+  void merge(const std::string& blob);
+
   /// Evaluates the processed images. With none processed, every stat is -1 (and a warning).
   Metrics evaluate() const;
 
@@ -54,6 +63,13 @@ class CocoEvaluator {
   std::vector<int64_t> known_images_;  // sorted GT image ids
   std::map<int64_t, std::vector<Detection>> per_image_;
 };
+
+/// One image's detections as results-file entries: labels mapped through
+/// label_to_category_id, boxes xyxy -> xywh in float32 (as a PyTorch pipeline's results json
+/// holds them). Throws DataError (image id, label) for a label outside the map or mismatched
+/// sizes.
+std::vector<Detection> to_results(const Detections& detections, int64_t image_id,
+                                  const std::vector<int64_t>& label_to_category_id);
 
 /// Flat metric names for logs and the trainer: AP, AP50, AP75, APs, APm, APl, AR1, AR10,
 /// AR100, ARs, ARm, ARl (pycocotools' stats in that order), and AP/<category name> per class.

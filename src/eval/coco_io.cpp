@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <simdjson.h>
 
+#include "core/atomic_file.h"
 #include "core/errors.h"
 
 namespace detforge::eval {
@@ -345,12 +346,7 @@ void validate_detections(const std::vector<Detection>& detections, const GroundT
 }
 
 namespace {
-void write_json(const nlohmann::json& j, const std::string& path) {
-  std::ofstream out(path);
-  if (!out) throw IoError(str("cannot write '", path, "'"));
-  out << j.dump() << "\n";
-  if (!out) throw IoError(str("failed writing '", path, "'"));
-}
+void write_json(const nlohmann::json& j, const std::string& path) { write_text_atomic(path, j.dump() + "\n"); }
 }  // namespace
 
 void write_results(const std::vector<Detection>& detections, const std::string& path) {

@@ -10,36 +10,25 @@ namespace detforge::losses {
 DenseLossConfig dense_loss_config(const ConfigNode& node, BoxLossType default_box_loss) {
   DenseLossConfig c;
   c.box.type(default_box_loss);
-  if (auto v = node.optional<double>("focal_alpha")) {
-    if (!(*v < 0 || *v <= 1)) {
-      throw ConfigError(str(node.where("focal_alpha"), " ", node.path(), ".focal_alpha: ", *v,
-                            " must be in [0, 1] (or negative to disable)"));
-    }
-    c.focal.alpha(*v);
+  if (node.read("focal_alpha", c.focal.alpha()) && !(c.focal.alpha() < 0 || c.focal.alpha() <= 1)) {
+    node.fail("focal_alpha", str(c.focal.alpha(), " must be in [0, 1] (or negative to disable)"));
   }
-  if (auto v = node.optional<double>("focal_gamma")) {
-    if (*v < 0) {
-      throw ConfigError(str(node.where("focal_gamma"), " ", node.path(), ".focal_gamma: ", *v,
-                            " must be >= 0"));
-    }
-    c.focal.gamma(*v);
+  if (node.read("focal_gamma", c.focal.gamma()) && c.focal.gamma() < 0) {
+    node.fail("focal_gamma", str(c.focal.gamma(), " must be >= 0"));
   }
-  if (auto v = node.optional<std::string>("box_loss")) {
+  // The parsers list the allowed names; the key's location is added here.
+  const auto parsed = [&](const std::string& key, const auto& parse) {
     try {
-      c.box.type(parse_box_loss_type(*v));
+      return parse(node.required<std::string>(key));
     } catch (const std::invalid_argument& e) {
-      throw ConfigError(str(node.where("box_loss"), " ", node.path(), ".box_loss: ", e.what()));
+      node.fail(key, e.what());
     }
-  }
-  if (auto v = node.optional<double>("smooth_l1_beta")) c.box.beta(*v);
-  if (auto v = node.optional<double>("giou_eps")) c.box.eps(*v);
-  if (auto v = node.optional<std::string>("invalid_target_policy")) {
-    try {
-      c.invalid_target_policy = parse_invalid_target_policy(*v);
-    } catch (const std::invalid_argument& e) {
-      throw ConfigError(str(node.where("invalid_target_policy"), " ", node.path(),
-                            ".invalid_target_policy: ", e.what()));
-    }
+  };
+  if (node.has("box_loss")) c.box.type(parsed("box_loss", parse_box_loss_type));
+  node.read("smooth_l1_beta", c.box.beta());
+  node.read("giou_eps", c.box.eps());
+  if (node.has("invalid_target_policy")) {
+    c.invalid_target_policy = parsed("invalid_target_policy", parse_invalid_target_policy);
   }
   node.reject_unused();
   return c;

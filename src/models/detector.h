@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,10 @@ class Detector : public torch::nn::Module {
 
   /// Number of classes C; labels lie in [0, C).
   virtual int64_t num_classes() const = 0;
+
+  /// A new detector with the same options and a copy of every parameter and buffer, on the
+  /// same device (the EMA copy: no config read, no weight file loaded again).
+  virtual std::shared_ptr<Detector> copy() const = 0;
 };
 
 }  // namespace detforge::models

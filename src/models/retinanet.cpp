@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "models/weights.h"
 #include "ops/nms.h"
 
 namespace detforge::models {
@@ -29,6 +30,13 @@ RetinaNetImpl::RetinaNetImpl(RetinaNetOptions options)
                                 .num_anchors(per_location[0])
                                 .prior_prob(options_.prior_prob())
                                 .norm_groups(options_.head_norm_groups())));
+}
+
+std::shared_ptr<Detector> RetinaNetImpl::copy() const {
+  auto out = std::make_shared<RetinaNetImpl>(options_);
+  out->to(parameters().front().device());
+  copy_state(*out, *this);
+  return out;
 }
 
 std::vector<torch::Tensor> RetinaNetImpl::features(const torch::Tensor& images) {

@@ -63,8 +63,11 @@ class RetinaNetImpl : public Detector {
   /// image's loss sum divided by max(1, its foreground anchors) (torchvision's normaliser).
   LossDict forward_train(const Batch& batch) override;
   std::vector<Detections> predict(const Batch& batch) override;
-  int64_t size_divisibility() const override { return 32; }
+  /// P7 has stride 128 but torchvision pads to 32; so do we.
+  static constexpr int64_t kSizeDivisibility = 32;
+  int64_t size_divisibility() const override { return kSizeDivisibility; }
   int64_t num_classes() const override { return options_.num_classes(); }
+  std::shared_ptr<Detector> copy() const override;
 
   // The stages, public for parity tests and tools.
 

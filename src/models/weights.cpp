@@ -12,6 +12,7 @@
 
 #include <caffe2/serialize/inline_container.h>
 
+#include "core/atomic_file.h"
 #include "core/errors.h"
 
 namespace detforge::models {
@@ -393,38 +394,41 @@ class StateDictPickler {
 }  // namespace
 
 void write_state_dict(const NamedTensors& tensors, const std::string& path) {
-  const std::string tmp = path + ".tmp";
-  try {
-    std::vector<torch::Tensor> storages;
-    StateDictPickler pickler;
-    pickler.begin();
-    for (const auto& [name, t] : tensors) {
-      auto c = t.detach().to(torch::kCPU).contiguous();
-      pickler.entry(name, std::to_string(storages.size()), c);
-      storages.push_back(c);
-    }
-    const std::string pkl = pickler.finish();
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw IoError(detforge::str(path, ": cannot write weights file"));
-    caffe2::serialize::PyTorchStreamWriter writer([&out](const void* buf, size_t n) -> size_t {
-      out.write(static_cast<const char*>(buf), static_cast<std::streamsize>(n));
-      return out ? n : 0;
-    });
-    writer.writeRecord("data.pkl", pkl.data(), pkl.size());
-    writer.writeRecord("byteorder", "little", 6);
-    for (size_t i = 0; i < storages.size(); ++i) {
-      const auto& c = storages[i];
-      writer.writeRecord("data/" + std::to_string(i), c.data_ptr(), c.numel() * c.element_size());
-    }
-    writer.writeEndOfFile();
-    out.close();
-    if (!out) throw IoError(detforge::str(path, ": write failed"));
-  } catch (const c10::Error& e) {
-    throw IoError(detforge::str(path, ": cannot write weights: ", e.what_without_backtrace()));
+  std::vector<torch::Tensor> storages;
+  StateDictPickler pickler;
+  pickler.begin();
+  for (const auto& [name, t] : tensors) {
+    auto c = t.detach().to(torch::kCPU).contiguous();
+    pickler.entry(name, std::to_string(storages.size()), c);
+    storages.push_back(c);
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw IoError(detforge::str(path, ": cannot rename ", tmp, ": ", ec.message()));
+  const std::string pkl = pickler.finish();
+  write_file_atomic(path, [&](const ByteSink& sink) {
+    try {
+      caffe2::serialize::PyTorchStreamWriter writer(
+          [&sink](const void* buf, size_t n) -> size_t { return sink(buf, n) ? n : 0; });
+      writer.writeRecord("data.pkl", pkl.data(), pkl.size());
+      writer.writeRecord("byteorder", "little", 6);
+      for (size_t i = 0; i < storages.size(); ++i) {
+        const auto& c = storages[i];
+        writer.writeRecord("data/" + std::to_string(i), c.data_ptr(), c.numel() * c.element_size());
+      }
+      writer.writeEndOfFile();
+    } catch (const c10::Error& e) {
+      throw IoError(e.what_without_backtrace());
+    }
+  });
+}
+
+void copy_state(torch::nn::Module& dst, const torch::nn::Module& src) {
+  const auto d = module_state(dst), s = module_state(src);
+  TORCH_CHECK(d.size() == s.size(), "copy_state: modules differ: ", d.size(), " vs ", s.size(), " tensors");
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < d.size(); ++i) {
+    TORCH_CHECK(d[i].first == s[i].first && d[i].second.sizes() == s[i].second.sizes(), "copy_state: '", d[i].first,
+                "' ", d[i].second.sizes(), " does not match '", s[i].first, "' ", s[i].second.sizes());
+    d[i].second.copy_(s[i].second);
+  }
 }
 
 NamedTensors module_state(const torch::nn::Module& module) {

@@ -24,8 +24,13 @@ NamedTensors read_state_dict(const std::string& path);
 /// and rename). Throws IoError if the file cannot be written.
 void write_state_dict(const NamedTensors& tensors, const std::string& path);
 
-/// Every parameter and buffer of `module` by its dotted name (parameters first).
+/// Every parameter and buffer of `module` by its dotted name (parameters first, registration
+/// order): the layout EMA updates and checkpoints walk.
 NamedTensors module_state(const torch::nn::Module& module);
+
+/// Copies every parameter and buffer of `src` into `dst`. REQUIRES: the same names and shapes
+/// in the same order (a c10::Error names the first mismatch).
+void copy_state(torch::nn::Module& dst, const torch::nn::Module& src);
 
 struct LoadOptions {
   /// Prepended to every file key before matching (e.g. "backbone.body." for an ImageNet

@@ -1,5 +1,7 @@
 #include "core/config_node.h"
 
+#include <filesystem>
+
 #include <gtest/gtest.h>
 
 #include "core/errors.h"
@@ -222,6 +224,47 @@ TEST(Config, FlattenListsEveryLeaf) {
   EXPECT_EQ(flat.at("model.head.gn"), "true");
   EXPECT_EQ(flat.at("empty"), "{}");
   EXPECT_EQ(flat.size(), 4u);
+}
+
+}  // namespace
+}  // namespace detforge
+
+namespace detforge {
+namespace {
+
+TEST(ConfigHelpers, ReadFailOneOfAndChoices) {
+  TempDir dir;
+  const auto f = dir.write("x.yaml", "data:\n  workers: 4\n  on_invalid: dropp\n  policy: cosin\n");
+  const ConfigNode d = Config::load(f).root().child("data");
+  int64_t workers = 2, prefetch = 2;
+  EXPECT_TRUE(d.read("workers", workers));
+  EXPECT_FALSE(d.read("prefetch", prefetch));
+  EXPECT_EQ(workers, 4);
+  EXPECT_EQ(prefetch, 2) << "an absent key leaves the Options default alone";
+  EXPECT_THROW_WITH(d.fail("workers", "must be even"), ConfigError, f + ":2 data.workers: must be even");
+  EXPECT_THROW_WITH(d.fail("", "needs a train section"), ConfigError, f + ":1 data: needs a train section");
+  EXPECT_THROW_WITH(d.one_of("on_invalid", {"error", "drop", "skip_image"}, "error"), ConfigError,
+                    f + ":3 data.on_invalid: unknown 'dropp'; allowed: error, drop, skip_image (did you mean drop?)");
+  EXPECT_EQ(d.one_of("check_images", {"none", "exists"}, "exists"), "exists");
+  EXPECT_EQ(list_choices("cosin", {"constant", "cosine", "multistep"}), "known: constant, cosine, multistep (did you mean cosine?)");
+  EXPECT_EQ(list_choices("xyz", {"constant", "cosine"}), "known: constant, cosine") << "no near miss, no suggestion";
+  d.required<std::string>("policy");
+  EXPECT_NO_THROW(d.reject_unused());
+}
+
+// shared/STYLE.md 3.3: only a folder's build.h / build.cpp (and tools/) read the config.
+TEST(ConfigBoundary, OnlyBuildFilesIncludeConfigNode) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> offenders;
+  for (const auto& e : fs::recursive_directory_iterator(fs::path(DETFORGE_SOURCE_DIR) / "src")) {
+    const auto name = e.path().filename().string();
+    if (!e.is_regular_file() || e.path().parent_path().filename() == "core") continue;
+    if (name == "build.h" || name == "build.cpp") continue;
+    if (testing::read_file(e.path()).find("core/config_node.h") != std::string::npos) {
+      offenders.push_back(e.path().string());
+    }
+  }
+  EXPECT_TRUE(offenders.empty()) << ::testing::PrintToString(offenders);
 }
 
 }  // namespace

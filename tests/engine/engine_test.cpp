@@ -15,6 +15,8 @@
 #include "engine/ema.h"
 #include "engine/mlperf_log.h"
 #include "engine/optim.h"
+#include "models/weights.h"
+#include "ops/py_reference.h"
 #include "test_util.h"
 
 namespace detforge::engine {
@@ -86,6 +88,67 @@ TEST(Optimizer, NoDecayGroupHoldsBiasesAndNormWeights) {
   EXPECT_THROW_WITH(parse_optimizer("lamb"), ConfigError, "'lamb' is not one of sgd, adam, adamw");
 }
 
+// optimizer.param_groups against torch.optim run live: the same named parameters, the same
+// rules (first regex found in the name; a group without its own weight_decay exempts 1-D
+// tensors), five steps with a changing lr, for SGD (Nesterov) and AdamW.
+TEST(Optimizer, ParamGroupsMatchTorchOptim) {
+  testing::TempDir dir;
+  Net net;
+  {
+    torch::NoGradGuard no_grad;
+    int k = 0;
+    for (auto& p : net->parameters()) p.copy_(torch::sin(torch::arange(p.numel()).to(torch::kFloat32) * 0.37 + k++).view(p.sizes()));
+  }
+  const auto params = named(*net);
+  models::write_state_dict(params, (dir.path() / "init.pth").string());
+  for (const auto type : {OptimizerType::kSgd, OptimizerType::kAdamW}) {
+    const std::string kind = type == OptimizerType::kSgd ? "sgd" : "adamw";
+    OptimizerOptions o;
+    o.type = type;
+    o.lr = 0.05;
+    o.momentum = 0.9;
+    o.nesterov = true;
+    o.beta2 = 0.99;
+    o.weight_decay = 0.02;
+    o.no_decay_norm_bias = true;
+    o.param_groups = {{"^fc1\\.", 0.1, std::nullopt, "rule 0"}, {"bn", 1.0, 0.0, "rule 1"}};
+    std::vector<ParamGroupInfo> infos;
+    std::vector<std::pair<std::string, torch::Tensor>> ours;
+    for (const auto& [name, p] : params) ours.emplace_back(name, p.detach().clone().requires_grad_(true));
+    auto opt = make_optimizer(ours, o, &infos);
+    std::vector<double> mult;
+    for (const auto& g : infos) mult.push_back(g.lr_mult);
+    for (int step = 0; step < 5; ++step) {
+      set_lr(*opt, 0.05 * (step + 1) / 5, mult);
+      opt->zero_grad();
+      auto loss = torch::zeros({});
+      for (size_t k = 0; k < ours.size(); ++k) loss = loss + static_cast<double>(k + 1) * (ours[k].second - 0.3).pow(2).sum();
+      loss.backward();
+      opt->step();
+    }
+    testing::run_reference("engine/optim_reference.py", dir.path().string() + " " + kind);
+    const auto ref = testing::read_tensor_dict((dir.path() / (kind + ".pth")).string());
+    ASSERT_EQ(ref.size(), ours.size());
+    for (size_t k = 0; k < ours.size(); ++k) {
+      const auto& [name, p] = ours[k];
+      EXPECT_LT(testing::max_abs_diff(p.detach(), ref.at(name)), 1e-6) << kind << " " << name;
+      EXPECT_GT(testing::max_abs_diff(p.detach(), params[k].second.detach()), 1e-3) << "the steps moved " << name;
+    }
+    // default, default (no decay), fc1 (decayed, no decay), bn (own decay 0)
+    ASSERT_EQ(infos.size(), 5u);
+    EXPECT_EQ(infos[2].name, "^fc1\\.");
+    EXPECT_EQ(infos[3].name, "^fc1\\. (no decay)");
+    EXPECT_EQ(infos[4].tensors, 2);
+    EXPECT_DOUBLE_EQ(infos[4].weight_decay, 0.0);
+  }
+  OptimizerOptions bad;
+  bad.param_groups = {{"^backbone\\.", 0.1, std::nullopt, "x.yaml:4 optimizer.param_groups[0]"}};
+  EXPECT_THROW_WITH(make_optimizer(named(*net), bad), ConfigError,
+                    "x.yaml:4 optimizer.param_groups[0].pattern: '^backbone\\.' matches no trainable parameter");
+  bad.param_groups = {{"(", 0.1, std::nullopt, "x.yaml:4 optimizer.param_groups[0]"}};
+  EXPECT_THROW_WITH(make_optimizer(named(*net), bad), ConfigError, "'(' is not a valid regular expression");
+}
+
 TEST(Optimizer, ClipGradNormMatchesDefinition) {
   auto a = torch::zeros({2}, torch::requires_grad()), b = torch::zeros({1}, torch::requires_grad());
   a.mutable_grad() = torch::tensor({3.f, 0.f});
@@ -95,18 +158,34 @@ TEST(Optimizer, ClipGradNormMatchesDefinition) {
   EXPECT_NEAR(clip_grad_norm({a, b}, 0.0), 1.0, 1e-5);
 }
 
-TEST(Device, BadSpecsAndMissingCudaAreClear) {
-  EXPECT_EQ(resolve_device("cpu"), torch::Device(torch::kCPU));
-  EXPECT_THROW_WITH(resolve_device("gpu"), ConfigError, "device: 'gpu' is not cpu, cuda or cuda:N");
-  EXPECT_THROW_WITH(resolve_device("cuda:x"), ConfigError, "is not cpu, cuda or cuda:N");
-  if (!torch::cuda::is_available()) {
-    EXPECT_THROW_WITH(resolve_device("cuda:3"), ConfigError,
-                      "device: cuda:3 requested but CUDA is not available on this machine");
-  } else {
-    const int n = static_cast<int>(torch::cuda::device_count());
-    EXPECT_EQ(resolve_device("cuda", n - 1).index(), n - 1);
-    EXPECT_THROW_WITH(resolve_device("cuda:" + std::to_string(n)), ConfigError, "CUDA device(s) are visible");
-  }
+// resolve_device is a pure function of (spec, LOCAL_RANK, visible devices): every case runs
+// without a GPU.
+TEST(Device, ResolutionFromConfigLauncherAndVisibleDevices) {
+  const auto cuda = [](int i) { return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(i)); };
+  const DeviceEnv none{std::nullopt, 0, std::nullopt};
+  const DeviceEnv alone{std::nullopt, 4, std::nullopt};
+  const DeviceEnv rank2{2, 4, std::nullopt};
+  const DeviceEnv rank2_own_gpu{2, 1, std::string("5")};
+  EXPECT_EQ(resolve_device("cpu", none), torch::Device(torch::kCPU));
+  EXPECT_EQ(resolve_device("cpu", rank2), torch::Device(torch::kCPU));
+  EXPECT_THROW_WITH(resolve_device("gpu", alone), ConfigError, "'gpu' is not cpu, cuda or cuda:N");
+  EXPECT_THROW_WITH(resolve_device("cuda:x", alone), ConfigError, "is not cpu, cuda or cuda:N");
+  EXPECT_THROW_WITH(resolve_device("cuda:3", none), ConfigError, "cuda:3 requested but CUDA is not available");
+  EXPECT_EQ(resolve_device("cuda", alone), cuda(0));
+  EXPECT_EQ(resolve_device("cuda:3", alone), cuda(3));
+  EXPECT_THROW_WITH(resolve_device("cuda:4", alone), ConfigError, "cuda:4 requested but only 4 CUDA device(s) visible");
+  // Under a launcher: "cuda" is cuda:LOCAL_RANK, an explicit other index is refused naming both.
+  EXPECT_EQ(resolve_device("cuda", rank2), cuda(2));
+  EXPECT_EQ(resolve_device("cuda:2", rank2), cuda(2));
+  EXPECT_THROW_WITH(resolve_device("cuda:1", rank2), ConfigError,
+                    "cuda:1 but this rank has LOCAL_RANK=2 and 4 CUDA device(s) visible (CUDA_VISIBLE_DEVICES=<unset>), "
+                    "so it owns cuda:2");
+  EXPECT_THROW_WITH(resolve_device("cuda", DeviceEnv{5, 4, std::nullopt}), ConfigError,
+                    "cuda:5 requested (LOCAL_RANK=5) but only 4 CUDA device(s) visible");
+  // One visible device per rank (CUDA_VISIBLE_DEVICES set per rank): cuda:0 is that device.
+  EXPECT_EQ(resolve_device("cuda", rank2_own_gpu), cuda(0));
+  EXPECT_EQ(resolve_device("cuda:0", rank2_own_gpu), cuda(0));
+  EXPECT_THROW_WITH(resolve_device("cuda:2", rank2_own_gpu), ConfigError, "CUDA_VISIBLE_DEVICES=5), so it owns cuda:0");
 }
 
 TEST(Amp, PrecisionParsingAndBf16AutocastOnCpu) {

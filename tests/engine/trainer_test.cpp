@@ -1,6 +1,6 @@
 // Trainer behaviour on a tiny synthetic set: exact resume, the non-finite guard, outputs and
 // the failure modes users hit (wrong device, wrong checkpoint, truncated file).
-#include "engine/trainer.h"
+#include "engine/build.h"
 
 #include <unistd.h>
 
@@ -13,6 +13,7 @@
 #include <opencv2/imgcodecs.hpp>
 #include <torch/torch.h>
 
+#include "core/config_node.h"
 #include "core/errors.h"
 #include "data/synthetic.h"
 #include "engine/checkpoint.h"
@@ -137,6 +138,31 @@ TEST_F(TrainerTest, RunDirectoryHoldsConfigMetricsCheckpointsAndCurves) {
   }
   EXPECT_EQ(train_records, 8);
   EXPECT_EQ(evals, (std::set<std::pair<std::string, int>>{{"live", 0}, {"live", 1}, {"ema", 0}, {"ema", 1}}));
+  // best_regular / best_ema: the best evaluation of each set of weights; best: of both.
+  for (const auto& [file, weights] : {std::pair<std::string, std::string>{"best_regular.ckpt", "live"}, {"best_ema.ckpt", "ema"}}) {
+    double best = -1;
+    int best_epoch = -1;
+    std::istringstream again(testing::read_file(out / "metrics.jsonl"));
+    for (std::string line; std::getline(again, line);) {
+      const auto rec = nlohmann::json::parse(line);
+      if (rec.at("type") == "eval" && rec.at("weights") == weights && rec.at("AP").get<double>() > best) {
+        best = rec.at("AP").get<double>();
+        best_epoch = rec.at("epoch").get<int>();
+      }
+    }
+    torch::serialize::InputArchive archive;
+    archive.load_from((out / file).string());
+    c10::IValue per;
+    archive.read("best_per_weights", per);
+    const auto v = per.toDoubleList();
+    const size_t at = weights == "live" ? 0 : 2;
+    EXPECT_EQ(v.get(at), best) << file;
+    EXPECT_EQ(static_cast<int>(v.get(at + 1)), best_epoch) << file;
+    // The file holds the weights of that evaluation's epoch: its step counter says which.
+    c10::IValue counters;
+    archive.read("counters", counters);
+    EXPECT_EQ(counters.toIntList().get(0), best_epoch + 1) << file << " is the checkpoint written after that epoch";
+  }
   const cv::Mat png = cv::imread(plot_run(out.string()));
   EXPECT_EQ(png.cols, 1200);
   EXPECT_EQ(png.rows, 420);
@@ -191,7 +217,8 @@ TEST_F(TrainerTest, BadRunsFailWithClearMessages) {
   auto r = testing::run_command(df + " train -c " + cfg + " device=cuda:3");
   if (!torch::cuda::is_available()) {
     EXPECT_EQ(r.exit_code, static_cast<int>(ExitCode::kConfig)) << r.output;
-    EXPECT_NE(r.output.find("device: cuda:3 requested but CUDA is not available"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("<command line> device: cuda:3 requested but CUDA is not available"), std::string::npos)
+        << r.output;
   }
   r = testing::run_command(df + " train -c " + cfg + " model.fpn.channels=8 --resume " + (base / "last.ckpt").string());
   EXPECT_EQ(r.exit_code, static_cast<int>(ExitCode::kTraining)) << r.output;
@@ -210,7 +237,32 @@ TEST_F(TrainerTest, BadRunsFailWithClearMessages) {
   EXPECT_NE(r.output.find("train.epoch: unknown key (did you mean epochs?)"), std::string::npos) << r.output;
 
   EXPECT_THROW_WITH(train(config(dir_.path() / "c", {"model.num_classes=4"})), ConfigError,
-                    "model.num_classes: 4 but the dataset has 3 classes");
+                    "<command line> model.num_classes: 4 but data.num_classes is 3 (trainer_test.yaml:6)");
+}
+
+// `train`, `predict` and `export` read configs through engine/build.h: the same typo is the same
+// error, with the same location and suggestion, before any work starts.
+TEST_F(TrainerTest, TrainPredictAndExportRefuseTheSameUnknownKey) {
+  const std::string df = testing::detforge_binary();
+  const auto out = dir_.path() / "typo";
+  const std::string cfg = dir_.write("typo.yaml", yaml(out) + "trian: {epochs: 1}\n");
+  const std::string tail = " --out " + (dir_.path() / "typo_out").string();
+  const std::vector<std::string> commands = {
+      df + " train -c " + cfg,
+      df + " predict --config " + cfg + " --images " + (data_dir() / "val").string() + tail,
+      df + " export --config " + cfg + " --weights " + (dir_.path() / "none.pth").string() + tail};
+  const std::vector<std::pair<std::string, std::string>> typos = {
+      {"model.head.prior_prb=0.02", "<command line> model.head.prior_prb: unknown key (did you mean prior_prob?)"},
+      {"optimizer.momentun=0.8", "<command line> optimizer.momentun: unknown key (did you mean momentum?)"},
+      {"", cfg + ":14 trian: unknown key (did you mean train?)"}};
+  for (const auto& command : commands) {
+    for (const auto& [override_, message] : typos) {
+      const auto r = testing::run_command(command + " " + override_);
+      EXPECT_EQ(r.exit_code, static_cast<int>(ExitCode::kConfig)) << command << "\n" << r.output;
+      EXPECT_NE(r.output.find("config error: " + message), std::string::npos) << command << "\n" << r.output;
+    }
+  }
+  EXPECT_FALSE(fs::exists(out)) << "nothing was started";
 }
 
 // Two ranks with 2 images each train like one process with 4 (gradients and losses averaged
@@ -247,6 +299,12 @@ TEST_F(TrainerTest, TwoRanksUnderLaunchAndTorchrunMatchOneProcessWithTheSameGlob
   std::ostringstream ap;
   ap << "final (live weights): AP " << one.last_metrics.at("AP");
   EXPECT_NE(r.output.find(ap.str()), std::string::npos) << r.output;
+  size_t summaries = 0;
+  for (size_t at = r.output.find("final (live weights)"); at != std::string::npos;
+       at = r.output.find("final (live weights)", at + 1)) {
+    ++summaries;
+  }
+  EXPECT_EQ(summaries, 1u) << "only rank 0 prints the summary\n" << r.output;
 }
 
 // The MLCommons checker (ruleset 5.1.0) must accept the whole log of an MLPerf-mode run,

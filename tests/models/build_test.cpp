@@ -59,6 +59,8 @@ TEST(ModelBuild, ConfigErrorsNameTheKey) {
   EXPECT_THROW_WITH(build("model:\n  type: retinanet\n  num_classes: 3\n  num_anchor: 9\n"), ConfigError,
                     "model.num_anchor: unknown key");
   EXPECT_THROW_WITH(build("model:\n  type: yolo\n  num_classes: 3\n"), ConfigError, "known: retinanet");
+  EXPECT_THROW_WITH(build("model:\n  type: retinanett\n  num_classes: 3\n"), ConfigError,
+                    "m.yaml:2 model.type: unknown 'retinanett'; known: retinanet (did you mean retinanet?)");
   EXPECT_THROW_WITH(build("model:\n  type: retinanet\n  num_classes: 3\n  backbone: {type: resnet5}\n"),
                     ConfigError, "model.backbone.type: unknown 'resnet5'; known: resnet18");
   EXPECT_THROW_WITH(build("model:\n  type: retinanet\n  num_classes: 0\n"), ConfigError,
@@ -66,7 +68,7 @@ TEST(ModelBuild, ConfigErrorsNameTheKey) {
   EXPECT_THROW_WITH(build("model:\n  type: retinanet\n  num_classes: 2\n  backbone: {trainable_layers: 6}\n"),
                     ConfigError, "trainable_layers: 6 must be in [0, 5]");
   EXPECT_THROW_WITH(build("model:\n  type: retinanet\n  num_classes: 2\n  backbone: {norm: bn}\n"),
-                    ConfigError, "model.backbone.norm: unknown 'bn'; known: frozen_bn, gn");
+                    ConfigError, "model.backbone.norm: unknown 'bn'; allowed: frozen_bn, gn (did you mean gn?)");
   EXPECT_THROW_WITH(build("model:\n  type: retinanet\n  num_classes: 2\n  backbone: {norm: gn, norm_groups: 24}\n"),
                     ConfigError, "model.backbone.norm_groups: 24 must divide 64");
   EXPECT_THROW_WITH(build("model:\n  type: retinanet\n  num_classes: 2\n  loss: {box_loss: iou}\n"),

@@ -1,0 +1,60 @@
+// Config -> run: the one place that turns a resolved config into what a command runs.
+// read_run_spec() reads every section (train, optimizer, schedule, ema, eval, checkpoint,
+// mlperf, dist, device, data, model), checks what sections must agree on (num_classes,
+// size_divisible vs the detector's stride, device vs LOCAL_RANK, precision vs device) with
+// file:line, and rejects unknown keys; build_run() builds the parts. `train`, `predict` and
+// `export` all read configs through here, so they accept and refuse the same keys.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "data/build.h"
+#include "distributed/dist_env.h"
+#include "engine/device.h"
+#include "engine/trainer.h"
+#include "models/build.h"
+
+namespace detforge {
+class Config;
+}
+
+namespace detforge::engine {
+
+/// What a command needs from the config. kTrain requires data.train and data.val; kInference
+/// (predict, export) needs only the model, and reads the data section for its resize settings.
+enum class RunPurpose { kTrain, kInference };
+
+/// Everything a config says about a run, read and checked; nothing built yet.
+struct RunSpec {
+  TrainerOptions trainer;
+  data::DataOptions data;
+  models::DetectorSpec detector;
+  torch::Device device{torch::kCPU};
+  /// The launcher's environment (a plain process when not launched).
+  dist::DistEnv dist_env;
+  /// The resolved config text and its hash.
+  std::string config_yaml;
+  std::string config_hash;
+};
+
+/// Reads and checks every section of `config` for `purpose`; `env` decides what `device`
+/// means (engine/device.h). Throws ConfigError naming file:line and key for any unknown,
+/// mistyped or inconsistent key.
+RunSpec read_run_spec(const Config& config, RunPurpose purpose, const DeviceEnv& env);
+
+/// Builds a training run from `spec`: joins the process group (on spec.device), builds the
+/// detector (weights loaded once) and its EMA copy, the loaders, the evaluator (val ground
+/// truth read once), the optimizer with its parameter groups (printed) and the schedule.
+Run build_run(const RunSpec& spec);
+
+/// read_run_spec(kTrain) for this process's launcher environment, build_run(), train_run().
+TrainResult train(const Config& config, const std::string& resume = "", const TrainHooks& hooks = {});
+
+/// Resuming `checkpoint`, written under `stored_yaml`, with the config `current_yaml`: throws
+/// TrainingError listing every change under `model.` or to the classes (the weights would be
+/// meaningless); warns about the other changes.
+void check_resume_config(const std::string& stored_yaml, const std::string& current_yaml,
+                         const std::string& checkpoint);
+
+}  // namespace detforge::engine
