@@ -125,12 +125,13 @@ DataOptions data_options(const ConfigNode& n, std::optional<int64_t> num_classes
 }
 
 std::shared_ptr<DataLoader> build_loader(const SplitOptions& split, int64_t rank, int64_t world_size,
-                                         const std::string& run_dir) {
+                                         const std::string& run_dir, const CocoFile* file) {
   SplitOptions o = split;
   if (!run_dir.empty()) {
     o.dataset.report_path = (fs::path(run_dir) / ("data_report_" + o.dataset.name + ".json")).string();
   }
-  auto dataset = std::make_shared<const CocoDataset>(o.dataset);
+  auto dataset = file ? std::make_shared<const CocoDataset>(o.dataset, *file)
+                      : std::make_shared<const CocoDataset>(o.dataset);
   o.sampler.rank = rank;
   o.sampler.world_size = world_size;
   if (o.aspect_ratio_group_factor >= 0) {

@@ -221,7 +221,12 @@ CocoFile parse_coco(const std::string& text, const std::string& name, const std:
         if (v) box[k] = *v; else ok = false;
       }
     }
-    if (ok) f.annotations.push_back({*id, *image_id, *category_id, box, crowd.value_or(0) == 1});
+    std::optional<double> area;
+    if (ok && r.contains("area")) {
+      area = rd.number(r.at("area"), "area");
+      ok = area.has_value();
+    }
+    if (ok) f.annotations.push_back({*id, *image_id, *category_id, box, crowd.value_or(0) == 1, area});
   }
   const json& cats = doc.at("categories");
   for (size_t i = 0; i < cats.size(); ++i) {

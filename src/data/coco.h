@@ -31,6 +31,9 @@ struct CocoAnnotation {
   /// NaN / Infinity; they are read so that the bbox.non_finite rule can name them).
   std::array<double, 4> bbox{};
   bool iscrowd = false;
+  /// `area` as written (COCO's segmentation area, what evaluation's area ranges test);
+  /// nullopt when the record has none.
+  std::optional<double> area;
 };
 
 struct CocoCategory {

@@ -13,8 +13,10 @@ namespace fs = std::filesystem;
 
 namespace detforge::data {
 
-CocoDataset::CocoDataset(DatasetOptions options) : options_(std::move(options)) {
-  const CocoFile file = read_coco(options_.annotation_file, options_.image_root);
+CocoDataset::CocoDataset(DatasetOptions options)
+    : CocoDataset(options, read_coco(options.annotation_file, options.image_root)) {}
+
+CocoDataset::CocoDataset(DatasetOptions options, const CocoFile& file) : options_(std::move(options)) {
   issues_ = validate(file, options_.validation);
   policy_ = apply_policy(file, issues_, options_.on_invalid);
   categories_ = options_.validation.category_subset.empty()

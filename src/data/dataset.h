@@ -33,6 +33,9 @@ class CocoDataset {
   /// (all listed: first 20 and the count per code), and in every policy for category-level
   /// errors (category.count_mismatch: both numbers and the category list are named).
   explicit CocoDataset(DatasetOptions options);
+  /// The same from an instances file already read (read_coco of options.annotation_file), so
+  /// that a run reads its validation file once for the dataset and the evaluator.
+  CocoDataset(DatasetOptions options, const CocoFile& file);
 
   int64_t size() const { return static_cast<int64_t>(images_.size()); }
   const CocoImage& image(int64_t index) const;

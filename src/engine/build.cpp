@@ -238,13 +238,16 @@ Run build_run(const RunSpec& spec) {
   logging::info(str("run directory ", o.output_dir, "; config hash ", spec.config_hash, "; device ", run.device.str(),
                     "; ", run.pg->world_size(), " process(es), backend ", run.pg->backend_name()));
 
-  auto loader = [&](data::SplitOptions split) {
+  auto loader = [&](data::SplitOptions split, const data::CocoFile* file) {
     if (!split.loader.pin_memory) split.loader.pin_memory = run.device.is_cuda();
-    return data::build_loader(split, run.pg->rank(), run.pg->world_size(), o.output_dir);
+    return data::build_loader(split, run.pg->rank(), run.pg->world_size(), o.output_dir, file);
   };
-  run.train_data = loader(*spec.data.train);
-  run.val_data = loader(*spec.data.val);
-  run.evaluator = std::make_unique<eval::CocoEvaluator>(eval::load_ground_truth(spec.data.val->dataset.annotation_file),
+  run.train_data = loader(*spec.data.train, nullptr);
+  // One read of the validation file serves the dataset and the evaluator.
+  const auto& val = spec.data.val->dataset;
+  const auto val_file = data::read_coco(val.annotation_file, val.image_root);
+  run.val_data = loader(*spec.data.val, &val_file);
+  run.evaluator = std::make_unique<eval::CocoEvaluator>(ground_truth(val_file),
                                                         run.val_data->dataset().categories().category_ids());
 
   run.model->to(run.device);
@@ -288,6 +291,22 @@ TrainResult train(const Config& config, const std::string& resume, const TrainHo
   spec.dist_env = dist_env;
   Run run = build_run(spec);
   return train_run(run, resume, hooks);
+}
+
+eval::GroundTruthSet ground_truth(const data::CocoFile& file) {
+  eval::GroundTruthSet gt;
+  for (const auto& im : file.images) gt.image_ids.push_back(im.id);
+  for (const auto& c : file.categories) gt.categories.push_back({c.id, c.name});
+  for (size_t i = 0; i < file.annotations.size(); ++i) {
+    const auto& a = file.annotations[i];
+    if (!a.area) {
+      throw DataError(str("[data:ann.missing_key] ", file.annotation_file, " ann_id=", a.id, " image_id=", a.image_id,
+                          ": no 'area' (COCO area ranges are tested on it)"));
+    }
+    gt.annotations.push_back({a.id, a.image_id, a.category_id, a.bbox[0], a.bbox[1], a.bbox[2], a.bbox[3], *a.area,
+                              a.iscrowd});
+  }
+  return gt;
 }
 
 void check_resume_config(const std::string& stored_yaml, const std::string& current_yaml,

@@ -51,6 +51,11 @@ Run build_run(const RunSpec& spec);
 /// read_run_spec(kTrain) for this process's launcher environment, build_run(), train_run().
 TrainResult train(const Config& config, const std::string& resume = "", const TrainHooks& hooks = {});
 
+/// The evaluation ground truth of an instances file the data pipeline has read: what
+/// eval::load_ground_truth() returns for the same file (ids, categories, boxes, `area`,
+/// crowd flags, file order). Throws DataError naming the annotation for a missing `area`.
+eval::GroundTruthSet ground_truth(const data::CocoFile& file);
+
 /// Resuming `checkpoint`, written under `stored_yaml`, with the config `current_yaml`: throws
 /// TrainingError listing every change under `model.` or to the classes (the weights would be
 /// meaningless); warns about the other changes.

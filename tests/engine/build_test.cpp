@@ -2,10 +2,14 @@
 // file:line before anything is built; the device is resolved against the launcher.
 #include "engine/build.h"
 
+#include <filesystem>
+
 #include <gtest/gtest.h>
 
 #include "core/config_node.h"
 #include "core/errors.h"
+#include "data/coco.h"
+#include "eval/coco_io.h"
 #include "test_util.h"
 
 namespace detforge::engine {
@@ -91,6 +95,34 @@ TEST(RunSpec, TrainingNeedsBothSplits) {
   EXPECT_THROW_WITH(read_run_spec(Config::parse(kModel + kData, "run.yaml", {"model.num_classes=3"}), RunPurpose::kTrain,
                                   kCpuOnly),
                     ConfigError, "run.yaml:2 data: training needs both data.train and data.val");
+}
+
+// A run reads its validation file once; the evaluator's ground truth built from the data
+// pipeline's read must equal what eval's own reader gives (the one checked against pycocotools).
+TEST(RunSpec, ValGroundTruthFromTheDataReaderEqualsEvalsReader) {
+  const std::string ann = testing::shared_dataset("bccd") + "/annotations/instances_val.json";
+  if (!std::filesystem::exists(ann)) GTEST_SKIP() << "no shared BCCD dataset at " << ann;
+  const auto ours = ground_truth(data::read_coco(ann, ""));
+  const auto theirs = eval::load_ground_truth(ann);
+  EXPECT_EQ(ours.image_ids, theirs.image_ids);
+  ASSERT_EQ(ours.categories.size(), theirs.categories.size());
+  for (size_t i = 0; i < ours.categories.size(); ++i) {
+    EXPECT_EQ(ours.categories[i].id, theirs.categories[i].id);
+    EXPECT_EQ(ours.categories[i].name, theirs.categories[i].name);
+  }
+  ASSERT_EQ(ours.annotations.size(), theirs.annotations.size());
+  for (size_t i = 0; i < ours.annotations.size(); ++i) {
+    const auto &a = ours.annotations[i], &b = theirs.annotations[i];
+    EXPECT_TRUE(a.id == b.id && a.image_id == b.image_id && a.category_id == b.category_id && a.x == b.x &&
+                a.y == b.y && a.w == b.w && a.h == b.h && a.area == b.area && a.iscrowd == b.iscrowd)
+        << "annotation " << i;
+  }
+  const auto no_area = data::parse_coco(
+      R"({"images": [{"id": 1, "file_name": "a.jpg", "width": 8, "height": 8}],
+          "annotations": [{"id": 7, "image_id": 1, "category_id": 1, "bbox": [0, 0, 2, 2]}],
+          "categories": [{"id": 1, "name": "x"}]})",
+      "no_area.json", "");
+  EXPECT_THROW_WITH(ground_truth(no_area), DataError, "[data:ann.missing_key] no_area.json ann_id=7 image_id=1: no 'area'");
 }
 
 }  // namespace
