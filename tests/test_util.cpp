@@ -37,7 +37,8 @@ CommandResult run_command(const std::string& command_line) {
   if (pipe == nullptr) return result;
   std::array<char, 4096> buffer;
   size_t n;
-  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.output.append(buffer.data(), n);
+  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0)
+    result.output.append(buffer.data(), n);
   const int status = ::pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;
@@ -46,7 +47,8 @@ CommandResult run_command(const std::string& command_line) {
 std::string detforge_binary() { return std::string(DETFORGE_BINARY_DIR) + "/detforge"; }
 
 std::string shared_dataset(const std::string& name) {
-  for (const auto& base : {std::filesystem::path(DETFORGE_SOURCE_DIR) / ".." / "shared", std::filesystem::path("/work/shared")}) {
+  for (const auto& base : {std::filesystem::path(DETFORGE_SOURCE_DIR) / ".." / "shared",
+                           std::filesystem::path("/work/shared")}) {
     const auto dir = base / "datasets" / name;
     if (std::filesystem::exists(dir)) return std::filesystem::weakly_canonical(dir).string();
   }

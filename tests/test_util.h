@@ -9,17 +9,17 @@
 #include <gtest/gtest.h>
 
 /// Expects `stmt` to throw `type` whose what() contains `substring` (PyTorch's ASSERT_THROWS_WITH).
-#define EXPECT_THROW_WITH(stmt, type, substring)                                              \
-  do {                                                                                       \
-    bool detforge_thrown_ = false;                                                           \
-    try {                                                                                    \
-      stmt;                                                                                  \
-    } catch (const type& e) {                                                                \
-      detforge_thrown_ = true;                                                               \
-      EXPECT_NE(std::string(e.what()).find(substring), std::string::npos)                    \
-          << "message: " << e.what() << "\nexpected to contain: " << (substring);            \
-    }                                                                                        \
-    EXPECT_TRUE(detforge_thrown_) << #stmt " did not throw " #type;                          \
+#define EXPECT_THROW_WITH(stmt, type, substring)                                  \
+  do {                                                                            \
+    bool detforge_thrown_ = false;                                                \
+    try {                                                                         \
+      stmt;                                                                       \
+    } catch (const type& e) {                                                     \
+      detforge_thrown_ = true;                                                    \
+      EXPECT_NE(std::string(e.what()).find(substring), std::string::npos)         \
+          << "message: " << e.what() << "\nexpected to contain: " << (substring); \
+    }                                                                             \
+    EXPECT_TRUE(detforge_thrown_) << #stmt " did not throw " #type;               \
   } while (0)
 
 namespace detforge::testing {

@@ -5,7 +5,8 @@
 namespace detforge::tools {
 
 void add_bench_command(CLI::App& app) {
-  auto* bench = app.add_subcommand("bench", "Benchmarks against the peer frameworks, measured in the same run");
+  auto* bench = app.add_subcommand(
+      "bench", "Benchmarks against the peer frameworks, measured in the same run");
   bench->require_subcommand(1);
   add_bench_loader(*bench);
   add_bench_eval(*bench);

@@ -49,7 +49,8 @@ class FakeModel : public torch::nn::Module {
   explicit FakeModel(int64_t bytes) {
     int64_t total = 0;
     for (int i = 0; total < bytes; ++i) {
-      for (const auto& shape : std::vector<std::vector<int64_t>>{{256, 256, 3, 3}, {256}, {256}, {256}}) {
+      for (const auto& shape :
+           std::vector<std::vector<int64_t>>{{256, 256, 3, 3}, {256}, {256}, {256}}) {
         auto p = register_parameter(str("p", params_++), torch::zeros(shape));
         total += p.numel() * 4;
       }
@@ -65,7 +66,9 @@ double time_ms(int iters, const std::function<void()>& step) {
   step();  // warm-up: connections, allocations
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < iters; ++i) step();
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / iters;
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+             .count() /
+         iters;
 }
 
 void measure(const BenchDistArgs& a) {
@@ -94,7 +97,8 @@ void measure(const BenchDistArgs& a) {
     dist::GradSync sync(pg, model, so);
     bytes = sync.bytes();
     const double ms = time_ms(a.iters, [&] { sync.sync("bench gradient sync"); });
-    rows.push_back({str("GradSync, ", bucket_mib, " MiB buckets (copy in/out, mean)"), sync.buckets().size() + 1, ms});
+    rows.push_back({str("GradSync, ", bucket_mib, " MiB buckets (copy in/out, mean)"),
+                    sync.buckets().size() + 1, ms});
   }
   {
     // The same copies without the network: what bucketing costs on top of the all-reduce.
@@ -105,19 +109,24 @@ void measure(const BenchDistArgs& a) {
     rows.push_back({str("GradSync copy in/out only (world size 1, no network)"), 0, ms});
   }
   auto flat = torch::randn({bytes / 4});
-  rows.push_back({"one flat all-reduce of the same bytes", 1,
-                  time_ms(a.iters, [&] { pg->all_reduce(flat, dist::ReduceOp::kSum, "bench flat all-reduce"); })});
+  rows.push_back({"one flat all-reduce of the same bytes", 1, time_ms(a.iters, [&] {
+                    pg->all_reduce(flat, dist::ReduceOp::kSum, "bench flat all-reduce");
+                  })});
   std::vector<torch::Tensor> grads;
   for (const auto& p : params) grads.push_back(p.grad());
-  rows.push_back({"one all-reduce per parameter", grads.size(),
-                  time_ms(a.iters, [&] { pg->all_reduce_many(grads, dist::ReduceOp::kSum, "bench per-parameter"); })});
+  rows.push_back({"one all-reduce per parameter", grads.size(), time_ms(a.iters, [&] {
+                    pg->all_reduce_many(grads, dist::ReduceOp::kSum, "bench per-parameter");
+                  })});
   pg->barrier("bench end");
   if (!pg->is_main()) return;
 
-  std::printf("detforge bench dist: %d ranks, backend %s, %.1f MiB of float32 gradients in %lld tensors, %d iterations\n",
-              pg->world_size(), pg->backend_name().c_str(), static_cast<double>(bytes) / (1024.0 * 1024.0),
-              static_cast<long long>(model.count()), a.iters);
-  std::printf("| method | collectives | ms/iter | GB/s (bytes/time) |\n| --- | ---: | ---: | ---: |\n");
+  std::printf(
+      "detforge bench dist: %d ranks, backend %s, %.1f MiB of float32 gradients in %lld tensors, "
+      "%d iterations\n",
+      pg->world_size(), pg->backend_name().c_str(), static_cast<double>(bytes) / (1024.0 * 1024.0),
+      static_cast<long long>(model.count()), a.iters);
+  std::printf(
+      "| method | collectives | ms/iter | GB/s (bytes/time) |\n| --- | ---: | ---: | ---: |\n");
   for (const auto& r : rows) {
     std::printf("| %s | %zu | %.1f | %.2f |\n", r.method.c_str(), r.collectives, r.ms,
                 static_cast<double>(bytes) / (r.ms * 1e6));
@@ -138,11 +147,12 @@ ScalingRow train_run(const BenchDistArgs& a, const std::filesystem::path& dir, i
   const int log_interval = std::max(1, a.train_steps / 6);
   const fs::path out = dir / str("run_", nproc);
   const std::string self = fs::read_symlink("/proc/self/exe").string();
-  const std::string cmd = str(self, " launch --nproc-per-node ", nproc, " --master-port ", dist::free_local_port(), " -- ",
-                              self, " train -c ", (dir / "train.yaml").string(), " output_dir=", out.string(),
-                              " data.batch_size=", a.global_batch / nproc, " train.stop_at_step=", a.train_steps,
-                              " train.log_interval=", log_interval, " dist.timeout_s=", a.timeout_s, " > ",
-                              (dir / str("run_", nproc, ".log")).string(), " 2>&1");
+  const std::string cmd =
+      str(self, " launch --nproc-per-node ", nproc, " --master-port ", dist::free_local_port(),
+          " -- ", self, " train -c ", (dir / "train.yaml").string(), " output_dir=", out.string(),
+          " data.batch_size=", a.global_batch / nproc, " train.stop_at_step=", a.train_steps,
+          " train.log_interval=", log_interval, " dist.timeout_s=", a.timeout_s, " > ",
+          (dir / str("run_", nproc, ".log")).string(), " 2>&1");
   logging::info(str("training ", a.train_steps, " steps on ", nproc, " process(es)"));
   if (std::system(cmd.c_str()) != 0) {
     throw DistError(str("bench dist: the ", nproc, "-process training run failed; its output: ",
@@ -162,9 +172,11 @@ ScalingRow train_run(const BenchDistArgs& a, const std::filesystem::path& dir, i
     images += n;
     seconds += n / r.at("images_per_s").get<double>();
   }
-  if (seconds <= 0) throw DistError(str("bench dist: no timed steps in ", (out / "metrics.jsonl").string()));
+  if (seconds <= 0)
+    throw DistError(str("bench dist: no timed steps in ", (out / "metrics.jsonl").string()));
   const char* omp = std::getenv("OMP_NUM_THREADS");
-  const std::string threads = nproc > 1 ? (omp ? omp : "1") : (omp ? omp : str(torch::get_num_threads()));
+  const std::string threads =
+      nproc > 1 ? (omp ? omp : "1") : (omp ? omp : str(torch::get_num_threads()));
   return {nproc, threads, images / seconds};
 }
 
@@ -174,14 +186,18 @@ void training_scaling(const BenchDistArgs& a) {
   fs::create_directories(dir);
   data::SynthOptions so;
   so.out_dir = (dir / "data").string();
-  so.num_train = static_cast<int64_t>(a.global_batch) * a.train_steps;  // one epoch: no epoch boundary inside the timing
+  so.num_train = static_cast<int64_t>(a.global_batch) *
+                 a.train_steps;  // one epoch: no epoch boundary inside the timing
   so.num_val = 8;
   data::generate_synthetic(so);
   std::ofstream(dir / "train.yaml")
       << "seed: 0\ndevice: cpu\n"
-         "model: {type: retinanet, num_classes: 3, backbone: {type: resnet18, trainable_layers: 5, norm: gn},\n"
+         "model: {type: retinanet, num_classes: 3, backbone: {type: resnet18, trainable_layers: 5, "
+         "norm: gn},\n"
          "        fpn: {channels: 64}, head: {norm_groups: 16}}\n"
-         "data: {root: " << (dir / "data").string() << ", num_classes: 3, workers: 1, min_size: 256, max_size: 341,\n"
+         "data: {root: "
+      << (dir / "data").string()
+      << ", num_classes: 3, workers: 1, min_size: 256, max_size: 341,\n"
          "       train: {ann: annotations/instances_train.json, images: train},\n"
          "       val: {ann: annotations/instances_val.json, images: val}}\n"
          "train: {epochs: 1}\n"
@@ -190,13 +206,17 @@ void training_scaling(const BenchDistArgs& a) {
          "optimizer: {type: adamw, lr: 1.0e-3}\n";
   std::vector<ScalingRow> rows = {train_run(a, dir, 1), train_run(a, dir, a.nproc)};
   fs::remove_all(dir);
-  std::printf("\ntraining: RetinaNet R18-FPN (GN), 256 px synthetic images, global batch %d, %d steps "
-              "(first log interval not timed), %u hardware threads\n",
-              a.global_batch, a.train_steps, std::thread::hardware_concurrency());
-  std::printf("| processes | threads per process | batch per process | images/s | scaling |\n| ---: | ---: | ---: | ---: | ---: |\n");
+  std::printf(
+      "\ntraining: RetinaNet R18-FPN (GN), 256 px synthetic images, global batch %d, %d steps "
+      "(first log interval not timed), %u hardware threads\n",
+      a.global_batch, a.train_steps, std::thread::hardware_concurrency());
+  std::printf(
+      "| processes | threads per process | batch per process | images/s | scaling |\n| ---: | ---: "
+      "| ---: | ---: | ---: |\n");
   for (const auto& r : rows) {
-    std::printf("| %d | %s | %d | %.2f | %.2fx |\n", r.nproc, r.threads.c_str(), a.global_batch / r.nproc,
-                r.images_per_s, r.images_per_s / rows.front().images_per_s);
+    std::printf("| %d | %s | %d | %.2f | %.2fx |\n", r.nproc, r.threads.c_str(),
+                a.global_batch / r.nproc, r.images_per_s,
+                r.images_per_s / rows.front().images_per_s);
   }
   std::fflush(stdout);
 }
@@ -222,25 +242,40 @@ void run(const BenchDistArgs& a, const std::vector<std::string>& argv) {
 
 void add_bench_dist(CLI::App& bench) {
   auto args = std::make_shared<BenchDistArgs>();
-  auto* cmd = bench.add_subcommand(
-      "dist", "Gradient all-reduce throughput (bucketed GradSync vs one flat all-reduce) and 1 vs N process training images/s (Gloo, CPU)");
-  cmd->add_option("--mib", args->mib, "gradient size in MiB")->capture_default_str()->check(CLI::Range(1.0, 4096.0));
-  cmd->add_option("--bucket-mib", args->bucket_mib, "GradSync bucket size in MiB")->capture_default_str()->check(CLI::Range(0.01, 1024.0));
-  cmd->add_option("--iters", args->iters, "timed iterations (after one warm-up)")->capture_default_str()->check(CLI::Range(1, 10000));
-  cmd->add_option("--nproc", args->nproc, "ranks to start when not launched")->capture_default_str()->check(CLI::Range(2, 64));
-  cmd->add_option("--timeout-s", args->timeout_s, "collective timeout in seconds")->capture_default_str()->check(CLI::Range(1.0, 86400.0));
-  cmd->add_option("--train-steps", args->train_steps, "training steps per run for the 1 vs N process comparison (0: skip it)")
+  auto* cmd = bench.add_subcommand("dist",
+                                   "Gradient all-reduce throughput (bucketed GradSync vs one flat "
+                                   "all-reduce) and 1 vs N process training images/s (Gloo, CPU)");
+  cmd->add_option("--mib", args->mib, "gradient size in MiB")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 4096.0));
+  cmd->add_option("--bucket-mib", args->bucket_mib, "GradSync bucket size in MiB")
+      ->capture_default_str()
+      ->check(CLI::Range(0.01, 1024.0));
+  cmd->add_option("--iters", args->iters, "timed iterations (after one warm-up)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000));
+  cmd->add_option("--nproc", args->nproc, "ranks to start when not launched")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 64));
+  cmd->add_option("--timeout-s", args->timeout_s, "collective timeout in seconds")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 86400.0));
+  cmd->add_option("--train-steps", args->train_steps,
+                  "training steps per run for the 1 vs N process comparison (0: skip it)")
       ->capture_default_str()
       ->check(CLI::Range(0, 100000));
-  cmd->add_option("--global-batch", args->global_batch, "global batch of the training runs (divisible by --nproc)")
+  cmd->add_option("--global-batch", args->global_batch,
+                  "global batch of the training runs (divisible by --nproc)")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
   cmd->callback([args] {
     if (args->global_batch % args->nproc != 0) {
-      throw ConfigError(str("bench dist: --global-batch ", args->global_batch, " is not divisible by --nproc ", args->nproc));
+      throw ConfigError(str("bench dist: --global-batch ", args->global_batch,
+                            " is not divisible by --nproc ", args->nproc));
     }
-    const std::vector<std::string> argv = {"--mib", str(args->mib), "--bucket-mib", str(args->bucket_mib),
-                                           "--iters", str(args->iters), "--timeout-s", str(args->timeout_s)};
+    const std::vector<std::string> argv = {
+        "--mib",   str(args->mib),   "--bucket-mib", str(args->bucket_mib),
+        "--iters", str(args->iters), "--timeout-s",  str(args->timeout_s)};
     run(*args, argv);
   });
 }

@@ -43,8 +43,8 @@ struct BenchEvalArgs {
 std::vector<int64_t> coco_category_ids(int n) {
   std::vector<int64_t> ids;
   for (int64_t id = 1; static_cast<int>(ids.size()) < n; ++id) {
-    if (id == 12 || id == 26 || id == 29 || id == 30 || id == 45 || id == 66 || id == 68 || id == 69 || id == 71 ||
-        id == 83) {
+    if (id == 12 || id == 26 || id == 29 || id == 30 || id == 45 || id == 66 || id == 68 ||
+        id == 69 || id == 71 || id == 83) {
       continue;
     }
     ids.push_back(id);
@@ -58,7 +58,9 @@ std::vector<int64_t> coco_category_ids(int n) {
 // coordinates and 5-decimal scores.
 void generate_case(const BenchEvalArgs& a, const std::string& gt_path, const std::string& dt_path) {
   std::mt19937_64 rng(a.seed);
-  auto uni = [&](double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(rng); };
+  auto uni = [&](double lo, double hi) {
+    return std::uniform_real_distribution<double>(lo, hi)(rng);
+  };
   auto r2 = [](double v) { return std::round(v * 100) / 100; };
   const auto cats = coco_category_ids(a.categories);
   std::vector<int64_t> image_ids;
@@ -69,16 +71,18 @@ void generate_case(const BenchEvalArgs& a, const std::string& gt_path, const std
   FILE* gt = std::fopen(gt_path.c_str(), "w");
   FILE* dt = std::fopen(dt_path.c_str(), "w");
   if (!gt || !dt) throw IoError("bench eval: cannot write " + gt_path + " / " + dt_path);
-  std::fprintf(gt, "{\"info\": {\"description\": \"detforge bench eval, seed %llu\"}, \"images\": [",
+  std::fprintf(gt,
+               "{\"info\": {\"description\": \"detforge bench eval, seed %llu\"}, \"images\": [",
                static_cast<unsigned long long>(a.seed));
   for (size_t i = 0; i < image_ids.size(); ++i) {
-    std::fprintf(gt, "%s{\"id\": %lld, \"width\": 640, \"height\": 480, \"file_name\": \"%012lld.jpg\"}", i ? ", " : "",
-                 static_cast<long long>(image_ids[i]), static_cast<long long>(image_ids[i]));
+    std::fprintf(
+        gt, "%s{\"id\": %lld, \"width\": 640, \"height\": 480, \"file_name\": \"%012lld.jpg\"}",
+        i ? ", " : "", static_cast<long long>(image_ids[i]), static_cast<long long>(image_ids[i]));
   }
   std::fprintf(gt, "], \"categories\": [");
   for (size_t k = 0; k < cats.size(); ++k) {
-    std::fprintf(gt, "%s{\"id\": %lld, \"name\": \"class_%lld\", \"supercategory\": \"thing\"}", k ? ", " : "",
-                 static_cast<long long>(cats[k]), static_cast<long long>(cats[k]));
+    std::fprintf(gt, "%s{\"id\": %lld, \"name\": \"class_%lld\", \"supercategory\": \"thing\"}",
+                 k ? ", " : "", static_cast<long long>(cats[k]), static_cast<long long>(cats[k]));
   }
   std::fprintf(gt, "], \"annotations\": [");
   std::fprintf(dt, "[");
@@ -89,9 +93,11 @@ void generate_case(const BenchEvalArgs& a, const std::string& gt_path, const std
     const int n = n_gt(rng);
     int written = 0;
     auto det = [&](int64_t cat, double x, double y, double w, double h, double score) {
-      std::fprintf(dt, "%s{\"image_id\": %lld, \"category_id\": %lld, \"bbox\": [%.2f, %.2f, %.2f, %.2f], \"score\": %.5f}",
-                   first_det ? "" : ", ", static_cast<long long>(image_id), static_cast<long long>(cat), r2(x), r2(y),
-                   r2(w), r2(h), score);
+      std::fprintf(dt,
+                   "%s{\"image_id\": %lld, \"category_id\": %lld, \"bbox\": [%.2f, %.2f, %.2f, "
+                   "%.2f], \"score\": %.5f}",
+                   first_det ? "" : ", ", static_cast<long long>(image_id),
+                   static_cast<long long>(cat), r2(x), r2(y), r2(w), r2(h), score);
       first_det = false;
       ++written;
     };
@@ -104,22 +110,25 @@ void generate_case(const BenchEvalArgs& a, const std::string& gt_path, const std
       const int64_t cat = cats[rng() % cats.size()];
       const bool crowd = uni(0, 1) < 0.01;
       std::fprintf(gt,
-                   "%s{\"id\": %lld, \"image_id\": %lld, \"category_id\": %lld, \"bbox\": [%.2f, %.2f, %.2f, %.2f], "
+                   "%s{\"id\": %lld, \"image_id\": %lld, \"category_id\": %lld, \"bbox\": [%.2f, "
+                   "%.2f, %.2f, %.2f], "
                    "\"area\": %.4f, \"iscrowd\": %d, \"segmentation\": []}",
-                   first_ann ? "" : ", ", static_cast<long long>(ann_id++), static_cast<long long>(image_id),
-                   static_cast<long long>(cat), r2(x), r2(y), r2(w), r2(h), r2(w) * r2(h) * uni(0.55, 0.95), crowd ? 1 : 0);
+                   first_ann ? "" : ", ", static_cast<long long>(ann_id++),
+                   static_cast<long long>(image_id), static_cast<long long>(cat), r2(x), r2(y),
+                   r2(w), r2(h), r2(w) * r2(h) * uni(0.55, 0.95), crowd ? 1 : 0);
       first_ann = false;
       const int copies = static_cast<int>(rng() % 4);
       for (int c = 0; c < copies && written < a.dets_per_image; ++c) {
         const double j = 0.2 * c / 3 + 0.03;
-        det(uni(0, 1) < 0.85 ? cat : cats[rng() % cats.size()], x + uni(-j, j) * w, y + uni(-j, j) * h,
-            w * uni(1 - j, 1 + j), h * uni(1 - j, 1 + j), uni(0.2, 1.0));
+        det(uni(0, 1) < 0.85 ? cat : cats[rng() % cats.size()], x + uni(-j, j) * w,
+            y + uni(-j, j) * h, w * uni(1 - j, 1 + j), h * uni(1 - j, 1 + j), uni(0.2, 1.0));
       }
     }
     while (written < a.dets_per_image) {
-      const double w = std::exp(uni(std::log(4.0), std::log(300.0))), h = std::exp(uni(std::log(4.0), std::log(300.0)));
-      det(cats[rng() % cats.size()], uni(0, 640 - std::min(w, 639.0)), uni(0, 480 - std::min(h, 479.0)), w, h,
-          std::pow(uni(0, 1), 3) * 0.6);
+      const double w = std::exp(uni(std::log(4.0), std::log(300.0))),
+                   h = std::exp(uni(std::log(4.0), std::log(300.0)));
+      det(cats[rng() % cats.size()], uni(0, 640 - std::min(w, 639.0)),
+          uni(0, 480 - std::min(h, 479.0)), w, h, std::pow(uni(0, 1), 3) * 0.6);
     }
   }
   std::fprintf(gt, "]}\n");
@@ -184,14 +193,16 @@ Row run_detforge(const BenchEvalArgs& a, const std::string& gt_path, const std::
     params.num_threads = a.threads;
     const auto metrics = eval::summarize(eval::evaluate(gt, dets, params), gt);
     const auto t2 = clock::now();
-    const double load = std::chrono::duration<double>(t1 - t0).count(), ev = std::chrono::duration<double>(t2 - t1).count();
-    if (!best.ok || load + ev < best.load_s + best.eval_s) best = Row{"detforge", load, ev, metrics.stats, true, ""};
+    const double load = std::chrono::duration<double>(t1 - t0).count(),
+                 ev = std::chrono::duration<double>(t2 - t1).count();
+    if (!best.ok || load + ev < best.load_s + best.eval_s)
+      best = Row{"detforge", load, ev, metrics.stats, true, ""};
   }
   return best;
 }
 
-Row run_peer(const BenchEvalArgs& a, const std::string& peer, const fs::path& dir, const std::string& gt_path,
-             const std::string& dt_path) {
+Row run_peer(const BenchEvalArgs& a, const std::string& peer, const fs::path& dir,
+             const std::string& gt_path, const std::string& dt_path) {
   Row best;
   best.name = peer;
   const auto script = (dir / "peer_eval.py").string();
@@ -199,8 +210,8 @@ Row run_peer(const BenchEvalArgs& a, const std::string& peer, const fs::path& di
     const auto out = (dir / (peer + "_stats.json")).string();
     const auto log = (dir / (peer + ".log")).string();
     fs::remove(out);
-    const std::string cmd = "'" + a.python + "' '" + script + "' " + peer + " '" + gt_path + "' '" + dt_path + "' '" +
-                            out + "' > '" + log + "' 2>&1";
+    const std::string cmd = "'" + a.python + "' '" + script + "' " + peer + " '" + gt_path + "' '" +
+                            dt_path + "' '" + out + "' > '" + log + "' 2>&1";
     const int rc = std::system(cmd.c_str());
     if (rc != 0 || !fs::exists(out)) {
       best.note = "failed (exit " + std::to_string(rc) + "), see " + log;
@@ -208,8 +219,12 @@ Row run_peer(const BenchEvalArgs& a, const std::string& peer, const fs::path& di
     }
     std::ifstream in(out);
     const auto j = nlohmann::json::parse(in);
-    Row row{peer, j.at("load_s").get<double>(), j.at("eval_s").get<double>(), j.at("stats").get<std::vector<double>>(),
-            true, ""};
+    Row row{peer,
+            j.at("load_s").get<double>(),
+            j.at("eval_s").get<double>(),
+            j.at("stats").get<std::vector<double>>(),
+            true,
+            ""};
     if (!best.ok || row.load_s + row.eval_s < best.load_s + best.eval_s) best = row;
   }
   return best;
@@ -229,19 +244,22 @@ std::string compare(const Row& row, const Row* reference) {
   if (exact == 12) {
     os << "identical (12/12 bit-equal)";
   } else {
-    os << (max_diff <= 1e-9 ? "equal to 1e-9" : "DIFFERENT") << " (" << exact << "/12 bit-equal, max |diff| "
-       << max_diff << ")";
+    os << (max_diff <= 1e-9 ? "equal to 1e-9" : "DIFFERENT") << " (" << exact
+       << "/12 bit-equal, max |diff| " << max_diff << ")";
   }
   return os.str();
 }
 
 void run_bench(const BenchEvalArgs& a) {
   const bool temp = a.dir.empty();
-  const fs::path dir = temp ? fs::temp_directory_path() / ("detforge_bench_eval_" + std::to_string(::getpid())) : fs::path(a.dir);
+  const fs::path dir =
+      temp ? fs::temp_directory_path() / ("detforge_bench_eval_" + std::to_string(::getpid()))
+           : fs::path(a.dir);
   fs::create_directories(dir);
   const auto gt_path = (dir / "gt.json").string(), dt_path = (dir / "results.json").string();
-  logging::info(str("generating ", a.images, " images, ", a.categories, " categories, ", a.dets_per_image,
-                    " detections per image (seed ", a.seed, ") in ", dir.string()));
+  logging::info(str("generating ", a.images, " images, ", a.categories, " categories, ",
+                    a.dets_per_image, " detections per image (seed ", a.seed, ") in ",
+                    dir.string()));
   generate_case(a, gt_path, dt_path);
   std::ofstream(dir / "peer_eval.py") << kPeerScript;
   std::vector<Row> rows;
@@ -255,14 +273,17 @@ void run_bench(const BenchEvalArgs& a) {
     if (r.name == "pycocotools" && r.ok) reference = &r;
   }
   const auto gt = eval::load_ground_truth(gt_path);
-  std::printf("COCO bbox eval: %zu images, %zu categories, %zu GT boxes, %s of results (%d per image), best of %d\n",
-              gt.image_ids.size(), gt.categories.size(), gt.annotations.size(),
-              str(fs::file_size(dt_path) / 1e6, " MB").c_str(), a.dets_per_image, a.repeat);
-  std::printf("%-18s %9s %9s %9s  %s\n", "runner", "load s", "eval s", "total s", "stats vs pycocotools");
+  std::printf(
+      "COCO bbox eval: %zu images, %zu categories, %zu GT boxes, %s of results (%d per image), "
+      "best of %d\n",
+      gt.image_ids.size(), gt.categories.size(), gt.annotations.size(),
+      str(fs::file_size(dt_path) / 1e6, " MB").c_str(), a.dets_per_image, a.repeat);
+  std::printf("%-18s %9s %9s %9s  %s\n", "runner", "load s", "eval s", "total s",
+              "stats vs pycocotools");
   for (const auto& r : rows) {
     if (r.ok) {
-      std::printf("%-18s %9.3f %9.3f %9.3f  %s\n", r.name.c_str(), r.load_s, r.eval_s, r.load_s + r.eval_s,
-                  compare(r, reference).c_str());
+      std::printf("%-18s %9.3f %9.3f %9.3f  %s\n", r.name.c_str(), r.load_s, r.eval_s,
+                  r.load_s + r.eval_s, compare(r, reference).c_str());
     } else {
       std::printf("%-18s %9s %9s %9s  %s\n", r.name.c_str(), "-", "-", "-", r.note.c_str());
     }
@@ -275,27 +296,43 @@ void run_bench(const BenchEvalArgs& a) {
 
 void add_bench_eval(CLI::App& bench) {
   auto a = std::make_shared<BenchEvalArgs>();
-  auto* cmd = bench.add_subcommand("eval", "COCO evaluation: detforge vs pycocotools, faster-coco-eval, hotcoco");
-  cmd->add_option("--images", a->images, "images (COCO val: 5000)")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--categories", a->categories, "categories")->capture_default_str()->check(CLI::Range(1, 1000));
-  cmd->add_option("--gt-per-image", a->gt_per_image, "mean GT boxes per image")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--dets-per-image", a->dets_per_image, "detections per image")->capture_default_str()->check(CLI::PositiveNumber);
+  auto* cmd = bench.add_subcommand(
+      "eval", "COCO evaluation: detforge vs pycocotools, faster-coco-eval, hotcoco");
+  cmd->add_option("--images", a->images, "images (COCO val: 5000)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--categories", a->categories, "categories")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--gt-per-image", a->gt_per_image, "mean GT boxes per image")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--dets-per-image", a->dets_per_image, "detections per image")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--seed", a->seed, "generator seed")->capture_default_str();
-  cmd->add_option("--dir", a->dir, "keep gt.json / results.json here (default: a temporary folder, removed)");
+  cmd->add_option("--dir", a->dir,
+                  "keep gt.json / results.json here (default: a temporary folder, removed)");
   cmd->add_option("--python", a->python, "Python with the peers installed")->capture_default_str();
-  cmd->add_option("--peers", a->peers, "peers to run (pycocotools, faster-coco-eval, hotcoco; 'none' for none)")
+  cmd->add_option("--peers", a->peers,
+                  "peers to run (pycocotools, faster-coco-eval, hotcoco; 'none' for none)")
       ->capture_default_str();
-  cmd->add_option("--repeat", a->repeat, "runs per runner; the fastest is shown")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--threads", a->threads, "detforge worker threads (0: all cores)")->capture_default_str();
+  cmd->add_option("--repeat", a->repeat, "runs per runner; the fastest is shown")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--threads", a->threads, "detforge worker threads (0: all cores)")
+      ->capture_default_str();
   cmd->callback([a] {
     a->peers.erase(std::remove(a->peers.begin(), a->peers.end(), "none"), a->peers.end());
     for (const auto& p : a->peers) {
       if (p != "pycocotools" && p != "faster-coco-eval" && p != "hotcoco") {
-        throw ConfigError("bench eval --peers: unknown '" + p + "'; known: pycocotools, faster-coco-eval, hotcoco, none");
+        throw ConfigError("bench eval --peers: unknown '" + p +
+                          "'; known: pycocotools, faster-coco-eval, hotcoco, none");
       }
     }
     if (!a->peers.empty() && !fs::exists(a->python)) {
-      throw ConfigError("bench eval --python: '" + a->python + "' not found (run from the repository root or pass --python)");
+      throw ConfigError("bench eval --python: '" + a->python +
+                        "' not found (run from the repository root or pass --python)");
     }
     run_bench(*a);
   });

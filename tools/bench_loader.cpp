@@ -77,9 +77,9 @@ double run_ours(const Set& set, const BenchLoaderArgs& a, int64_t workers, int64
 
 std::map<int64_t, double> run_peer(const Set& set, const BenchLoaderArgs& a) {
   std::ostringstream cmd;
-  cmd << a.python << " " << a.peer_script << " --ann " << set.ann << " --images " << set.images << " --batch-size "
-      << a.batch_size << " --min-size " << a.min_size << " --max-size " << a.max_size << " --flip " << a.flip
-      << " --limit " << a.limit << " --workers";
+  cmd << a.python << " " << a.peer_script << " --ann " << set.ann << " --images " << set.images
+      << " --batch-size " << a.batch_size << " --min-size " << a.min_size << " --max-size "
+      << a.max_size << " --flip " << a.flip << " --limit " << a.limit << " --workers";
   for (int64_t w = 1; w <= a.max_workers; ++w) cmd << " " << w;
   cmd << " 2>&1";
   FILE* pipe = popen(cmd.str().c_str(), "r");
@@ -110,15 +110,19 @@ void run(const BenchLoaderArgs& a) {
   }
   sets.push_back({"synth", synth_ann.string(), (fs::path(a.synth_dir) / "train").string()});
   if (fs::exists(a.bccd_dir)) {
-    sets.push_back({"bccd", (fs::path(a.bccd_dir) / "annotations" / "instances_train.json").string(),
+    sets.push_back({"bccd",
+                    (fs::path(a.bccd_dir) / "annotations" / "instances_train.json").string(),
                     (fs::path(a.bccd_dir) / "images").string()});
   } else {
     logging::warn("bench loader: " + a.bccd_dir + " not found; measuring the synthetic set only");
   }
-  std::cout << "decode + resize(min " << a.min_size << ", max " << a.max_size << ") + flip(" << a.flip
-            << ") + normalise + pad/collate, batch " << a.batch_size << "; images/s (per worker)\n";
-  std::cout << std::left << std::setw(8) << "set" << std::right << std::setw(8) << "workers" << std::setw(20)
-            << "detforge" << std::setw(24) << "torch DataLoader+PIL" << std::setw(9) << "ratio" << "\n";
+  std::cout << "decode + resize(min " << a.min_size << ", max " << a.max_size << ") + flip("
+            << a.flip << ") + normalise + pad/collate, batch " << a.batch_size
+            << "; images/s (per worker)\n";
+  std::cout << std::left << std::setw(8) << "set" << std::right << std::setw(8) << "workers"
+            << std::setw(20) << "detforge" << std::setw(24) << "torch DataLoader+PIL"
+            << std::setw(9) << "ratio"
+            << "\n";
   for (const auto& set : sets) {
     const auto peer = a.no_peer ? std::map<int64_t, double>{} : run_peer(set, a);
     for (int64_t w = 1; w <= a.max_workers; ++w) {
@@ -127,10 +131,12 @@ void run(const BenchLoaderArgs& a) {
       const double ours = double(images) / s;
       std::ostringstream o, p;
       o << std::fixed << std::setprecision(1) << ours << " (" << ours / double(w) << ")";
-      std::cout << std::left << std::setw(8) << set.name << std::right << std::setw(8) << w << std::setw(20) << o.str();
+      std::cout << std::left << std::setw(8) << set.name << std::right << std::setw(8) << w
+                << std::setw(20) << o.str();
       const auto it = peer.find(w);
       if (it != peer.end()) {
-        p << std::fixed << std::setprecision(1) << it->second << " (" << it->second / double(w) << ")";
+        p << std::fixed << std::setprecision(1) << it->second << " (" << it->second / double(w)
+          << ")";
         std::cout << std::setw(24) << p.str() << std::setw(8) << std::fixed << std::setprecision(2)
                   << ours / it->second << "x";
       }
@@ -143,16 +149,31 @@ void run(const BenchLoaderArgs& a) {
 
 void add_bench_loader(CLI::App& bench) {
   auto a = std::make_shared<BenchLoaderArgs>();
-  auto* cmd = bench.add_subcommand("loader", "Data loader images/s for 1..N workers beside torch DataLoader + PIL");
-  cmd->add_option("--synth", a->synth_dir, "synthetic dataset folder (written if missing)")->capture_default_str();
+  auto* cmd = bench.add_subcommand(
+      "loader", "Data loader images/s for 1..N workers beside torch DataLoader + PIL");
+  cmd->add_option("--synth", a->synth_dir, "synthetic dataset folder (written if missing)")
+      ->capture_default_str();
   cmd->add_option("--bccd", a->bccd_dir, "BCCD dataset folder")->capture_default_str();
-  cmd->add_option("--max-workers", a->max_workers, "measure 1..N workers")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--batch-size", a->batch_size, "images per batch")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--min-size", a->min_size, "resize: shorter side")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--max-size", a->max_size, "resize: longer side limit")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--flip", a->flip, "flip probability")->capture_default_str()->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--limit", a->limit, "images per pass (0 = all)")->capture_default_str()->check(CLI::NonNegativeNumber);
-  cmd->add_option("--python", a->python, "Python with torch and torchvision")->capture_default_str();
+  cmd->add_option("--max-workers", a->max_workers, "measure 1..N workers")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--batch-size", a->batch_size, "images per batch")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--min-size", a->min_size, "resize: shorter side")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-size", a->max_size, "resize: longer side limit")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--flip", a->flip, "flip probability")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--limit", a->limit, "images per pass (0 = all)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--python", a->python, "Python with torch and torchvision")
+      ->capture_default_str();
   cmd->add_option("--peer-script", a->peer_script, "the peer's script")->capture_default_str();
   cmd->add_flag("--no-peer", a->no_peer, "measure detforge only");
   cmd->callback([a] { run(*a); });

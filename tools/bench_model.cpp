@@ -15,8 +15,8 @@
 
 #include <unistd.h>
 
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "core/errors.h"
@@ -91,7 +91,8 @@ json.dump(res, open(out, "w"))
 
 // Boxes shaped like RetinaNet's pre-NMS candidates: clustered around a few objects per class.
 void nms_case(int64_t n, int64_t classes, std::mt19937& rng, models::NamedTensors& out) {
-  std::uniform_real_distribution<float> pos(0.f, 700.f), side(8.f, 200.f), jitter(-10.f, 10.f), u(0.f, 1.f);
+  std::uniform_real_distribution<float> pos(0.f, 700.f), side(8.f, 200.f), jitter(-10.f, 10.f),
+      u(0.f, 1.f);
   std::uniform_int_distribution<int64_t> cls(0, classes - 1);
   auto boxes = torch::empty({n, 4});
   auto scores = torch::empty({n});
@@ -162,8 +163,9 @@ void run_bench(const BenchModelArgs& a) {
       model->zero_grad(/*set_to_none=*/true);
       model->forward_train(input).total().backward();
     };
-    logging::info(str("detforge: RetinaNet R50-FPN train step, batch ", a.batch, " at ", a.size, "x", a.size,
-                      ", ", threads, " threads", fold ? ", frozen BN folded into the convs" : "",
+    logging::info(str("detforge: RetinaNet R50-FPN train step, batch ", a.batch, " at ", a.size,
+                      "x", a.size, ", ", threads, " threads",
+                      fold ? ", frozen BN folded into the convs" : "",
                       channels_last ? ", channels_last" : ""));
     for (int i = 0; i < a.warmup; ++i) step();
     const auto t0 = std::chrono::steady_clock::now();
@@ -180,7 +182,8 @@ void run_bench(const BenchModelArgs& a) {
   for (int n : {1000, 5000}) {
     const auto p = "nms" + std::to_string(n);
     auto get = [&](const std::string& k) {
-      return std::find_if(saved.begin(), saved.end(), [&](const auto& e) { return e.first == k; })->second;
+      return std::find_if(saved.begin(), saved.end(), [&](const auto& e) { return e.first == k; })
+          ->second;
     };
     const auto bx = get(p + "_boxes"), sc = get(p + "_scores"), cl = get(p + "_classes");
     ops::batched_nms(bx, sc, cl, 0.5);
@@ -194,16 +197,17 @@ void run_bench(const BenchModelArgs& a) {
   nlohmann::json peer;
   std::string peer_note;
   if (a.peer) {
-    const fs::path dir = fs::temp_directory_path() / ("detforge_bench_model_" + std::to_string(::getpid()));
+    const fs::path dir =
+        fs::temp_directory_path() / ("detforge_bench_model_" + std::to_string(::getpid()));
     fs::create_directories(dir);
     const auto inputs = (dir / "inputs.pth").string(), out = (dir / "peer.json").string();
     models::write_state_dict(saved, inputs);
     std::ofstream(dir / "peer.py") << kPeerScript;
     logging::info(str("torchvision: same model and inputs, ", threads, " threads"));
-    const std::string cmd = "'" + a.python + "' '" + (dir / "peer.py").string() + "' '" + inputs + "' '" + out +
-                            "' " + std::to_string(threads) + " " + std::to_string(a.iters) + " " +
-                            std::to_string(a.warmup) + " " + std::to_string(a.nms_repeat) + " > '" +
-                            (dir / "peer.log").string() + "' 2>&1";
+    const std::string cmd =
+        "'" + a.python + "' '" + (dir / "peer.py").string() + "' '" + inputs + "' '" + out + "' " +
+        std::to_string(threads) + " " + std::to_string(a.iters) + " " + std::to_string(a.warmup) +
+        " " + std::to_string(a.nms_repeat) + " > '" + (dir / "peer.log").string() + "' 2>&1";
     const int rc = std::system(cmd.c_str());
     if (rc == 0 && fs::exists(out)) {
       std::ifstream in(out);
@@ -226,25 +230,32 @@ void run_bench(const BenchModelArgs& a) {
     std::snprintf(buf, sizeof(buf), "%.2f", peer.at(key).get<double>() * scale);
     return std::string(buf);
   };
-  std::printf("RetinaNet R50-FPN on CPU, %d threads; train step = forward + backward, batch %d at %dx%d; "
-              "NMS: class-aware, IoU 0.5, %d classes\n",
-              threads, a.batch, a.size, a.size, a.nms_classes);
+  std::printf(
+      "RetinaNet R50-FPN on CPU, %d threads; train step = forward + backward, batch %d at %dx%d; "
+      "NMS: class-aware, IoU 0.5, %d classes\n",
+      threads, a.batch, a.size, a.size, a.nms_classes);
   std::printf("%-26s %12s %12s %9s\n", "measure", "detforge", "torchvision", "speedup");
-  std::printf("%-26s %12.3f %12s %9s\n", "train images/s", a.batch / step_s, theirs("images_per_s").c_str(),
+  std::printf("%-26s %12.3f %12s %9s\n", "train images/s", a.batch / step_s,
+              theirs("images_per_s").c_str(),
               ratio(a.batch / step_s, "images_per_s", true).c_str());
-  std::printf("%-26s %12.1f %12s %9s\n", "train step ms", step_s * 1e3, theirs("step_s", 1e3).c_str(),
-              ratio(step_s, "step_s", false).c_str());
+  std::printf("%-26s %12.1f %12s %9s\n", "train step ms", step_s * 1e3,
+              theirs("step_s", 1e3).c_str(), ratio(step_s, "step_s", false).c_str());
   std::printf("%-26s %12.3f %12s %9s\n", "train images/s, BN folded", a.batch / fold_step_s,
-              theirs("images_per_s").c_str(), ratio(a.batch / fold_step_s, "images_per_s", true).c_str());
-  std::printf("%-26s %12.3f %12s %9s\n", "  + channels_last", a.batch / cl_step_s, theirs("images_per_s").c_str(),
+              theirs("images_per_s").c_str(),
+              ratio(a.batch / fold_step_s, "images_per_s", true).c_str());
+  std::printf("%-26s %12.3f %12s %9s\n", "  + channels_last", a.batch / cl_step_s,
+              theirs("images_per_s").c_str(),
               ratio(a.batch / cl_step_s, "images_per_s", true).c_str());
   for (int n : {1000, 5000}) {
     const std::string key = "nms" + std::to_string(n) + "_ms";
-    std::printf("%-26s %12.3f %12s %9s\n", ("batched NMS " + std::to_string(n) + " boxes ms").c_str(), nms_ms[n],
+    std::printf("%-26s %12.3f %12s %9s\n",
+                ("batched NMS " + std::to_string(n) + " boxes ms").c_str(), nms_ms[n],
                 theirs(key.c_str()).c_str(), ratio(nms_ms[n], key.c_str(), false).c_str());
-    if (!peer.is_null() && peer.at("nms" + std::to_string(n) + "_kept").get<int64_t>() != nms_kept[n]) {
-      std::printf("  WARNING: kept %lld boxes, torchvision %lld\n", static_cast<long long>(nms_kept[n]),
-                  static_cast<long long>(peer.at("nms" + std::to_string(n) + "_kept").get<int64_t>()));
+    if (!peer.is_null() &&
+        peer.at("nms" + std::to_string(n) + "_kept").get<int64_t>() != nms_kept[n]) {
+      std::printf(
+          "  WARNING: kept %lld boxes, torchvision %lld\n", static_cast<long long>(nms_kept[n]),
+          static_cast<long long>(peer.at("nms" + std::to_string(n) + "_kept").get<int64_t>()));
     }
   }
   if (!peer_note.empty()) std::printf("%s\n", peer_note.c_str());
@@ -254,20 +265,35 @@ void run_bench(const BenchModelArgs& a) {
 
 void add_bench_model(CLI::App& bench) {
   auto a = std::make_shared<BenchModelArgs>();
-  auto* cmd = bench.add_subcommand("model", "RetinaNet R50-FPN train step and batched NMS: detforge vs torchvision");
-  cmd->add_option("--threads", a->threads, "intra-op threads for both (0: LibTorch's default)")->capture_default_str();
-  cmd->add_option("--batch", a->batch, "images per train step")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--size", a->size, "image side in pixels (multiple of 32)")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--iters", a->iters, "timed train steps")->capture_default_str()->check(CLI::PositiveNumber);
+  auto* cmd = bench.add_subcommand(
+      "model", "RetinaNet R50-FPN train step and batched NMS: detforge vs torchvision");
+  cmd->add_option("--threads", a->threads, "intra-op threads for both (0: LibTorch's default)")
+      ->capture_default_str();
+  cmd->add_option("--batch", a->batch, "images per train step")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--size", a->size, "image side in pixels (multiple of 32)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--iters", a->iters, "timed train steps")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--warmup", a->warmup, "untimed train steps first")->capture_default_str();
-  cmd->add_option("--nms-repeat", a->nms_repeat, "timed NMS calls per size")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--nms-classes", a->nms_classes, "classes among the NMS boxes")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--python", a->python, "Python with torch and torchvision")->capture_default_str();
+  cmd->add_option("--nms-repeat", a->nms_repeat, "timed NMS calls per size")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--nms-classes", a->nms_classes, "classes among the NMS boxes")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--python", a->python, "Python with torch and torchvision")
+      ->capture_default_str();
   cmd->add_flag("!--no-peer", a->peer, "skip the torchvision run");
   cmd->callback([a] {
-    if (a->size % 32 != 0) throw ConfigError(str("bench model --size: ", a->size, " is not a multiple of 32"));
+    if (a->size % 32 != 0)
+      throw ConfigError(str("bench model --size: ", a->size, " is not a multiple of 32"));
     if (a->peer && !fs::exists(a->python)) {
-      throw ConfigError("bench model --python: '" + a->python + "' not found (run from the repository root or pass --python)");
+      throw ConfigError("bench model --python: '" + a->python +
+                        "' not found (run from the repository root or pass --python)");
     }
     run_bench(*a);
   });

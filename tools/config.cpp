@@ -12,12 +12,14 @@ void add_config_command(CLI::App& app) {
     std::vector<std::string> overrides;
   };
   auto args = std::make_shared<Args>();
-  auto* cmd = app.add_subcommand("config", "Print a config with _base_ files and a.b=value overrides resolved");
+  auto* cmd = app.add_subcommand(
+      "config", "Print a config with _base_ files and a.b=value overrides resolved");
   cmd->add_option("--config,-c", args->file, "YAML config file")->required();
   cmd->add_option("overrides", args->overrides, "overrides a.b.c=value (typed by YAML)");
   cmd->callback([args] {
     const Config config = Config::load(args->file, args->overrides);
-    std::cout << "# resolved from " << args->file << " (hash " << config.hash() << ")\n" << config.dump();
+    std::cout << "# resolved from " << args->file << " (hash " << config.hash() << ")\n"
+              << config.dump();
   });
 }
 

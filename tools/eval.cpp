@@ -24,11 +24,17 @@ struct EvalArgs {
 
 void add_eval_command(CLI::App& app) {
   auto args = std::make_shared<EvalArgs>();
-  auto* cmd = app.add_subcommand("eval", "COCO bbox evaluation of a results json (numbers identical to pycocotools)");
+  auto* cmd = app.add_subcommand(
+      "eval", "COCO bbox evaluation of a results json (numbers identical to pycocotools)");
   cmd->add_option("--gt", args->gt, "COCO instances json (ground truth)")->required();
-  cmd->add_option("--dt", args->dt, "results json: [{image_id, category_id, bbox: [x,y,w,h], score}, ...]")->required();
-  cmd->add_option("--out", args->out, "write metrics json (12 stats at full precision, per-category AP)");
-  cmd->add_option("--threads", args->threads, "worker threads (0: all cores)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--dt", args->dt,
+                  "results json: [{image_id, category_id, bbox: [x,y,w,h], score}, ...]")
+      ->required();
+  cmd->add_option("--out", args->out,
+                  "write metrics json (12 stats at full precision, per-category AP)");
+  cmd->add_option("--threads", args->threads, "worker threads (0: all cores)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("!--no-per-class", args->per_class, "skip the per-class table");
   cmd->callback([args] {
     using clock = std::chrono::steady_clock;
@@ -36,7 +42,9 @@ void add_eval_command(CLI::App& app) {
     const auto gt = eval::load_ground_truth(args->gt);
     const auto dets = eval::load_results(args->dt, gt);
     const auto t1 = clock::now();
-    if (dets.empty()) logging::warn(args->dt + " holds no detections: every stat is 0 (or -1 where there is no GT)");
+    if (dets.empty())
+      logging::warn(args->dt +
+                    " holds no detections: every stat is 0 (or -1 where there is no GT)");
     eval::Params params;
     params.num_threads = args->threads;
     const auto acc = eval::evaluate(gt, dets, params);
@@ -49,8 +57,9 @@ void add_eval_command(CLI::App& app) {
       logging::info("wrote " + args->out);
     }
     const auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
-    logging::info(str(gt.image_ids.size(), " images, ", gt.annotations.size(), " annotations, ", dets.size(),
-                      " detections; load ", secs(t0, t1), " s, evaluate ", secs(t1, t2), " s"));
+    logging::info(str(gt.image_ids.size(), " images, ", gt.annotations.size(), " annotations, ",
+                      dets.size(), " detections; load ", secs(t0, t1), " s, evaluate ",
+                      secs(t1, t2), " s"));
   });
 }
 

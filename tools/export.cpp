@@ -27,8 +27,9 @@ struct ExportArgs {
 };
 
 void run_export(const ExportArgs& a) {
-  const auto spec = engine::read_run_spec(Config::load(a.config, a.overrides), engine::RunPurpose::kInference,
-                                          engine::DeviceEnv::current(std::nullopt));
+  const auto spec =
+      engine::read_run_spec(Config::load(a.config, a.overrides), engine::RunPurpose::kInference,
+                            engine::DeviceEnv::current(std::nullopt));
   auto detector = models::build_detector(spec.detector);
   load_weights(*detector, a.weights, a.ema);
   const auto state = models::module_state(*detector);
@@ -43,9 +44,14 @@ void run_export(const ExportArgs& a) {
 
 void add_export_command(CLI::App& app) {
   auto a = std::make_shared<ExportArgs>();
-  auto* cmd = app.add_subcommand("export", "Write a checkpoint's (or any loadable) weights as a torchvision-compatible state dict");
-  cmd->add_option("--config", a->config, "config file whose model the weights belong to")->required();
-  cmd->add_option("--weights", a->weights, "a detforge checkpoint (.ckpt) or weights .pth (detforge or torchvision)")->required();
+  auto* cmd = app.add_subcommand(
+      "export",
+      "Write a checkpoint's (or any loadable) weights as a torchvision-compatible state dict");
+  cmd->add_option("--config", a->config, "config file whose model the weights belong to")
+      ->required();
+  cmd->add_option("--weights", a->weights,
+                  "a detforge checkpoint (.ckpt) or weights .pth (detforge or torchvision)")
+      ->required();
   cmd->add_flag("--ema", a->ema, "with a checkpoint: export its EMA weights");
   cmd->add_option("--out", a->out, "output .pth")->required();
   cmd->add_option("overrides", a->overrides, "config overrides a.b=value");

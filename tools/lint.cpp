@@ -18,24 +18,31 @@ void add_lint_command(CLI::App& app) {
     std::vector<int64_t> category_ids;
   };
   auto a = std::make_shared<Args>();
-  auto* cmd = app.add_subcommand("lint", "Check a COCO dataset: every rule, a summary, a JSON report; exit 4 on errors");
+  auto* cmd = app.add_subcommand(
+      "lint", "Check a COCO dataset: every rule, a summary, a JSON report; exit 4 on errors");
   cmd->add_option("--ann", a->lint.annotation_file, "COCO instances json")->required();
-  cmd->add_option("--images", a->lint.image_root, "folder the file_name entries are relative to")->required();
-  cmd->add_option("--num-classes", a->num_classes, "expected number of classes (category.count_mismatch otherwise)")
+  cmd->add_option("--images", a->lint.image_root, "folder the file_name entries are relative to")
+      ->required();
+  cmd->add_option("--num-classes", a->num_classes,
+                  "expected number of classes (category.count_mismatch otherwise)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--category-ids", a->category_ids, "category subset used as labels, in label order");
+  cmd->add_option("--category-ids", a->category_ids,
+                  "category subset used as labels, in label order");
   cmd->add_option("--report", a->report, "write the JSON report here");
   cmd->add_option("--check-images", a->check_images, "none | exists | decode")
       ->capture_default_str()
       ->check(CLI::IsMember({"none", "exists", "decode"}));
-  cmd->add_option("--bbox-tolerance", a->lint.validation.bbox_tolerance, "pixels a box may reach beyond the image")
+  cmd->add_option("--bbox-tolerance", a->lint.validation.bbox_tolerance,
+                  "pixels a box may reach beyond the image")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--near-duplicate-iou", a->lint.validation.near_duplicate_iou,
                   "same-class IoU reported as bbox.near_duplicate (0 = off)")
       ->capture_default_str();
-  cmd->add_option("--examples", a->lint.examples, "examples printed per code")->capture_default_str();
-  cmd->add_option("--threads", a->lint.validation.threads, "decoding threads (0 = all cores)")->capture_default_str();
+  cmd->add_option("--examples", a->lint.examples, "examples printed per code")
+      ->capture_default_str();
+  cmd->add_option("--threads", a->lint.validation.threads, "decoding threads (0 = all cores)")
+      ->capture_default_str();
   cmd->callback([a] {
     auto& v = a->lint.validation;
     if (a->num_classes > 0) v.num_classes = a->num_classes;
@@ -53,7 +60,8 @@ void add_lint_command(CLI::App& app) {
       std::cout << "report: " << a->report << "\n";
     }
     if (report.errors > 0) {
-      throw DataError(str("lint: ", report.errors, " errors in ", a->lint.annotation_file, " (see above)"));
+      throw DataError(
+          str("lint: ", report.errors, " errors in ", a->lint.annotation_file, " (see above)"));
     }
   });
 }

@@ -11,7 +11,9 @@ void load_weights(models::Detector& detector, const std::string& path, bool ema)
     engine::load_checkpoint_weights(path, detector, ema ? "ema" : "model");
     return;
   }
-  if (ema) throw ConfigError(detforge::str(path, ": --ema needs a training checkpoint (last.ckpt / best.ckpt)"));
+  if (ema)
+    throw ConfigError(
+        detforge::str(path, ": --ema needs a training checkpoint (last.ckpt / best.ckpt)"));
   models::load_detector_weights(detector, path);
 }
 

@@ -15,7 +15,8 @@ namespace {
 
 std::vector<std::string> command_names(const CLI::App& app) {
   std::vector<std::string> names;
-  for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; })) names.push_back(sub->get_name());
+  for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+    names.push_back(sub->get_name());
   return names;
 }
 
@@ -33,7 +34,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "detforge 0.1.0");
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "debug | info | warn | error")->capture_default_str();
-  app.parse_complete_callback([&] { detforge::logging::set_level(detforge::logging::parse_level(log_level)); });
+  app.parse_complete_callback(
+      [&] { detforge::logging::set_level(detforge::logging::parse_level(log_level)); });
   detforge::tools::add_train_command(app);
   detforge::tools::add_synth_command(app);
   detforge::tools::add_config_command(app);
@@ -48,7 +50,8 @@ int main(int argc, char** argv) {
   if (argc > 1 && argv[1][0] != '-') {
     const auto names = command_names(app);
     if (std::find(names.begin(), names.end(), argv[1]) == names.end()) {
-      std::cerr << "detforge: usage error: " << unknown_command(app, argv[1]) << " (see detforge --help)\n";
+      std::cerr << "detforge: usage error: " << unknown_command(app, argv[1])
+                << " (see detforge --help)\n";
       return static_cast<int>(detforge::ExitCode::kUsage);
     }
   }

@@ -4,14 +4,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
-#include <numeric>
 #include <memory>
+#include <numeric>
 #include <string>
 #include <vector>
 
+#include <torch/torch.h>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
-#include <torch/torch.h>
 
 #include "commands.h"
 #include "core/config_node.h"
@@ -56,8 +56,9 @@ std::vector<Input> list_images(const PredictArgs& a, data::CategoryMap& categori
     categories = data::CategoryMap::from_file(coco);
     for (const auto& im : coco.images) {
       const auto path = data::resolve_image_path(a.images, im.file_name);
-      if (!path) throw DataError(str("[data:image.bad_path] image_id=", im.id, " file=", im.file_name,
-                                     ": not a path inside ", a.images));
+      if (!path)
+        throw DataError(str("[data:image.bad_path] image_id=", im.id, " file=", im.file_name,
+                            ": not a path inside ", a.images));
       inputs.push_back({im.id, im.file_name, *path});
     }
     return inputs;
@@ -67,7 +68,8 @@ std::vector<Input> list_images(const PredictArgs& a, data::CategoryMap& categori
   for (const auto& e : fs::directory_iterator(a.images)) {
     auto ext = e.path().extension().string();
     std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
-    if (e.is_regular_file() && (ext == ".jpg" || ext == ".jpeg" || ext == ".png" || ext == ".bmp")) {
+    if (e.is_regular_file() &&
+        (ext == ".jpg" || ext == ".jpeg" || ext == ".png" || ext == ".bmp")) {
       files.push_back(e.path());
     }
   }
@@ -107,12 +109,15 @@ void draw(const Input& in, const Detections& det, const data::CategoryMap& categ
     const auto b = boxes[i];
     const cv::Point p1(static_cast<int>(b[0].item<float>()), static_cast<int>(b[1].item<float>()));
     const cv::Point p2(static_cast<int>(b[2].item<float>()), static_cast<int>(b[3].item<float>()));
-    const cv::Scalar colour((label * 67) % 256, (label * 131 + 80) % 256, (label * 199 + 160) % 256);
+    const cv::Scalar colour((label * 67) % 256, (label * 131 + 80) % 256,
+                            (label * 199 + 160) % 256);
     cv::rectangle(img, p1, p2, colour, 2);
-    const std::string name = label < categories.num_classes() ? categories.names()[label] : std::to_string(label + 1);
+    const std::string name =
+        label < categories.num_classes() ? categories.names()[label] : std::to_string(label + 1);
     char text[128];
     std::snprintf(text, sizeof(text), "%s %.2f", name.c_str(), score);
-    cv::putText(img, text, {p1.x, std::max(12, p1.y - 4)}, cv::FONT_HERSHEY_SIMPLEX, 0.45, colour, 1);
+    cv::putText(img, text, {p1.x, std::max(12, p1.y - 4)}, cv::FONT_HERSHEY_SIMPLEX, 0.45, colour,
+                1);
   }
   auto out = fs::path(a.draw) / in.file_name;
   out.replace_extension(".jpg");
@@ -121,8 +126,9 @@ void draw(const Input& in, const Detections& det, const data::CategoryMap& categ
 }
 
 void run_predict(const PredictArgs& a) {
-  const auto spec = engine::read_run_spec(Config::load(a.config, a.overrides), engine::RunPurpose::kInference,
-                                          engine::DeviceEnv::current(std::nullopt));
+  const auto spec =
+      engine::read_run_spec(Config::load(a.config, a.overrides), engine::RunPurpose::kInference,
+                            engine::DeviceEnv::current(std::nullopt));
   auto detector = models::build_detector(spec.detector);
   if (!a.weights.empty()) load_weights(*detector, a.weights, a.ema);
   engine::make_current(spec.device);
@@ -134,8 +140,8 @@ void run_predict(const PredictArgs& a) {
   std::vector<int64_t> label_to_category(static_cast<size_t>(detector->num_classes()));
   if (!a.ann.empty()) {
     if (categories.num_classes() != detector->num_classes()) {
-      throw ConfigError(str(a.ann, ": ", categories.num_classes(), " categories but model.num_classes is ",
-                            detector->num_classes()));
+      throw ConfigError(str(a.ann, ": ", categories.num_classes(),
+                            " categories but model.num_classes is ", detector->num_classes()));
     }
     label_to_category = categories.category_ids();
   } else {
@@ -149,8 +155,8 @@ void run_predict(const PredictArgs& a) {
     for (size_t k = start; k < end; ++k) {
       auto decoded = data::try_decode_image(inputs[k].path);
       if (!decoded.error.empty()) {
-        throw DataError(str("[data:image.undecodable] image_id=", inputs[k].image_id, " file=", inputs[k].file_name,
-                            ": ", decoded.error));
+        throw DataError(str("[data:image.undecodable] image_id=", inputs[k].image_id,
+                            " file=", inputs[k].file_name, ": ", decoded.error));
       }
       data::Sample s;
       s.image_id = inputs[k].image_id;
@@ -169,23 +175,33 @@ void run_predict(const PredictArgs& a) {
     }
   }
   eval::write_results(results, a.out);
-  logging::info(str("predict: ", inputs.size(), " images, ", results.size(), " detections -> ", a.out));
+  logging::info(
+      str("predict: ", inputs.size(), " images, ", results.size(), " detections -> ", a.out));
 }
 
 }  // namespace
 
 void add_predict_command(CLI::App& app) {
   auto a = std::make_shared<PredictArgs>();
-  auto* cmd = app.add_subcommand("predict", "Run a detector on images; write COCO results json (and drawings)");
-  cmd->add_option("--config", a->config, "config file (model section; data section for resizing)")->required();
-  cmd->add_option("--weights", a->weights, "a detforge checkpoint (.ckpt) or weights .pth (detforge or torchvision state dict)");
+  auto* cmd = app.add_subcommand(
+      "predict", "Run a detector on images; write COCO results json (and drawings)");
+  cmd->add_option("--config", a->config, "config file (model section; data section for resizing)")
+      ->required();
+  cmd->add_option(
+      "--weights", a->weights,
+      "a detforge checkpoint (.ckpt) or weights .pth (detforge or torchvision state dict)");
   cmd->add_flag("--ema", a->ema, "with a checkpoint: use its EMA weights");
-  cmd->add_option("--images", a->images, "image folder (with --ann: the COCO image root)")->required();
-  cmd->add_option("--ann", a->ann, "COCO instances json: predict its images, write its category ids");
+  cmd->add_option("--images", a->images, "image folder (with --ann: the COCO image root)")
+      ->required();
+  cmd->add_option("--ann", a->ann,
+                  "COCO instances json: predict its images, write its category ids");
   cmd->add_option("--out", a->out, "results json")->required();
   cmd->add_option("--draw", a->draw, "write each image with its detections into this folder");
-  cmd->add_option("--draw-threshold", a->draw_threshold, "minimum score drawn")->capture_default_str();
-  cmd->add_option("--batch-size", a->batch_size, "images per forward")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--draw-threshold", a->draw_threshold, "minimum score drawn")
+      ->capture_default_str();
+  cmd->add_option("--batch-size", a->batch_size, "images per forward")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_option("overrides", a->overrides, "config overrides a.b=value");
   cmd->callback([a] { run_predict(*a); });
 }

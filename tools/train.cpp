@@ -4,8 +4,8 @@
 #include "commands.h"
 #include "core/config_node.h"
 #include "core/logging.h"
-#include "engine/plot.h"
 #include "engine/build.h"
+#include "engine/plot.h"
 
 namespace detforge::tools {
 
@@ -26,9 +26,11 @@ void add_train_command(CLI::App& app) {
     if (result.rank != 0) return;  // one summary per run, not one per rank
     const auto print = [](const char* tag, const std::map<std::string, double>& m) {
       if (m.empty()) return;
-      std::cout << tag << " AP " << m.at("AP") << " AP50 " << m.at("AP50") << " AP75 " << m.at("AP75") << "\n";
+      std::cout << tag << " AP " << m.at("AP") << " AP50 " << m.at("AP50") << " AP75 "
+                << m.at("AP75") << "\n";
     };
-    std::cout << "trained " << result.epochs_done << " epoch(s), " << result.steps_done << " step(s)";
+    std::cout << "trained " << result.epochs_done << " epoch(s), " << result.steps_done
+              << " step(s)";
     if (result.skipped_steps) std::cout << ", " << result.skipped_steps << " skipped (non-finite)";
     std::cout << "; run directory " << result.output_dir << "\n";
     print("final (live weights):", result.last_metrics);

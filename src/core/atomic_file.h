@@ -16,7 +16,8 @@ using ByteSink = std::function<bool(const void* data, size_t n)>;
 /// Writes what `producer` hands to its sink into `path` atomically. Throws IoError naming the
 /// file and the OS error (or the producer's exception) when anything fails; `path` is then
 /// untouched and the temporary file removed.
-void write_file_atomic(const std::string& path, const std::function<void(const ByteSink&)>& producer);
+void write_file_atomic(const std::string& path,
+                       const std::function<void(const ByteSink&)>& producer);
 
 /// write_file_atomic of one string.
 void write_text_atomic(const std::string& path, const std::string& text);

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -47,12 +47,14 @@ std::string join(const std::string& prefix, const std::string& key) {
 }
 
 bool under(const std::string& path, const std::string& prefix) {
-  return path == prefix || (path.size() > prefix.size() && path.compare(0, prefix.size(), prefix) == 0 &&
-                            (path[prefix.size()] == '.' || path[prefix.size()] == '['));
+  return path == prefix ||
+         (path.size() > prefix.size() && path.compare(0, prefix.size(), prefix) == 0 &&
+          (path[prefix.size()] == '.' || path[prefix.size()] == '['));
 }
 
 void erase_under(std::map<std::string, std::string>& where, const std::string& prefix) {
-  for (auto it = where.lower_bound(prefix); it != where.end() && it->first.compare(0, prefix.size(), prefix) == 0;) {
+  for (auto it = where.lower_bound(prefix);
+       it != where.end() && it->first.compare(0, prefix.size(), prefix) == 0;) {
     it = under(it->first, prefix) ? where.erase(it) : std::next(it);
   }
 }
@@ -96,8 +98,9 @@ bool wants_delete(const YAML::Node& node) {
 }
 
 // Merges `src` (with locations `src_where`) into map `dst`, later values winning.
-void merge_into(YAML::Node dst, std::map<std::string, std::string>& dst_where, const YAML::Node& src,
-                const std::map<std::string, std::string>& src_where, const std::string& prefix) {
+void merge_into(YAML::Node dst, std::map<std::string, std::string>& dst_where,
+                const YAML::Node& src, const std::map<std::string, std::string>& src_where,
+                const std::string& prefix) {
   for (const auto& kv : src) {
     const auto key = kv.first.as<std::string>();
     if (key == kDelete) continue;
@@ -135,16 +138,19 @@ struct Loaded {
   std::map<std::string, std::string> where;
 };
 
-Loaded load_file(const fs::path& path, std::vector<fs::path>& stack, const std::string& included_from) {
+Loaded load_file(const fs::path& path, std::vector<fs::path>& stack,
+                 const std::string& included_from) {
   std::error_code ec;
   const fs::path canonical = fs::weakly_canonical(path, ec);
   if (!fs::is_regular_file(path)) {
-    throw ConfigError(str(included_from.empty() ? "" : included_from + " ", "config file not found: ", path.string()));
+    throw ConfigError(str(included_from.empty() ? "" : included_from + " ",
+                          "config file not found: ", path.string()));
   }
   if (std::find(stack.begin(), stack.end(), canonical) != stack.end()) {
     std::string chain;
     for (const auto& p : stack) chain += p.filename().string() + " -> ";
-    throw ConfigError(str(included_from, " circular _base_: ", chain, canonical.filename().string()));
+    throw ConfigError(
+        str(included_from, " circular _base_: ", chain, canonical.filename().string()));
   }
   std::ifstream in(path);
   std::stringstream buffer;
@@ -161,7 +167,8 @@ Loaded load_file(const fs::path& path, std::vector<fs::path>& stack, const std::
       names.push_back(bases.as<std::string>());
     } else if (bases.IsSequence()) {
       for (const auto& b : bases) {
-        if (!b.IsScalar()) throw ConfigError(str(base_where, " _base_: entries must be file paths"));
+        if (!b.IsScalar())
+          throw ConfigError(str(base_where, " _base_: entries must be file paths"));
         names.push_back(b.as<std::string>());
       }
     } else {
@@ -185,7 +192,8 @@ Loaded load_file(const fs::path& path, std::vector<fs::path>& stack, const std::
   return out;
 }
 
-void apply_override(YAML::Node root, std::map<std::string, std::string>& where, const std::string& text) {
+void apply_override(YAML::Node root, std::map<std::string, std::string>& where,
+                    const std::string& text) {
   const auto eq = text.find('=');
   if (eq == std::string::npos || eq == 0) {
     throw ConfigError(str(kCommandLine, " '", text, "': an override must look like a.b.c=value"));
@@ -202,7 +210,8 @@ void apply_override(YAML::Node root, std::map<std::string, std::string>& where, 
   try {
     value = YAML::Load(text.substr(eq + 1));
   } catch (const YAML::ParserException& e) {
-    throw ConfigError(str(kCommandLine, " ", key, ": value '", text.substr(eq + 1), "' is not valid YAML: ", e.msg));
+    throw ConfigError(str(kCommandLine, " ", key, ": value '", text.substr(eq + 1),
+                          "' is not valid YAML: ", e.msg));
   }
   std::vector<YAML::Node> chain{root};
   std::string path;
@@ -214,8 +223,8 @@ void apply_override(YAML::Node root, std::map<std::string, std::string>& where, 
       next = chain.back()[parts[i]];
       where[path] = kCommandLine;
     } else if (!next.IsMap()) {
-      throw ConfigError(str(kCommandLine, " ", key, ": cannot set a key inside '", path, "', which is not a map (",
-                            where.count(path) ? where[path] : "", ")"));
+      throw ConfigError(str(kCommandLine, " ", key, ": cannot set a key inside '", path,
+                            "', which is not a map (", where.count(path) ? where[path] : "", ")"));
     }
     chain.push_back(next);
   }
@@ -226,20 +235,55 @@ void apply_override(YAML::Node root, std::map<std::string, std::string>& where, 
 
 template <typename T>
 const char* type_name();
-template <> const char* type_name<bool>() { return "a boolean (true/false)"; }
-template <> const char* type_name<int>() { return "an integer"; }
-template <> const char* type_name<int64_t>() { return "an integer"; }
-template <> const char* type_name<double>() { return "a number"; }
-template <> const char* type_name<std::string>() { return "a string"; }
-template <> const char* type_name<std::vector<int64_t>>() { return "a list of integers"; }
-template <> const char* type_name<std::vector<double>>() { return "a list of numbers"; }
-template <> const char* type_name<std::vector<std::string>>() { return "a list of strings"; }
+template <>
+const char* type_name<bool>() {
+  return "a boolean (true/false)";
+}
+template <>
+const char* type_name<int>() {
+  return "an integer";
+}
+template <>
+const char* type_name<int64_t>() {
+  return "an integer";
+}
+template <>
+const char* type_name<double>() {
+  return "a number";
+}
+template <>
+const char* type_name<std::string>() {
+  return "a string";
+}
+template <>
+const char* type_name<std::vector<int64_t>>() {
+  return "a list of integers";
+}
+template <>
+const char* type_name<std::vector<double>>() {
+  return "a list of numbers";
+}
+template <>
+const char* type_name<std::vector<std::string>>() {
+  return "a list of strings";
+}
 
 template <typename T>
-bool scalar_type() { return true; }
-template <> bool scalar_type<std::vector<int64_t>>() { return false; }
-template <> bool scalar_type<std::vector<double>>() { return false; }
-template <> bool scalar_type<std::vector<std::string>>() { return false; }
+bool scalar_type() {
+  return true;
+}
+template <>
+bool scalar_type<std::vector<int64_t>>() {
+  return false;
+}
+template <>
+bool scalar_type<std::vector<double>>() {
+  return false;
+}
+template <>
+bool scalar_type<std::vector<std::string>>() {
+  return false;
+}
 
 std::string render(const YAML::Node& node) {
   if (node.IsScalar()) return node.Scalar();
@@ -256,7 +300,8 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
   for (size_t i = 1; i <= a.size(); ++i) {
     for (size_t j = 1; j <= b.size(); ++j) {
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1] ? 1 : 0)});
+      d[i][j] = std::min(
+          {d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1] ? 1 : 0)});
       if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
         d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
       }
@@ -293,7 +338,8 @@ Config Config::load(const std::string& path, const std::vector<std::string>& ove
   return Config(state);
 }
 
-Config Config::parse(const std::string& yaml, const std::string& name, const std::vector<std::string>& overrides) {
+Config Config::parse(const std::string& yaml, const std::string& name,
+                     const std::vector<std::string>& overrides) {
   YAML::Node node = parse_text(yaml, name);
   if (node[kBase]) throw ConfigError(str(name, ": _base_ is only allowed in files"));
   auto state = std::make_shared<State>();
@@ -333,7 +379,7 @@ void Config::write(const std::string& path) const { write_text_atomic(path, dump
 std::map<std::string, std::string> Config::flatten() const {
   std::map<std::string, std::string> out;
   std::function<void(const YAML::Node&, const std::string&)> walk = [&](const YAML::Node& node,
-                                                                       const std::string& prefix) {
+                                                                        const std::string& prefix) {
     if (node.IsMap() && node.size() > 0) {
       for (const auto& kv : node) walk(kv.second, join(prefix, kv.first.as<std::string>()));
     } else {
@@ -386,12 +432,14 @@ std::optional<T> ConfigNode::optional(const std::string& key) const {
   state_->used.insert(path);
   const bool is_scalar = value.IsScalar();
   if (is_scalar != scalar_type<T>()) {
-    throw ConfigError(str(where(key), " ", path, ": expected ", type_name<T>(), ", got '", render(value), "'"));
+    throw ConfigError(
+        str(where(key), " ", path, ": expected ", type_name<T>(), ", got '", render(value), "'"));
   }
   try {
     return value.as<T>();
   } catch (const YAML::Exception&) {
-    throw ConfigError(str(where(key), " ", path, ": expected ", type_name<T>(), ", got '", render(value), "'"));
+    throw ConfigError(
+        str(where(key), " ", path, ": expected ", type_name<T>(), ", got '", render(value), "'"));
   }
 }
 
@@ -399,12 +447,13 @@ template <typename T>
 T ConfigNode::required(const std::string& key) const {
   auto value = optional<T>(key);
   if (!value) {
-    throw ConfigError(str(where(), " ", full(key), ": required key is missing (expected ", type_name<T>(), ")"));
+    throw ConfigError(
+        str(where(), " ", full(key), ": required key is missing (expected ", type_name<T>(), ")"));
   }
   return *value;
 }
 
-#define DETFORGE_CONFIG_TYPE(T)                                              \
+#define DETFORGE_CONFIG_TYPE(T)                                                \
   template std::optional<T> ConfigNode::optional<T>(const std::string&) const; \
   template T ConfigNode::required<T>(const std::string&) const;
 DETFORGE_CONFIG_TYPE(bool)
@@ -441,13 +490,15 @@ std::vector<ConfigNode> ConfigNode::list(const std::string& key) const {
   const YAML::Node value = lookup(*state_, path_, key);
   const std::string path = full(key);
   if (!value.IsSequence()) {
-    throw ConfigError(str(where(key), " ", path, ": expected a list of maps, got '", render(value), "'"));
+    throw ConfigError(
+        str(where(key), " ", path, ": expected a list of maps, got '", render(value), "'"));
   }
   state_->accessed.insert(path);
   for (size_t i = 0; i < value.size(); ++i) {
     const std::string item = str(path, "[", i, "]");
     if (!value[i].IsMap()) {
-      throw ConfigError(str(where(key), " ", item, ": expected a map, got '", render(value[i]), "'"));
+      throw ConfigError(
+          str(where(key), " ", item, ": expected a map, got '", render(value[i]), "'"));
     }
     state_->maps[item] = value[i];
     state_->accessed.insert(item);
@@ -480,7 +531,8 @@ std::string list_choices(const std::string& value, const std::vector<std::string
   std::string out = label + ":";
   std::string best;
   // A near miss is at most a third of the name away (and never the whole name).
-  size_t best_distance = value.empty() ? 1 : std::min(std::max<size_t>(1, value.size() / 3), value.size() - 1) + 1;
+  size_t best_distance =
+      value.empty() ? 1 : std::min(std::max<size_t>(1, value.size() / 3), value.size() - 1) + 1;
   for (size_t i = 0; i < known.size(); ++i) {
     out += (i ? ", " : " ") + known[i];
     const size_t d = edit_distance(value, known[i]);
@@ -502,14 +554,15 @@ void ConfigNode::reject_unused() const {
     }
   };
   auto any_read_under = [&](const std::string& path) {
-    for (auto it = s.used.lower_bound(path); it != s.used.end() && it->compare(0, path.size(), path) == 0; ++it) {
+    for (auto it = s.used.lower_bound(path);
+         it != s.used.end() && it->compare(0, path.size(), path) == 0; ++it) {
       if (under(*it, path)) return true;
     }
     return s.accessed.count(path) > 0;
   };
   std::vector<std::string> unknown;
   std::function<void(const YAML::Node&, const std::string&)> walk = [&](const YAML::Node& node,
-                                                                       const std::string& prefix) {
+                                                                        const std::string& prefix) {
     for (const auto& kv : node) {
       const std::string path = join(prefix, kv.first.as<std::string>());
       if (read(path)) continue;
@@ -527,7 +580,8 @@ void ConfigNode::reject_unused() const {
   if (unknown.empty()) return;
 
   const std::string& first = unknown.front();
-  std::string message = str(s.where.count(first) ? s.where.at(first) : where(), " ", first, ": unknown key");
+  std::string message =
+      str(s.where.count(first) ? s.where.at(first) : where(), " ", first, ": unknown key");
   const std::string name = last_of(first);
   std::string best;
   // A near miss is at most a third of the name away (and never the whole name).

@@ -34,10 +34,14 @@ State& state() {
 
 spdlog::level::level_enum to_spd(Level level) {
   switch (level) {
-    case Level::kDebug: return spdlog::level::debug;
-    case Level::kInfo: return spdlog::level::info;
-    case Level::kWarn: return spdlog::level::warn;
-    case Level::kError: return spdlog::level::err;
+    case Level::kDebug:
+      return spdlog::level::debug;
+    case Level::kInfo:
+      return spdlog::level::info;
+    case Level::kWarn:
+      return spdlog::level::warn;
+    case Level::kError:
+      return spdlog::level::err;
   }
   return spdlog::level::info;
 }

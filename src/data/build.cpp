@@ -15,7 +15,8 @@ std::string resolve(const std::optional<std::string>& root, const std::string& p
   return (fs::path(*root) / p).string();
 }
 
-std::vector<int64_t> int_or_list(const ConfigNode& n, const std::string& key, std::vector<int64_t> fallback) {
+std::vector<int64_t> int_or_list(const ConfigNode& n, const std::string& key,
+                                 std::vector<int64_t> fallback) {
   if (!n.has(key)) return fallback;
   try {
     return {n.required<int64_t>(key)};
@@ -39,13 +40,17 @@ void read_validation(const ConfigNode& n, SplitOptions& base) {
   ValidationOptions& v = base.dataset.validation;
   n.read("category_ids", v.category_subset);
   if (n.has("on_invalid")) {
-    base.dataset.on_invalid = *parse_on_invalid(n.one_of("on_invalid", {"error", "drop", "skip_image"}, ""));
+    base.dataset.on_invalid =
+        *parse_on_invalid(n.one_of("on_invalid", {"error", "drop", "skip_image"}, ""));
   }
   if (n.has("check_images")) {
     const auto check = n.one_of("check_images", {"none", "exists", "decode"}, "");
-    v.check_images = check == "none" ? ImageCheck::kNone : check == "exists" ? ImageCheck::kExists : ImageCheck::kDecode;
+    v.check_images = check == "none"     ? ImageCheck::kNone
+                     : check == "exists" ? ImageCheck::kExists
+                                         : ImageCheck::kDecode;
   }
-  if (n.read("bbox_tolerance", v.bbox_tolerance) && !(v.bbox_tolerance >= 0)) n.fail("bbox_tolerance", "must be >= 0");
+  if (n.read("bbox_tolerance", v.bbox_tolerance) && !(v.bbox_tolerance >= 0))
+    n.fail("bbox_tolerance", "must be >= 0");
   n.read("near_duplicate_iou", v.near_duplicate_iou);
 }
 
@@ -65,14 +70,16 @@ void read_loader(const ConfigNode& n, LoaderOptions& l) {
   }
   if (n.read("max_size", t.max_size)) at_least(n, "max_size", t.max_size, 1);
   if (const auto fixed = n.optional<std::vector<int64_t>>("fixed_size")) {
-    if (fixed->size() != 2 || (*fixed)[0] < 1 || (*fixed)[1] < 1) n.fail("fixed_size", "expected [width, height], both >= 1");
+    if (fixed->size() != 2 || (*fixed)[0] < 1 || (*fixed)[1] < 1)
+      n.fail("fixed_size", "expected [width, height], both >= 1");
     t.fixed_size = std::array<int64_t, 2>{(*fixed)[0], (*fixed)[1]};
   }
   if (n.read("flip_prob", t.flip_prob) && !(t.flip_prob >= 0 && t.flip_prob <= 1)) {
     n.fail("flip_prob", str("must lie in [0, 1], got ", t.flip_prob));
   }
   CollateOptions& c = l.collate;
-  if (n.read("size_divisible", c.size_divisible)) at_least(n, "size_divisible", c.size_divisible, 1);
+  if (n.read("size_divisible", c.size_divisible))
+    at_least(n, "size_divisible", c.size_divisible, 1);
   read_triple(n, "mean", c.mean);
   read_triple(n, "std", c.std);
   for (const float s : c.std) {
@@ -98,7 +105,8 @@ DataOptions data_options(const ConfigNode& n, std::optional<int64_t> num_classes
   base.loader.collate.num_classes = out.num_classes;
   read_validation(n, base);
   read_loader(n, base.loader);
-  if (n.read("batch_size", base.sampler.batch_size)) at_least(n, "batch_size", base.sampler.batch_size, 1);
+  if (n.read("batch_size", base.sampler.batch_size))
+    at_least(n, "batch_size", base.sampler.batch_size, 1);
   base.sampler.seed = base.loader.transforms.seed;
   n.read("aspect_ratio_group_factor", base.aspect_ratio_group_factor);
 
@@ -109,7 +117,8 @@ DataOptions data_options(const ConfigNode& n, std::optional<int64_t> num_classes
     o.dataset.name = name;
     o.dataset.annotation_file = resolve(root, s->required<std::string>("ann"));
     o.dataset.image_root = resolve(root, s->required<std::string>("images"));
-    if (s->read("batch_size", o.sampler.batch_size)) at_least(*s, "batch_size", o.sampler.batch_size, 1);
+    if (s->read("batch_size", o.sampler.batch_size))
+      at_least(*s, "batch_size", o.sampler.batch_size, 1);
     o.sampler.training = train;
     o.sampler.shuffle = train;
     o.loader.transforms.train = train;
@@ -124,18 +133,21 @@ DataOptions data_options(const ConfigNode& n, std::optional<int64_t> num_classes
   return out;
 }
 
-std::shared_ptr<DataLoader> build_loader(const SplitOptions& split, int64_t rank, int64_t world_size,
-                                         const std::string& run_dir, const CocoFile* file) {
+std::shared_ptr<DataLoader> build_loader(const SplitOptions& split, int64_t rank,
+                                         int64_t world_size, const std::string& run_dir,
+                                         const CocoFile* file) {
   SplitOptions o = split;
   if (!run_dir.empty()) {
-    o.dataset.report_path = (fs::path(run_dir) / ("data_report_" + o.dataset.name + ".json")).string();
+    o.dataset.report_path =
+        (fs::path(run_dir) / ("data_report_" + o.dataset.name + ".json")).string();
   }
   auto dataset = file ? std::make_shared<const CocoDataset>(o.dataset, *file)
                       : std::make_shared<const CocoDataset>(o.dataset);
   o.sampler.rank = rank;
   o.sampler.world_size = world_size;
   if (o.aspect_ratio_group_factor >= 0) {
-    o.sampler.group_ids = aspect_ratio_groups(dataset->aspect_ratios(), o.aspect_ratio_group_factor);
+    o.sampler.group_ids =
+        aspect_ratio_groups(dataset->aspect_ratios(), o.aspect_ratio_group_factor);
   }
   BatchSampler sampler(dataset->size(), o.sampler);
   return std::make_shared<DataLoader>(dataset, std::move(sampler), o.loader);

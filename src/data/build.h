@@ -71,7 +71,8 @@ DataOptions data_options(const ConfigNode& data, std::optional<int64_t> num_clas
 /// goes to `run_dir`/data_report_<name>.json when run_dir is not empty) and its loader for
 /// `rank` of `world_size`. `file`: the split's instances file when the caller has read it
 /// already; else it is read here.
-std::shared_ptr<DataLoader> build_loader(const SplitOptions& split, int64_t rank, int64_t world_size,
-                                         const std::string& run_dir = "", const CocoFile* file = nullptr);
+std::shared_ptr<DataLoader> build_loader(const SplitOptions& split, int64_t rank,
+                                         int64_t world_size, const std::string& run_dir = "",
+                                         const CocoFile* file = nullptr);
 
 }  // namespace detforge::data

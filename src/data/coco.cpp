@@ -98,7 +98,8 @@ struct RecordReader {
     if (v.is_number_integer()) return v.get<int64_t>();
     if (v.is_number_float()) {
       const double d = v.get<double>();
-      if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e15) return static_cast<int64_t>(d);
+      if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e15)
+        return static_cast<int64_t>(d);
     }
     bad(key, str("expected an integer, got ", type_name(v), " ", v.dump()));
     return std::nullopt;
@@ -130,18 +131,21 @@ struct RecordReader {
 
 void require_array(const json& doc, const char* key, const std::string& name) {
   if (!doc.contains(key)) {
-    throw_data_error({codes::kJsonSchema, std::nullopt, name, std::nullopt, "", "",
-                      str("top-level key '", key, "' is missing (a COCO instances file has images, annotations, categories)")});
+    throw_data_error(
+        {codes::kJsonSchema, std::nullopt, name, std::nullopt, "", "",
+         str("top-level key '", key,
+             "' is missing (a COCO instances file has images, annotations, categories)")});
   }
   if (!doc.at(key).is_array()) {
-    throw_data_error({codes::kJsonSchema, std::nullopt, name, std::nullopt, key, doc.at(key).type_name(),
-                      str("'", key, "' must be an array")});
+    throw_data_error({codes::kJsonSchema, std::nullopt, name, std::nullopt, key,
+                      doc.at(key).type_name(), str("'", key, "' must be an array")});
   }
 }
 
 }  // namespace
 
-CocoFile parse_coco(const std::string& text, const std::string& name, const std::string& image_root) {
+CocoFile parse_coco(const std::string& text, const std::string& name,
+                    const std::string& image_root) {
   json doc;
   try {
     doc = json::parse(text);
@@ -156,12 +160,14 @@ CocoFile parse_coco(const std::string& text, const std::string& name, const std:
       }
     }
     if (!ok) {
-      throw_data_error({codes::kJsonParse, std::nullopt, name, std::nullopt, "", "",
-                        str("not valid JSON (", text.size(), " bytes; truncated or corrupt?): ", first.what())});
+      throw_data_error(
+          {codes::kJsonParse, std::nullopt, name, std::nullopt, "", "",
+           str("not valid JSON (", text.size(), " bytes; truncated or corrupt?): ", first.what())});
     }
   }
   if (!doc.is_object()) {
-    throw_data_error({codes::kJsonSchema, std::nullopt, name, std::nullopt, "top_level", doc.type_name(),
+    throw_data_error({codes::kJsonSchema, std::nullopt, name, std::nullopt, "top_level",
+                      doc.type_name(),
                       "the top level must be an object with images, annotations and categories"});
   }
   require_array(doc, "images", name);
@@ -207,7 +213,8 @@ CocoFile parse_coco(const std::string& text, const std::string& name, const std:
     const auto category_id = rd.integer("category_id");
     std::optional<int64_t> crowd = rd.integer("iscrowd", /*required=*/false);
     bool ok = id && image_id && category_id;
-    if (crowd && *crowd != 0 && *crowd != 1) rd.bad("iscrowd", str("must be 0 or 1, got ", *crowd)), ok = false;
+    if (crowd && *crowd != 0 && *crowd != 1)
+      rd.bad("iscrowd", str("must be 0 or 1, got ", *crowd)), ok = false;
     std::array<double, 4> box{};
     if (!r.contains("bbox")) {
       rd.bad("bbox", "missing");
@@ -218,7 +225,10 @@ CocoFile parse_coco(const std::string& text, const std::string& name, const std:
     } else {
       for (size_t k = 0; k < 4 && ok; ++k) {
         const auto v = rd.number(r.at("bbox").at(k), str("bbox[", k, "]"));
-        if (v) box[k] = *v; else ok = false;
+        if (v)
+          box[k] = *v;
+        else
+          ok = false;
       }
     }
     std::optional<double> area;
@@ -226,7 +236,8 @@ CocoFile parse_coco(const std::string& text, const std::string& name, const std:
       area = rd.number(r.at("area"), "area");
       ok = area.has_value();
     }
-    if (ok) f.annotations.push_back({*id, *image_id, *category_id, box, crowd.value_or(0) == 1, area});
+    if (ok)
+      f.annotations.push_back({*id, *image_id, *category_id, box, crowd.value_or(0) == 1, area});
   }
   const json& cats = doc.at("categories");
   for (size_t i = 0; i < cats.size(); ++i) {
@@ -263,7 +274,8 @@ CategoryMap::CategoryMap(std::vector<int64_t> ids, std::vector<std::string> name
 
 CategoryMap CategoryMap::from_file(const CocoFile& file) {
   std::map<int64_t, std::string> by_id;
-  for (const auto& c : file.categories) by_id.emplace(c.id, c.name);  // first wins; duplicates are issues
+  for (const auto& c : file.categories)
+    by_id.emplace(c.id, c.name);  // first wins; duplicates are issues
   std::vector<int64_t> ids;
   std::vector<std::string> names;
   for (const auto& [id, name] : by_id) ids.push_back(id), names.push_back(name);
@@ -276,8 +288,8 @@ CategoryMap CategoryMap::subset(const CocoFile& file, const std::vector<int64_t>
   for (const int64_t id : ids) {
     const auto l = all.label(id);
     if (!l) {
-      throw ConfigError(str("category subset: id ", id, " is not a category of ", file.annotation_file,
-                            " (categories: ", all.describe(), ")"));
+      throw ConfigError(str("category subset: id ", id, " is not a category of ",
+                            file.annotation_file, " (categories: ", all.describe(), ")"));
     }
     names.push_back(all.names().at(static_cast<size_t>(*l)));
   }
@@ -292,7 +304,8 @@ std::optional<int64_t> CategoryMap::label(int64_t category_id) const {
 
 int64_t CategoryMap::category_id(int64_t label) const {
   if (label < 0 || label >= num_classes()) {
-    throw_data_error({"label.out_of_range", std::nullopt, "", std::nullopt, "label", std::to_string(label),
+    throw_data_error({"label.out_of_range", std::nullopt, "", std::nullopt, "label",
+                      std::to_string(label),
                       str("no category for this label; labels lie in [0, ", num_classes(), ")")});
   }
   return ids_[static_cast<size_t>(label)];
@@ -304,12 +317,13 @@ std::string CategoryMap::describe() const {
   return os.str();
 }
 
-std::optional<std::string> resolve_image_path(const std::string& image_root, const std::string& file_name) {
+std::optional<std::string> resolve_image_path(const std::string& image_root,
+                                              const std::string& file_name) {
   if (file_name.empty()) return std::nullopt;
   const fs::path rel(file_name);
   if (rel.is_absolute() || rel.has_root_name() || rel.has_root_directory()) return std::nullopt;
   const fs::path norm = rel.lexically_normal();
-  if (norm.empty() || norm == "." ) return std::nullopt;
+  if (norm.empty() || norm == ".") return std::nullopt;
   const auto first = *norm.begin();
   if (first == "..") return std::nullopt;
   return (fs::path(image_root) / norm).string();

@@ -61,7 +61,8 @@ struct CocoFile {
 CocoFile read_coco(const std::string& annotation_file, const std::string& image_root);
 
 /// Same as read_coco, from text; `name` stands in for the file name in messages.
-CocoFile parse_coco(const std::string& text, const std::string& name, const std::string& image_root);
+CocoFile parse_coco(const std::string& text, const std::string& name,
+                    const std::string& image_root);
 
 /// Contiguous labels 0..C-1 <-> file category ids. By default every category of the file,
 /// in ascending id order (label 0 = smallest id). With an explicit subset, label i is subset[i]
@@ -96,6 +97,7 @@ class CategoryMap {
 
 /// Resolves `file_name` under `image_root` lexically. Returns nullopt if the name is empty,
 /// absolute, or leaves the root through `..` (such names are refused, code image.bad_path).
-std::optional<std::string> resolve_image_path(const std::string& image_root, const std::string& file_name);
+std::optional<std::string> resolve_image_path(const std::string& image_root,
+                                              const std::string& file_name);
 
 }  // namespace detforge::data

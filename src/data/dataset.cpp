@@ -16,7 +16,8 @@ namespace detforge::data {
 CocoDataset::CocoDataset(DatasetOptions options)
     : CocoDataset(options, read_coco(options.annotation_file, options.image_root)) {}
 
-CocoDataset::CocoDataset(DatasetOptions options, const CocoFile& file) : options_(std::move(options)) {
+CocoDataset::CocoDataset(DatasetOptions options, const CocoFile& file)
+    : options_(std::move(options)) {
   issues_ = validate(file, options_.validation);
   policy_ = apply_policy(file, issues_, options_.on_invalid);
   categories_ = options_.validation.category_subset.empty()
@@ -33,20 +34,24 @@ CocoDataset::CocoDataset(DatasetOptions options, const CocoFile& file) : options
     const auto& an = file.annotations[size_t(a)];
     const auto label = categories_.label(an.category_id);
     const auto it = slot.find(an.image_id);
-    if (!label || it == slot.end()) continue;  // excluded category / removed image (counted by the policy)
+    if (!label || it == slot.end())
+      continue;  // excluded category / removed image (counted by the policy)
     const auto& b = an.bbox;
-    objects_[it->second].push_back({{float(b[0]), float(b[1]), float(b[0] + b[2]), float(b[1] + b[3])}, *label, an.iscrowd});
+    objects_[it->second].push_back(
+        {{float(b[0]), float(b[1]), float(b[0] + b[2]), float(b[1] + b[3])}, *label, an.iscrowd});
   }
 
   const auto counts = count_by_code(issues_);
-  logging::info(str(options_.name, ": ", options_.annotation_file, ": ", images_.size(), " images, ",
-                    categories_.num_classes(), " classes (", categories_.describe(), "); ", summarize(issues_)));
+  logging::info(str(options_.name, ": ", options_.annotation_file, ": ", images_.size(),
+                    " images, ", categories_.num_classes(), " classes (", categories_.describe(),
+                    "); ", summarize(issues_)));
   if (!policy_.skipped_images.empty() || !policy_.dropped_annotations.empty()) {
     std::string per_code;
-    for (const auto& [c, n] : policy_.error_counts) per_code += str(per_code.empty() ? "" : ", ", c, "=", n);
-    logging::warn(str(options_.name, ": data.on_invalid=", on_invalid_name(options_.on_invalid), " removed ",
-                      policy_.dropped_annotations.size(), " annotations and skipped ", policy_.skipped_images.size(),
-                      " images (", per_code, ")",
+    for (const auto& [c, n] : policy_.error_counts)
+      per_code += str(per_code.empty() ? "" : ", ", c, "=", n);
+    logging::warn(str(options_.name, ": data.on_invalid=", on_invalid_name(options_.on_invalid),
+                      " removed ", policy_.dropped_annotations.size(), " annotations and skipped ",
+                      policy_.skipped_images.size(), " images (", per_code, ")",
                       options_.report_path.empty() ? "" : str("; ids in ", options_.report_path)));
   }
   if (!options_.report_path.empty()) {
@@ -54,7 +59,8 @@ CocoDataset::CocoDataset(DatasetOptions options, const CocoFile& file) : options
     std::error_code ec;
     if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
     std::ofstream out(p);
-    out << report_json(options_.annotation_file, issues_, &policy_, on_invalid_name(options_.on_invalid));
+    out << report_json(options_.annotation_file, issues_, &policy_,
+                       on_invalid_name(options_.on_invalid));
     out.close();
     if (!out) throw IoError(str("cannot write data report ", options_.report_path));
   }
@@ -85,12 +91,14 @@ Sample CocoDataset::read(int64_t index) const {
   s.file_name = im.file_name;
   auto decoded = try_decode_image(image_path(index));
   if (!decoded.error.empty()) {
-    throw_data_error({codes::kImageUnreadable, im.id, im.file_name, std::nullopt, "", "", decoded.error});
+    throw_data_error(
+        {codes::kImageUnreadable, im.id, im.file_name, std::nullopt, "", "", decoded.error});
   }
   if (decoded.bgr.cols != im.width || decoded.bgr.rows != im.height) {
-    throw_data_error({codes::kImageSizeMismatch, im.id, im.file_name, std::nullopt, "size",
-                      str(decoded.bgr.cols, "x", decoded.bgr.rows),
-                      str("the file decodes to this size but the json says ", im.width, "x", im.height)});
+    throw_data_error(
+        {codes::kImageSizeMismatch, im.id, im.file_name, std::nullopt, "size",
+         str(decoded.bgr.cols, "x", decoded.bgr.rows),
+         str("the file decodes to this size but the json says ", im.width, "x", im.height)});
   }
   s.image = std::move(decoded.bgr);
   s.original_size = {s.image.rows, s.image.cols};
@@ -121,7 +129,9 @@ std::string report_json(const std::string& annotation_file, const std::vector<Is
   int64_t errors = 0, warnings = 0, infos = 0;
   nlohmann::json list = nlohmann::json::array();
   for (const auto& is : issues) {
-    (is.severity == Severity::kError ? errors : is.severity == Severity::kWarning ? warnings : infos) += 1;
+    (is.severity == Severity::kError     ? errors
+     : is.severity == Severity::kWarning ? warnings
+                                         : infos) += 1;
     nlohmann::json j;
     j["severity"] = severity_name(is.severity);
     j["code"] = is.code;
@@ -138,8 +148,10 @@ std::string report_json(const std::string& annotation_file, const std::vector<Is
   if (policy) {
     doc["on_invalid"] = policy_name;
     nlohmann::json dropped = nlohmann::json::array(), skipped = nlohmann::json::array();
-    for (const auto& [id, code] : policy->dropped_annotations) dropped.push_back({{"ann_id", id}, {"code", code}});
-    for (const auto& [id, code] : policy->skipped_images) skipped.push_back({{"image_id", id}, {"code", code}});
+    for (const auto& [id, code] : policy->dropped_annotations)
+      dropped.push_back({{"ann_id", id}, {"code", code}});
+    for (const auto& [id, code] : policy->skipped_images)
+      skipped.push_back({{"image_id", id}, {"code", code}});
     doc["dropped_annotations"] = std::move(dropped);
     doc["skipped_images"] = std::move(skipped);
   }

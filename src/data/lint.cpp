@@ -46,7 +46,9 @@ LintReport run_lint(const LintOptions& o) {
   r.images = static_cast<int64_t>(f.images.size());
   r.annotations = static_cast<int64_t>(f.annotations.size());
   for (const auto& is : r.issues) {
-    (is.severity == Severity::kError ? r.errors : is.severity == Severity::kWarning ? r.warnings : r.infos) += 1;
+    (is.severity == Severity::kError     ? r.errors
+     : is.severity == Severity::kWarning ? r.warnings
+                                         : r.infos) += 1;
   }
 
   const CategoryMap cats = CategoryMap::from_file(f);
@@ -60,7 +62,9 @@ LintReport run_lint(const LintOptions& o) {
     s.name = cats.names()[size_t(l)];
     const auto& subset = o.validation.category_subset;
     const auto pos = std::find(subset.begin(), subset.end(), s.category_id);
-    s.label = subset.empty() ? l : pos == subset.end() ? -1 : static_cast<int64_t>(pos - subset.begin());
+    s.label = subset.empty()        ? l
+              : pos == subset.end() ? -1
+                                    : static_cast<int64_t>(pos - subset.begin());
     stats[s.category_id] = s;
   }
   std::vector<double> sides;
@@ -100,7 +104,8 @@ LintReport run_lint(const LintOptions& o) {
 std::string format_lint(const LintReport& r, int64_t examples) {
   std::ostringstream os;
   os << "lint " << r.annotation_file << " (images in " << r.image_root << ")\n";
-  os << "  " << r.images << " images, " << r.annotations << " annotations, " << r.classes.size() << " categories\n";
+  os << "  " << r.images << " images, " << r.annotations << " annotations, " << r.classes.size()
+     << " categories\n";
   os << "  " << summarize(r.issues) << "\n";
   if (!r.issues.empty()) {
     os << "\nissues per code:\n";
@@ -109,15 +114,17 @@ std::string format_lint(const LintReport& r, int64_t examples) {
     for (const auto& [code, sev] : all_codes()) {
       const auto it = by_code.find(code);
       if (it == by_code.end()) continue;
-      os << "  " << std::left << std::setw(8) << severity_name(sev) << std::setw(26) << code << it->second.size()
-         << "\n";
+      os << "  " << std::left << std::setw(8) << severity_name(sev) << std::setw(26) << code
+         << it->second.size() << "\n";
     }
     os << "\nfirst examples:\n";
     for (const auto& [code, sev] : all_codes()) {
       const auto it = by_code.find(code);
       if (it == by_code.end()) continue;
-      for (int64_t i = 0; i < examples && i < int64_t(it->second.size()); ++i) os << "  " << it->second[size_t(i)]->format() << "\n";
-      if (int64_t(it->second.size()) > examples) os << "  ... " << it->second.size() - size_t(examples) << " more " << code << "\n";
+      for (int64_t i = 0; i < examples && i < int64_t(it->second.size()); ++i)
+        os << "  " << it->second[size_t(i)]->format() << "\n";
+      if (int64_t(it->second.size()) > examples)
+        os << "  ... " << it->second.size() - size_t(examples) << " more " << code << "\n";
     }
   }
   if (!r.classes.empty()) {
@@ -126,22 +133,25 @@ std::string format_lint(const LintReport& r, int64_t examples) {
     for (const auto& c : r.classes) most = std::max(most, c.boxes);
     for (const auto& c : r.classes) {
       std::ostringstream name;
-      name << (c.label >= 0 ? std::to_string(c.label) : std::string("-")) << ": " << c.category_id << " " << c.name;
-      os << "  " << std::left << std::setw(28) << name.str() << std::right << std::setw(8) << c.boxes << " boxes "
-         << std::string(size_t(30 * c.boxes / most), '#') << "\n";
-      os << "  " << std::string(28, ' ') << "in " << c.images_with << " images, absent from " << c.images_without;
+      name << (c.label >= 0 ? std::to_string(c.label) : std::string("-")) << ": " << c.category_id
+           << " " << c.name;
+      os << "  " << std::left << std::setw(28) << name.str() << std::right << std::setw(8)
+         << c.boxes << " boxes " << std::string(size_t(30 * c.boxes / most), '#') << "\n";
+      os << "  " << std::string(28, ' ') << "in " << c.images_with << " images, absent from "
+         << c.images_without;
       if (c.crowd) os << ", " << c.crowd << " crowd";
       os << "\n";
     }
   }
   if (r.annotations > 0) {
-    os << "\nbox sizes (sqrt(area), COCO buckets): small<32 " << r.small << ", medium<96 " << r.medium << ", large "
-       << r.large << "\n";
-    os << "shorter side px: min " << r.min_side << ", median " << r.median_side << ", max " << r.max_side << "\n";
+    os << "\nbox sizes (sqrt(area), COCO buckets): small<32 " << r.small << ", medium<96 "
+       << r.medium << ", large " << r.large << "\n";
+    os << "shorter side px: min " << r.min_side << ", median " << r.median_side << ", max "
+       << r.max_side << "\n";
     os << "boxes touching the image border: " << r.touching_border << "\n";
   }
-  os << "\nresult: " << (r.errors ? "FAILED" : "ok") << " (" << r.errors << " errors, " << r.warnings << " warnings, "
-     << r.infos << " infos)\n";
+  os << "\nresult: " << (r.errors ? "FAILED" : "ok") << " (" << r.errors << " errors, "
+     << r.warnings << " warnings, " << r.infos << " infos)\n";
   return os.str();
 }
 
@@ -152,12 +162,22 @@ std::string lint_json(const LintReport& r) {
   doc["annotations"] = r.annotations;
   nlohmann::json classes = nlohmann::json::array();
   for (const auto& c : r.classes) {
-    classes.push_back({{"label", c.label}, {"category_id", c.category_id}, {"name", c.name}, {"boxes", c.boxes},
-                       {"crowd", c.crowd}, {"images_with", c.images_with}, {"images_without", c.images_without}});
+    classes.push_back({{"label", c.label},
+                       {"category_id", c.category_id},
+                       {"name", c.name},
+                       {"boxes", c.boxes},
+                       {"crowd", c.crowd},
+                       {"images_with", c.images_with},
+                       {"images_without", c.images_without}});
   }
   doc["classes"] = std::move(classes);
-  doc["box_sizes"] = {{"small", r.small}, {"medium", r.medium}, {"large", r.large}, {"min_side", r.min_side},
-                      {"median_side", r.median_side}, {"max_side", r.max_side}, {"touching_border", r.touching_border}};
+  doc["box_sizes"] = {{"small", r.small},
+                      {"medium", r.medium},
+                      {"large", r.large},
+                      {"min_side", r.min_side},
+                      {"median_side", r.median_side},
+                      {"max_side", r.max_side},
+                      {"touching_border", r.touching_border}};
   return doc.dump(1) + "\n";
 }
 

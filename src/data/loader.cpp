@@ -8,8 +8,8 @@
 #include <mutex>
 #include <thread>
 
-#include <opencv2/core/utility.hpp>
 #include <torch/cuda.h>
+#include <opencv2/core/utility.hpp>
 
 #include "core/errors.h"
 
@@ -27,7 +27,8 @@ Batch collate(const std::vector<Sample>& samples, const CollateOptions& o) {
   h = b == 0 ? sd : round_up(h, sd);
   w = b == 0 ? sd : round_up(w, sd);
   Batch batch;
-  batch.images = torch::empty({b, 3, h, w}, torch::TensorOptions().dtype(torch::kFloat32).pinned_memory(o.pin_memory));
+  batch.images = torch::empty(
+      {b, 3, h, w}, torch::TensorOptions().dtype(torch::kFloat32).pinned_memory(o.pin_memory));
   float* base = batch.images.data_ptr<float>();
   for (int64_t i = 0; i < b; ++i) {
     const Sample& s = samples[size_t(i)];
@@ -38,18 +39,24 @@ Batch collate(const std::vector<Sample>& samples, const CollateOptions& o) {
     for (int64_t c = 0; c < 3; ++c) {
       float* plane = dst + c * h * w;
       if (iw < w) {
-        for (int64_t y = 0; y < ih; ++y) std::memset(plane + y * w + iw, 0, size_t(w - iw) * sizeof(float));
+        for (int64_t y = 0; y < ih; ++y)
+          std::memset(plane + y * w + iw, 0, size_t(w - iw) * sizeof(float));
       }
       if (ih < h) std::memset(plane + ih * w, 0, size_t((h - ih) * w) * sizeof(float));
     }
     batch.image_sizes.push_back({s.image.rows, s.image.cols});
     batch.original_sizes.push_back({s.original_size.height, s.original_size.width});
     const int64_t n = static_cast<int64_t>(s.labels.size());
-    TORCH_CHECK(static_cast<int64_t>(s.boxes.size()) == 4 * n && static_cast<int64_t>(s.iscrowd.size()) == n,
-                "collate: image_id=", s.image_id, " has ", s.boxes.size(), " box values for ", n, " labels");
-    auto boxes = torch::from_blob(const_cast<float*>(s.boxes.data()), {n, 4}, torch::kFloat32).clone();
-    auto labels = torch::from_blob(const_cast<int64_t*>(s.labels.data()), {n}, torch::kInt64).clone();
-    auto crowd = torch::from_blob(const_cast<uint8_t*>(s.iscrowd.data()), {n}, torch::kUInt8).to(torch::kBool);
+    TORCH_CHECK(static_cast<int64_t>(s.boxes.size()) == 4 * n &&
+                    static_cast<int64_t>(s.iscrowd.size()) == n,
+                "collate: image_id=", s.image_id, " has ", s.boxes.size(), " box values for ", n,
+                " labels");
+    auto boxes =
+        torch::from_blob(const_cast<float*>(s.boxes.data()), {n, 4}, torch::kFloat32).clone();
+    auto labels =
+        torch::from_blob(const_cast<int64_t*>(s.labels.data()), {n}, torch::kInt64).clone();
+    auto crowd = torch::from_blob(const_cast<uint8_t*>(s.iscrowd.data()), {n}, torch::kUInt8)
+                     .to(torch::kBool);
     batch.targets.emplace_back(s.image_id, Boxes(boxes), labels, crowd, s.file_name);
     batch.targets.back().validate(o.num_classes);
   }
@@ -73,14 +80,17 @@ struct DataLoader::State {
   std::vector<std::thread> threads;
 };
 
-DataLoader::DataLoader(std::shared_ptr<const CocoDataset> dataset, BatchSampler sampler, LoaderOptions options)
+DataLoader::DataLoader(std::shared_ptr<const CocoDataset> dataset, BatchSampler sampler,
+                       LoaderOptions options)
     : dataset_(std::move(dataset)), sampler_(std::move(sampler)), options_(std::move(options)) {
   if (!dataset_) throw ConfigError("data loader: no dataset");
-  if (options_.workers < 0) throw ConfigError(str("data.workers must be >= 0, got ", options_.workers));
-  if (options_.prefetch < 1) throw ConfigError(str("data.prefetch must be >= 1, got ", options_.prefetch));
+  if (options_.workers < 0)
+    throw ConfigError(str("data.workers must be >= 0, got ", options_.workers));
+  if (options_.prefetch < 1)
+    throw ConfigError(str("data.prefetch must be >= 1, got ", options_.prefetch));
   if (sampler_.dataset_size() != dataset_->size()) {
-    throw ConfigError(str("data loader: sampler covers ", sampler_.dataset_size(), " images, dataset has ",
-                          dataset_->size()));
+    throw ConfigError(str("data loader: sampler covers ", sampler_.dataset_size(),
+                          " images, dataset has ", dataset_->size()));
   }
   options_.collate.pin_memory = options_.pin_memory.value_or(torch::cuda::is_available());
   if (options_.collate.pin_memory && !torch::cuda::is_available()) {
@@ -137,7 +147,8 @@ void DataLoader::start_epoch(int64_t epoch, int64_t first_batch) {
         {
           std::unique_lock<std::mutex> lock(st.mu);
           st.work_cv.wait(lock, [&] {
-            return st.stop || st.next_to_build >= st.limit || st.next_to_build < st.next_to_give + st.capacity;
+            return st.stop || st.next_to_build >= st.limit ||
+                   st.next_to_build < st.next_to_give + st.capacity;
           });
           if (st.stop || st.next_to_build >= st.limit) return;
           k = st.next_to_build++;

@@ -55,7 +55,8 @@ struct LoaderOptions {
 class DataLoader {
  public:
   /// Throws ConfigError for workers < 0 or prefetch < 1.
-  DataLoader(std::shared_ptr<const CocoDataset> dataset, BatchSampler sampler, LoaderOptions options);
+  DataLoader(std::shared_ptr<const CocoDataset> dataset, BatchSampler sampler,
+             LoaderOptions options);
   /// Stops the workers and joins them; never blocks on an unconsumed epoch.
   ~DataLoader();
   DataLoader(const DataLoader&) = delete;

@@ -12,7 +12,8 @@ namespace detforge::data {
 std::vector<int64_t> aspect_ratio_groups(const std::vector<double>& aspect_ratios, int64_t k) {
   std::vector<double> bins;
   if (k > 0) {
-    for (int64_t i = 0; i <= 2 * k; ++i) bins.push_back(std::pow(2.0, -1.0 + 2.0 * double(i) / double(2 * k)));
+    for (int64_t i = 0; i <= 2 * k; ++i)
+      bins.push_back(std::pow(2.0, -1.0 + 2.0 * double(i) / double(2 * k)));
   } else {
     bins = {1.0};
   }
@@ -24,14 +25,19 @@ std::vector<int64_t> aspect_ratio_groups(const std::vector<double>& aspect_ratio
   return groups;
 }
 
-BatchSampler::BatchSampler(int64_t dataset_size, SamplerOptions options) : size_(dataset_size), options_(std::move(options)) {
-  if (options_.batch_size < 1) throw ConfigError(str("sampler: batch_size must be >= 1, got ", options_.batch_size));
-  if (options_.world_size < 1) throw ConfigError(str("sampler: world_size must be >= 1, got ", options_.world_size));
+BatchSampler::BatchSampler(int64_t dataset_size, SamplerOptions options)
+    : size_(dataset_size), options_(std::move(options)) {
+  if (options_.batch_size < 1)
+    throw ConfigError(str("sampler: batch_size must be >= 1, got ", options_.batch_size));
+  if (options_.world_size < 1)
+    throw ConfigError(str("sampler: world_size must be >= 1, got ", options_.world_size));
   if (options_.rank < 0 || options_.rank >= options_.world_size) {
-    throw ConfigError(str("sampler: rank ", options_.rank, " outside [0, ", options_.world_size, ")"));
+    throw ConfigError(
+        str("sampler: rank ", options_.rank, " outside [0, ", options_.world_size, ")"));
   }
   if (!options_.group_ids.empty() && static_cast<int64_t>(options_.group_ids.size()) != size_) {
-    throw ConfigError(str("sampler: ", options_.group_ids.size(), " group ids for ", size_, " images"));
+    throw ConfigError(
+        str("sampler: ", options_.group_ids.size(), " group ids for ", size_, " images"));
   }
 }
 
@@ -41,7 +47,8 @@ std::vector<int64_t> BatchSampler::rank_indices() const {
   if (options_.shuffle) {
     // Fisher-Yates with our own draws: the same permutation on every platform and rank.
     std::mt19937_64 rng(sample_seed(options_.seed, epoch_, -1));
-    for (int64_t i = size_ - 1; i > 0; --i) std::swap(order[size_t(i)], order[rng() % uint64_t(i + 1)]);
+    for (int64_t i = size_ - 1; i > 0; --i)
+      std::swap(order[size_t(i)], order[rng() % uint64_t(i + 1)]);
   }
   const int64_t W = options_.world_size;
   if (options_.training && size_ > 0) {
@@ -97,8 +104,9 @@ std::vector<std::vector<int64_t>> BatchSampler::batches() const {
   }
   int64_t remaining = nb - int64_t(out.size());
   if (remaining > 0) {
-    std::stable_sort(buffers.begin(), buffers.end(),
-                     [](const auto& a, const auto& b) { return a.second.size() > b.second.size(); });
+    std::stable_sort(buffers.begin(), buffers.end(), [](const auto& a, const auto& b) {
+      return a.second.size() > b.second.size();
+    });
     for (auto& [g, buf] : buffers) {
       const auto& pool = find(seen, g)->second;
       for (size_t k = 0; int64_t(buf.size()) < B; ++k) buf.push_back(pool[k % pool.size()]);

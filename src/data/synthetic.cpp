@@ -76,10 +76,13 @@ cv::Mat draw_shape(cv::Mat& img, cv::RNG& rng, int64_t category_id, cv::Point ce
     draw(mask, cv::Scalar(255), cv::LINE_8);
   };
   if (category_id == 1) {
-    both([&](cv::Mat& m, const cv::Scalar& c, int lt) { cv::circle(m, center, size / 2, c, cv::FILLED, lt); });
+    both([&](cv::Mat& m, const cv::Scalar& c, int lt) {
+      cv::circle(m, center, size / 2, c, cv::FILLED, lt);
+    });
   } else if (category_id == 3) {
     const double aspect = rng.uniform(0.6, 1.6);
-    const int w = std::max(4, int(size * std::sqrt(aspect))), h = std::max(4, int(size / std::sqrt(aspect)));
+    const int w = std::max(4, int(size * std::sqrt(aspect))),
+              h = std::max(4, int(size / std::sqrt(aspect)));
     const cv::Rect r(center.x - w / 2, center.y - h / 2, w, h);
     both([&](cv::Mat& m, const cv::Scalar& c, int lt) { cv::rectangle(m, r, c, cv::FILLED, lt); });
   } else {
@@ -89,7 +92,9 @@ cv::Mat draw_shape(cv::Mat& img, cv::RNG& rng, int64_t category_id, cv::Point ce
       const double a = rot + k * 2 * CV_PI / 3;
       pts[k] = center + cv::Point(int(std::cos(a) * size / 1.7), int(std::sin(a) * size / 1.7));
     }
-    both([&](cv::Mat& m, const cv::Scalar& c, int lt) { cv::fillConvexPoly(m, pts.data(), 3, c, lt); });
+    both([&](cv::Mat& m, const cv::Scalar& c, int lt) {
+      cv::fillConvexPoly(m, pts.data(), 3, c, lt);
+    });
   }
   return mask;
 }
@@ -113,7 +118,8 @@ std::vector<Placed> draw_objects(cv::Mat& img, cv::RNG& rng, const SynthOptions&
     for (int attempt = 0; attempt < 20; ++attempt) {
       const int64_t cat = cats[rng.uniform(0, int(cats.size()))].id;
       const int size = std::max(8, int(side * rng.uniform(0.08, 0.35)));
-      const cv::Point center(rng.uniform(size / 2, img.cols - size / 2), rng.uniform(size / 2, img.rows - size / 2));
+      const cv::Point center(rng.uniform(size / 2, img.cols - size / 2),
+                             rng.uniform(size / 2, img.rows - size / 2));
       const cv::Rect guess(center.x - size / 2, center.y - size / 2, size, size);
       const bool crowded = std::any_of(placed.begin(), placed.end(),
                                        [&](const Placed& p) { return iou(p.box, guess) > 0.3; });
@@ -128,17 +134,20 @@ std::vector<Placed> draw_objects(cv::Mat& img, cv::RNG& rng, const SynthOptions&
   return placed;
 }
 
-SplitSummary write_split(const SynthOptions& o, const std::string& split, int64_t count, int64_t first_image_id,
-                         int64_t& next_ann_id) {
+SplitSummary write_split(const SynthOptions& o, const std::string& split, int64_t count,
+                         int64_t first_image_id, int64_t& next_ann_id) {
   SplitSummary s;
   s.name = split;
   s.image_dir = (fs::path(o.out_dir) / split).string();
-  s.annotation_file = (fs::path(o.out_dir) / "annotations" / ("instances_" + split + ".json")).string();
+  s.annotation_file =
+      (fs::path(o.out_dir) / "annotations" / ("instances_" + split + ".json")).string();
   fs::create_directories(s.image_dir);
   fs::create_directories(fs::path(s.annotation_file).parent_path());
 
-  nlohmann::json images = nlohmann::json::array(), anns = nlohmann::json::array(), cats = nlohmann::json::array();
-  for (const auto& c : synth_categories()) cats.push_back({{"id", c.id}, {"name", c.name}, {"supercategory", "shape"}});
+  nlohmann::json images = nlohmann::json::array(), anns = nlohmann::json::array(),
+                 cats = nlohmann::json::array();
+  for (const auto& c : synth_categories())
+    cats.push_back({{"id", c.id}, {"name", c.name}, {"supercategory", "shape"}});
   std::vector<double> sides;
   const uint64_t split_salt = split == "train" ? 1 : 2;
   for (int64_t i = 0; i < count; ++i) {
@@ -155,7 +164,8 @@ SplitSummary write_split(const SynthOptions& o, const std::string& split, int64_
     if (!cv::imwrite(path, img, {cv::IMWRITE_JPEG_QUALITY, o.jpeg_quality})) {
       throw IoError(str("synth: cannot write ", path));
     }
-    images.push_back({{"id", image_id}, {"file_name", name.str()}, {"width", width}, {"height", height}});
+    images.push_back(
+        {{"id", image_id}, {"file_name", name.str()}, {"width", width}, {"height", height}});
     if (objects.empty()) ++s.empty_images;
     for (const auto& p : objects) {
       anns.push_back({{"id", next_ann_id++},
@@ -202,7 +212,8 @@ std::vector<SplitSummary> generate_synthetic(const SynthOptions& o) {
   if (o.image_size < 64 || o.image_size > 4096) {
     throw ConfigError(str("synth: --size ", o.image_size, " is outside [64, 4096]"));
   }
-  if (o.max_objects < 1) throw ConfigError(str("synth: --max-objects ", o.max_objects, " must be >= 1"));
+  if (o.max_objects < 1)
+    throw ConfigError(str("synth: --max-objects ", o.max_objects, " must be >= 1"));
   if (!(o.empty_fraction >= 0 && o.empty_fraction <= 1)) {
     throw ConfigError(str("synth: --empty-fraction ", o.empty_fraction, " is outside [0, 1]"));
   }
@@ -219,15 +230,17 @@ std::vector<SplitSummary> generate_synthetic(const SynthOptions& o) {
 std::string format_summary(const std::vector<SplitSummary>& splits) {
   std::ostringstream os;
   for (const auto& s : splits) {
-    os << s.name << ": " << s.images << " images (" << s.empty_images << " without objects), " << s.annotations
-       << " boxes\n";
-    os << "  annotations: " << s.annotation_file << "\n  images:      " << s.image_dir << "\n  per class:  ";
+    os << s.name << ": " << s.images << " images (" << s.empty_images << " without objects), "
+       << s.annotations << " boxes\n";
+    os << "  annotations: " << s.annotation_file << "\n  images:      " << s.image_dir
+       << "\n  per class:  ";
     for (const auto& c : synth_categories()) {
       const auto it = s.per_category.find(c.id);
-      os << " " << c.name << "(id " << c.id << ")=" << (it == s.per_category.end() ? 0 : it->second);
+      os << " " << c.name << "(id " << c.id
+         << ")=" << (it == s.per_category.end() ? 0 : it->second);
     }
-    os << "\n  shorter box side px: min " << s.min_side << ", median " << s.median_side << ", max " << s.max_side
-       << "\n";
+    os << "\n  shorter box side px: min " << s.min_side << ", median " << s.median_side << ", max "
+       << s.max_side << "\n";
   }
   return os.str();
 }

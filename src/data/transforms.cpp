@@ -51,7 +51,8 @@ DecodeResult try_decode_image(const std::string& path) {
     return r;
   }
   if (r.bgr.empty()) {
-    r.error = str(path, " (", bytes.size(), " bytes) is not a decodable image (corrupt or truncated)");
+    r.error =
+        str(path, " (", bytes.size(), " bytes) is not a decodable image (corrupt or truncated)");
   }
   return r;
 }
@@ -61,7 +62,8 @@ Size2 resized_size(Size2 original, int64_t min_size, int64_t max_size,
   if (fixed_size) return {(*fixed_size)[1], (*fixed_size)[0]};
   const double short_side = static_cast<double>(std::min(original.height, original.width));
   const double long_side = static_cast<double>(std::max(original.height, original.width));
-  const double scale = std::min(static_cast<double>(min_size) / short_side, static_cast<double>(max_size) / long_side);
+  const double scale = std::min(static_cast<double>(min_size) / short_side,
+                                static_cast<double>(max_size) / long_side);
   return {static_cast<int64_t>(std::floor(static_cast<double>(original.height) * scale)),
           static_cast<int64_t>(std::floor(static_cast<double>(original.width) * scale))};
 }
@@ -79,11 +81,13 @@ void apply_transforms(Sample& s, const TransformOptions& o, int64_t epoch, int64
   const Size2 out = resized_size(orig, min_size, o.max_size, o.fixed_size);
   if (out.height <= 0 || out.width <= 0) {
     throw_data_error({"image.size", s.image_id, s.file_name, std::nullopt, "size",
-                      str(orig.width, "x", orig.height), str("resizes to an empty ", out.width, "x", out.height, " image")});
+                      str(orig.width, "x", orig.height),
+                      str("resizes to an empty ", out.width, "x", out.height, " image")});
   }
   if (!(out == orig)) {
     cv::Mat resized;
-    cv::resize(s.image, resized, cv::Size(static_cast<int>(out.width), static_cast<int>(out.height)), 0, 0,
+    cv::resize(s.image, resized,
+               cv::Size(static_cast<int>(out.width), static_cast<int>(out.height)), 0, 0,
                cv::INTER_LINEAR);
     s.image = resized;
   }
@@ -110,8 +114,9 @@ void apply_transforms(Sample& s, const TransformOptions& o, int64_t epoch, int64
   }
 }
 
-void normalize_into(const cv::Mat& bgr, const std::array<float, 3>& mean, const std::array<float, 3>& std,
-                    float* dst, int64_t padded_h, int64_t padded_w) {
+void normalize_into(const cv::Mat& bgr, const std::array<float, 3>& mean,
+                    const std::array<float, 3>& std, float* dst, int64_t padded_h,
+                    int64_t padded_w) {
   CV_Assert(bgr.type() == CV_8UC3 && bgr.rows <= padded_h && bgr.cols <= padded_w);
   // One lookup table per output channel: 256 values each, computed as (v / 255 - mean) / std.
   float lut[3][256];

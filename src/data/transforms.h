@@ -27,7 +27,8 @@ struct DecodeResult {
   /// HxWx3 uint8 BGR, EXIF orientation applied (OpenCV 4.6 imread/imdecode do this for
   /// IMREAD_COLOR); grayscale is replicated to 3 channels, alpha is dropped. Empty on error.
   cv::Mat bgr;
-  /// Why decoding failed ("no such file", "0-byte file", "not a decodable image ..."); empty on success.
+  /// Why decoding failed ("no such file", "0-byte file", "not a decodable image ..."); empty on
+  /// success.
   std::string error;
 };
 
@@ -81,7 +82,8 @@ struct Sample {
 /// pixels, clipped to the image first) in place, with randomness from
 /// sample_seed(options.seed, epoch, index). Box scaling uses float32 ratios new/original per
 /// axis as torchvision's resize_boxes.
-void apply_transforms(Sample& sample, const TransformOptions& options, int64_t epoch, int64_t index);
+void apply_transforms(Sample& sample, const TransformOptions& options, int64_t epoch,
+                      int64_t index);
 
 /// ImageNet statistics (RGB, on [0, 1] pixels).
 constexpr std::array<float, 3> kImageNetMean{0.485f, 0.456f, 0.406f};
@@ -90,8 +92,9 @@ constexpr std::array<float, 3> kImageNetStd{0.229f, 0.224f, 0.225f};
 /// Writes (rgb / 255 - mean) / std of the BGR image `bgr` into `dst`, an RGB CHW buffer of
 /// 3 x padded_h x padded_w floats (row-major), at the top-left; the rest is left untouched.
 /// REQUIRES: bgr is uint8 3-channel, bgr.rows <= padded_h, bgr.cols <= padded_w.
-void normalize_into(const cv::Mat& bgr, const std::array<float, 3>& mean, const std::array<float, 3>& std,
-                    float* dst, int64_t padded_h, int64_t padded_w);
+void normalize_into(const cv::Mat& bgr, const std::array<float, 3>& mean,
+                    const std::array<float, 3>& std, float* dst, int64_t padded_h,
+                    int64_t padded_w);
 
 /// Rounds `v` up to a multiple of `stride` (ceil(v / stride) * stride, torchvision's batch_images).
 int64_t round_up(int64_t v, int64_t stride);

@@ -18,10 +18,12 @@ namespace fs = std::filesystem;
 namespace detforge::data {
 namespace {
 
-std::string fmt_box(const std::array<double, 4>& b) { return str("[", b[0], ",", b[1], ",", b[2], ",", b[3], "]"); }
+std::string fmt_box(const std::array<double, 4>& b) {
+  return str("[", b[0], ",", b[1], ",", b[2], ",", b[3], "]");
+}
 
-Issue make(const char* code, std::optional<int64_t> image_id, std::optional<int64_t> ann_id, std::string file,
-           std::string message) {
+Issue make(const char* code, std::optional<int64_t> image_id, std::optional<int64_t> ann_id,
+           std::string file, std::string message) {
   return Issue{code_severity(code), code, image_id, ann_id, std::move(file), std::move(message)};
 }
 
@@ -46,15 +48,18 @@ std::vector<std::optional<Issue>> check_files(const CocoFile& f, const Validatio
     std::error_code ec;
     const auto status = fs::status(path, ec);
     if (ec || !fs::exists(status)) {
-      out[i] = make(codes::kImageMissingFile, im.id, std::nullopt, im.file_name, str("no file at ", path));
+      out[i] = make(codes::kImageMissingFile, im.id, std::nullopt, im.file_name,
+                    str("no file at ", path));
       return;
     }
     if (!fs::is_regular_file(status)) {
-      out[i] = make(codes::kImageMissingFile, im.id, std::nullopt, im.file_name, str(path, " is not a regular file"));
+      out[i] = make(codes::kImageMissingFile, im.id, std::nullopt, im.file_name,
+                    str(path, " is not a regular file"));
       return;
     }
     if (fs::file_size(path, ec) == 0 && !ec) {
-      out[i] = make(codes::kImageUnreadable, im.id, std::nullopt, im.file_name, str(path, " is a 0-byte file"));
+      out[i] = make(codes::kImageUnreadable, im.id, std::nullopt, im.file_name,
+                    str(path, " is a 0-byte file"));
       return;
     }
     if (o.check_images != ImageCheck::kDecode) return;
@@ -65,12 +70,13 @@ std::vector<std::optional<Issue>> check_files(const CocoFile& f, const Validatio
     }
     if (d.bgr.cols != im.width || d.bgr.rows != im.height) {
       out[i] = make(codes::kImageSizeMismatch, im.id, std::nullopt, im.file_name,
-                    str("json says ", im.width, "x", im.height, " (w x h), the file decodes to ", d.bgr.cols, "x",
-                        d.bgr.rows, " (after EXIF orientation)"));
+                    str("json says ", im.width, "x", im.height, " (w x h), the file decodes to ",
+                        d.bgr.cols, "x", d.bgr.rows, " (after EXIF orientation)"));
     }
   };
   if (o.check_images == ImageCheck::kDecode) {
-    const int threads = o.threads > 0 ? o.threads : std::max(1u, std::thread::hardware_concurrency());
+    const int threads =
+        o.threads > 0 ? o.threads : std::max(1u, std::thread::hardware_concurrency());
     std::atomic<size_t> next{0};
     std::vector<std::thread> pool;
     for (int t = 0; t < threads; ++t) {
@@ -89,9 +95,12 @@ std::vector<std::optional<Issue>> check_files(const CocoFile& f, const Validatio
 
 const char* severity_name(Severity s) {
   switch (s) {
-    case Severity::kInfo: return "info";
-    case Severity::kWarning: return "warning";
-    case Severity::kError: return "error";
+    case Severity::kInfo:
+      return "info";
+    case Severity::kWarning:
+      return "warning";
+    case Severity::kError:
+      return "error";
   }
   return "error";
 }
@@ -156,33 +165,35 @@ std::vector<Issue> validate(const CocoFile& f, const ValidationOptions& o) {
   for (const int64_t id : o.category_subset) {
     if (!cat_ids.count(id)) {
       out.push_back(make(codes::kCategoryUnknown, std::nullopt, std::nullopt, f.annotation_file,
-                         str("configured category subset names id ", id, ", which is not a category of the file (",
-                             all.describe(), ")")));
+                         str("configured category subset names id ", id,
+                             ", which is not a category of the file (", all.describe(), ")")));
     }
   }
-  const int64_t used_classes = subset.empty() ? all.num_classes() : static_cast<int64_t>(subset.size());
+  const int64_t used_classes =
+      subset.empty() ? all.num_classes() : static_cast<int64_t>(subset.size());
   if (o.num_classes && *o.num_classes != used_classes) {
-    out.push_back(make(codes::kCategoryCountMismatch, std::nullopt, std::nullopt, f.annotation_file,
-                       subset.empty()
-                           ? str("num_classes is ", *o.num_classes, " but the file has ", used_classes,
-                                 " categories (", all.describe(), "); set num_classes to ", used_classes,
-                                 " or configure a category subset")
-                           : str("num_classes is ", *o.num_classes, " but the category subset has ", used_classes,
-                                 " ids (of the file's ", all.describe(), ")")));
+    out.push_back(make(
+        codes::kCategoryCountMismatch, std::nullopt, std::nullopt, f.annotation_file,
+        subset.empty() ? str("num_classes is ", *o.num_classes, " but the file has ", used_classes,
+                             " categories (", all.describe(), "); set num_classes to ",
+                             used_classes, " or configure a category subset")
+                       : str("num_classes is ", *o.num_classes, " but the category subset has ",
+                             used_classes, " ids (of the file's ", all.describe(), ")")));
   }
   if (!all.category_ids().empty()) {
     bool contiguous = true;
-    for (int64_t i = 0; i < all.num_classes(); ++i) contiguous &= all.category_ids()[size_t(i)] == i + 1;
+    for (int64_t i = 0; i < all.num_classes(); ++i)
+      contiguous &= all.category_ids()[size_t(i)] == i + 1;
     if (!contiguous) {
-      out.push_back(make(codes::kCategoryNonContiguous, std::nullopt, std::nullopt, f.annotation_file,
-                         str("category ids are not 1..", all.num_classes(), "; labels are mapped as ",
-                             [&] {
-                               std::ostringstream os;
-                               for (int64_t l = 0; l < all.num_classes(); ++l) {
-                                 os << (l ? ", " : "") << "id " << all.category_ids()[size_t(l)] << " -> " << l;
-                               }
-                               return os.str();
-                             }())));
+      out.push_back(
+          make(codes::kCategoryNonContiguous, std::nullopt, std::nullopt, f.annotation_file,
+               str("category ids are not 1..", all.num_classes(), "; labels are mapped as ", [&] {
+                 std::ostringstream os;
+                 for (int64_t l = 0; l < all.num_classes(); ++l) {
+                   os << (l ? ", " : "") << "id " << all.category_ids()[size_t(l)] << " -> " << l;
+                 }
+                 return os.str();
+               }())));
     }
   }
 
@@ -193,15 +204,17 @@ std::vector<Issue> validate(const CocoFile& f, const ValidationOptions& o) {
   for (size_t i = 0; i < f.images.size(); ++i) {
     const auto& im = f.images[i];
     if (!image_index.emplace(im.id, i).second) {
-      image_issue[i] = make(codes::kImageDuplicateId, im.id, std::nullopt, im.file_name,
-                            str("image id ", im.id, " is also used by images[", image_index.at(im.id), "] ('",
-                                f.images[image_index.at(im.id)].file_name, "')"));
+      image_issue[i] =
+          make(codes::kImageDuplicateId, im.id, std::nullopt, im.file_name,
+               str("image id ", im.id, " is also used by images[", image_index.at(im.id), "] ('",
+                   f.images[image_index.at(im.id)].file_name, "')"));
       continue;
     }
     if (!resolve_image_path(f.image_root, im.file_name)) {
-      image_issue[i] = make(codes::kImageBadPath, im.id, std::nullopt, im.file_name,
-                            "file_name must be a relative path inside the image root (absolute paths and '..' "
-                            "leaving the root are refused)");
+      image_issue[i] =
+          make(codes::kImageBadPath, im.id, std::nullopt, im.file_name,
+               "file_name must be a relative path inside the image root (absolute paths and '..' "
+               "leaving the root are refused)");
       continue;
     }
     path_ok[i] = o.check_images != ImageCheck::kNone;
@@ -218,9 +231,9 @@ std::vector<Issue> validate(const CocoFile& f, const ValidationOptions& o) {
     const CocoImage* im = it == image_index.end() ? nullptr : &f.images[it->second];
     const std::string file = im ? im->file_name : "";
     if (!ann_index.emplace(an.id, a).second) {
-      ann_issues.push_back(make(codes::kAnnDuplicateId, an.image_id, an.id, file,
-                                str("annotation id ", an.id, " is also used by annotations[", ann_index.at(an.id),
-                                    "]")));
+      ann_issues.push_back(make(
+          codes::kAnnDuplicateId, an.image_id, an.id, file,
+          str("annotation id ", an.id, " is also used by annotations[", ann_index.at(an.id), "]")));
     }
     if (!im) {
       ann_issues.push_back(make(codes::kAnnOrphanImage, an.image_id, an.id, "",
@@ -229,28 +242,34 @@ std::vector<Issue> validate(const CocoFile& f, const ValidationOptions& o) {
       anns_of[it->second].push_back(a);
     }
     if (!cat_ids.count(an.category_id)) {
-      ann_issues.push_back(make(codes::kCategoryUnknown, an.image_id, an.id, file,
-                                str("category_id=", an.category_id, " is not in categories (", all.describe(), ")")));
+      ann_issues.push_back(make(
+          codes::kCategoryUnknown, an.image_id, an.id, file,
+          str("category_id=", an.category_id, " is not in categories (", all.describe(), ")")));
     } else if (!subset.empty() && !subset.count(an.category_id)) {
-      ann_issues.push_back(make(codes::kCategoryExcluded, an.image_id, an.id, file,
-                                str("category_id=", an.category_id, " is not in the configured subset; not used")));
+      ann_issues.push_back(
+          make(codes::kCategoryExcluded, an.image_id, an.id, file,
+               str("category_id=", an.category_id, " is not in the configured subset; not used")));
     }
     const auto& b = an.bbox;
-    if (!(std::isfinite(b[0]) && std::isfinite(b[1]) && std::isfinite(b[2]) && std::isfinite(b[3]))) {
+    if (!(std::isfinite(b[0]) && std::isfinite(b[1]) && std::isfinite(b[2]) &&
+          std::isfinite(b[3]))) {
       ann_issues.push_back(make(codes::kBboxNonFinite, an.image_id, an.id, file,
                                 str("bbox=", fmt_box(b), ": every coordinate must be finite")));
     } else if (!(b[2] > 0 && b[3] > 0)) {
-      ann_issues.push_back(make(codes::kBboxNonPositiveSize, an.image_id, an.id, file,
-                                str("bbox=", fmt_box(b), ": ", b[2] > 0 ? "height" : "width", " must be > 0")));
+      ann_issues.push_back(
+          make(codes::kBboxNonPositiveSize, an.image_id, an.id, file,
+               str("bbox=", fmt_box(b), ": ", b[2] > 0 ? "height" : "width", " must be > 0")));
     } else if (im) {
       const double t = o.bbox_tolerance, W = double(im->width), H = double(im->height);
       const double cw = std::min(b[0] + b[2], W) - std::max(b[0], 0.0);
       const double ch = std::min(b[1] + b[3], H) - std::max(b[1], 0.0);
-      if (b[0] < -t || b[1] < -t || b[0] + b[2] > W + t || b[1] + b[3] > H + t || cw <= 0 || ch <= 0) {
-        ann_issues.push_back(make(codes::kBboxOutOfImage, an.image_id, an.id, file,
-                                  str("bbox=", fmt_box(b), " (xyxy [", b[0], ",", b[1], ",", b[0] + b[2], ",",
-                                      b[1] + b[3], "]) is outside the ", im->width, "x", im->height,
-                                      " image by more than ", t, " px")));
+      if (b[0] < -t || b[1] < -t || b[0] + b[2] > W + t || b[1] + b[3] > H + t || cw <= 0 ||
+          ch <= 0) {
+        ann_issues.push_back(
+            make(codes::kBboxOutOfImage, an.image_id, an.id, file,
+                 str("bbox=", fmt_box(b), " (xyxy [", b[0], ",", b[1], ",", b[0] + b[2], ",",
+                     b[1] + b[3], "]) is outside the ", im->width, "x", im->height,
+                     " image by more than ", t, " px")));
       }
     }
   }
@@ -268,13 +287,16 @@ std::vector<Issue> validate(const CocoFile& f, const ValidationOptions& o) {
       continue;
     }
     if (std::all_of(list.begin(), list.end(), [&](size_t a) { return f.annotations[a].iscrowd; })) {
-      out.push_back(make(codes::kImageCrowdOnly, im.id, std::nullopt, im.file_name,
-                         str("all ", list.size(), " annotations are iscrowd=1; the image trains as background")));
+      out.push_back(make(
+          codes::kImageCrowdOnly, im.id, std::nullopt, im.file_name,
+          str("all ", list.size(), " annotations are iscrowd=1; the image trains as background")));
     }
     if (o.near_duplicate_iou > 0) {
       for (size_t p = 0; p < list.size(); ++p) {
         const auto& a = f.annotations[list[p]];
-        if (a.iscrowd || !(a.bbox[2] > 0 && a.bbox[3] > 0) || !std::isfinite(a.bbox[0] + a.bbox[1] + a.bbox[2] + a.bbox[3])) continue;
+        if (a.iscrowd || !(a.bbox[2] > 0 && a.bbox[3] > 0) ||
+            !std::isfinite(a.bbox[0] + a.bbox[1] + a.bbox[2] + a.bbox[3]))
+          continue;
         for (size_t q = 0; q < p; ++q) {
           const auto& b = f.annotations[list[q]];
           if (b.iscrowd || b.category_id != a.category_id || !(b.bbox[2] > 0 && b.bbox[3] > 0) ||
@@ -286,9 +308,10 @@ std::vector<Issue> validate(const CocoFile& f, const ValidationOptions& o) {
             std::ostringstream iou;
             iou.precision(3);
             iou << v;
-            out.push_back(make(codes::kBboxNearDuplicate, im.id, a.id, im.file_name,
-                               str("bbox=", fmt_box(a.bbox), " has IoU ", iou.str(), " with ann_id=", b.id,
-                                   " bbox=", fmt_box(b.bbox), " (same category ", a.category_id, ")")));
+            out.push_back(
+                make(codes::kBboxNearDuplicate, im.id, a.id, im.file_name,
+                     str("bbox=", fmt_box(a.bbox), " has IoU ", iou.str(), " with ann_id=", b.id,
+                         " bbox=", fmt_box(b.bbox), " (same category ", a.category_id, ")")));
           }
         }
       }
@@ -305,7 +328,8 @@ std::map<std::string, int64_t> count_by_code(const std::vector<Issue>& issues) {
 }
 
 bool has_errors(const std::vector<Issue>& issues) {
-  return std::any_of(issues.begin(), issues.end(), [](const Issue& i) { return i.severity == Severity::kError; });
+  return std::any_of(issues.begin(), issues.end(),
+                     [](const Issue& i) { return i.severity == Severity::kError; });
 }
 
 std::optional<OnInvalid> parse_on_invalid(const std::string& name) {
@@ -317,9 +341,12 @@ std::optional<OnInvalid> parse_on_invalid(const std::string& name) {
 
 const char* on_invalid_name(OnInvalid p) {
   switch (p) {
-    case OnInvalid::kError: return "error";
-    case OnInvalid::kDrop: return "drop";
-    case OnInvalid::kSkipImage: return "skip_image";
+    case OnInvalid::kError:
+      return "error";
+    case OnInvalid::kDrop:
+      return "drop";
+    case OnInvalid::kSkipImage:
+      return "skip_image";
   }
   return "error";
 }
@@ -345,7 +372,8 @@ std::string summarize(const std::vector<Issue>& issues) {
   return os.str();
 }
 
-PolicyResult apply_policy(const CocoFile& f, const std::vector<Issue>& issues, OnInvalid policy, size_t max_listed) {
+PolicyResult apply_policy(const CocoFile& f, const std::vector<Issue>& issues, OnInvalid policy,
+                          size_t max_listed) {
   PolicyResult r;
   std::vector<const Issue*> errors;
   for (const auto& is : issues) {
@@ -357,9 +385,11 @@ PolicyResult apply_policy(const CocoFile& f, const std::vector<Issue>& issues, O
        << " invalid entries (data.on_invalid=error); per code:";
     for (const auto& [c, n] : r.error_counts) os << " " << c << "=" << n;
     os << "\n";
-    for (size_t i = 0; i < errors.size() && i < max_listed; ++i) os << "  " << errors[i]->format() << "\n";
+    for (size_t i = 0; i < errors.size() && i < max_listed; ++i)
+      os << "  " << errors[i]->format() << "\n";
     if (errors.size() > max_listed) os << "  ... and " << errors.size() - max_listed << " more\n";
-    os << "run `detforge lint` for the full report, fix the file, or set data.on_invalid to drop or skip_image";
+    os << "run `detforge lint` for the full report, fix the file, or set data.on_invalid to drop "
+          "or skip_image";
     throw DataError(os.str());
   }
   // Which image ids and annotation ids go, and why (first reason wins).

@@ -14,17 +14,21 @@ torch::Tensor flags_tensor(ProcessGroup& pg, const std::vector<bool>& flags) {
 
 }  // namespace
 
-std::vector<bool> any_true(ProcessGroup& pg, const std::vector<bool>& flags, const std::string& what) {
+std::vector<bool> any_true(ProcessGroup& pg, const std::vector<bool>& flags,
+                           const std::string& what) {
   TORCH_CHECK(!flags.empty(), what, ": no flags given");
   auto t = flags_tensor(pg, flags);
   pg.all_reduce(t, ReduceOp::kMax, what);
   const auto host = t.cpu();
   std::vector<bool> out(flags.size());
-  for (size_t i = 0; i < flags.size(); ++i) out[i] = host[static_cast<int64_t>(i)].item<float>() > 0.5f;
+  for (size_t i = 0; i < flags.size(); ++i)
+    out[i] = host[static_cast<int64_t>(i)].item<float>() > 0.5f;
   return out;
 }
 
-bool any_true(ProcessGroup& pg, bool flag, const std::string& what) { return any_true(pg, std::vector<bool>{flag}, what)[0]; }
+bool any_true(ProcessGroup& pg, bool flag, const std::string& what) {
+  return any_true(pg, std::vector<bool>{flag}, what)[0];
+}
 
 bool all_true(ProcessGroup& pg, bool flag, const std::string& what) {
   auto t = flags_tensor(pg, {flag});
@@ -32,16 +36,21 @@ bool all_true(ProcessGroup& pg, bool flag, const std::string& what) {
   return t.cpu()[0].item<float>() > 0.5f;
 }
 
-torch::Tensor foreground_normalizer(ProcessGroup& pg, const torch::Tensor& local_count, const std::string& what) {
+torch::Tensor foreground_normalizer(ProcessGroup& pg, const torch::Tensor& local_count,
+                                    const std::string& what) {
   TORCH_CHECK(local_count.defined() && local_count.numel() == 1, what,
               ": local_count must hold exactly one value, got shape ",
               local_count.defined() ? local_count.sizes() : torch::IntArrayRef{});
   auto t = local_count.detach().reshape({1}).to(pg.device(), torch::kFloat32).clone();
   pg.all_reduce(t, ReduceOp::kSum, what);
-  return (t / static_cast<float>(pg.world_size())).clamp_min(1.0f).reshape({}).to(local_count.device());
+  return (t / static_cast<float>(pg.world_size()))
+      .clamp_min(1.0f)
+      .reshape({})
+      .to(local_count.device());
 }
 
-std::vector<std::string> all_gather_bytes(ProcessGroup& pg, const std::string& blob, const std::string& what) {
+std::vector<std::string> all_gather_bytes(ProcessGroup& pg, const std::string& blob,
+                                          const std::string& what) {
   const auto on_device = torch::TensorOptions().device(pg.device());
   auto size = torch::full({1}, static_cast<int64_t>(blob.size()), on_device.dtype(torch::kInt64));
   const auto sizes_parts = pg.all_gather(size, what + " (sizes)");
@@ -56,12 +65,14 @@ std::vector<std::string> all_gather_bytes(ProcessGroup& pg, const std::string& b
   out.reserve(parts.size());
   for (size_t r = 0; r < parts.size(); ++r) {
     const auto host = parts[r].cpu().contiguous();
-    out.emplace_back(reinterpret_cast<const char*>(host.data_ptr<uint8_t>()), static_cast<size_t>(sizes[r]));
+    out.emplace_back(reinterpret_cast<const char*>(host.data_ptr<uint8_t>()),
+                     static_cast<size_t>(sizes[r]));
   }
   return out;
 }
 
-std::vector<std::string> gather_bytes_to_main(ProcessGroup& pg, const std::string& blob, const std::string& what) {
+std::vector<std::string> gather_bytes_to_main(ProcessGroup& pg, const std::string& blob,
+                                              const std::string& what) {
   auto all = all_gather_bytes(pg, blob, what);
   if (!pg.is_main()) return {};
   return all;

@@ -23,7 +23,8 @@ bool all_true(ProcessGroup& pg, bool flag, const std::string& what);
 
 /// Several decisions in one all-reduce: out[i] = flags[i] on any rank.
 /// REQUIRES: the same flags.size() on every rank.
-std::vector<bool> any_true(ProcessGroup& pg, const std::vector<bool>& flags, const std::string& what);
+std::vector<bool> any_true(ProcessGroup& pg, const std::vector<bool>& flags,
+                           const std::string& what);
 
 /// Normaliser for losses summed over foreground samples: max(1, sum over ranks of
 /// `local_count` / world_size). Dividing by the world size matches the gradient sync, which
@@ -31,14 +32,17 @@ std::vector<bool> any_true(ProcessGroup& pg, const std::vector<bool>& flags, con
 /// max(1, .) because a batch (or every batch) may have no foreground.
 /// local_count: a number (any dtype, any shape that holds one value) on any device.
 /// Returns a 0-dim float32 on local_count's device.
-torch::Tensor foreground_normalizer(ProcessGroup& pg, const torch::Tensor& local_count, const std::string& what);
+torch::Tensor foreground_normalizer(ProcessGroup& pg, const torch::Tensor& local_count,
+                                    const std::string& what);
 
 /// Every rank's `blob` in rank order, on every rank (all-gather of the sizes, then of the
 /// blobs padded to the largest). Blobs may differ in size and be empty.
-std::vector<std::string> all_gather_bytes(ProcessGroup& pg, const std::string& blob, const std::string& what);
+std::vector<std::string> all_gather_bytes(ProcessGroup& pg, const std::string& blob,
+                                          const std::string& what);
 
 /// Rank 0 gets every rank's blob in rank order; the other ranks get an empty vector.
-std::vector<std::string> gather_bytes_to_main(ProcessGroup& pg, const std::string& blob, const std::string& what);
+std::vector<std::string> gather_bytes_to_main(ProcessGroup& pg, const std::string& blob,
+                                              const std::string& what);
 
 /// FNV-1a 64 of `text`; the key-list and parameter-layout checks compare these across ranks.
 uint64_t fnv1a64(const std::string& text);

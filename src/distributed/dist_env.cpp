@@ -11,7 +11,7 @@ namespace detforge::dist {
 namespace {
 
 constexpr int kMaxWorld = 1 << 20;
-const char* const kTorchrunVars[] = {"RANK",     "WORLD_SIZE",  "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+const char* const kTorchrunVars[] = {"RANK",        "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
                                      "MASTER_ADDR", "MASTER_PORT"};
 
 const std::string* find(const EnvMap& env, const std::string& name) {
@@ -27,11 +27,13 @@ std::string join_set(const EnvMap& env, const std::vector<std::string>& names) {
   return out;
 }
 
-std::vector<std::string> torchrun_names() { return {std::begin(kTorchrunVars), std::end(kTorchrunVars)}; }
+std::vector<std::string> torchrun_names() {
+  return {std::begin(kTorchrunVars), std::end(kTorchrunVars)};
+}
 
 // torchrun always exports all six, so a partial set means a hand-made or broken launch.
-const std::string& require(const EnvMap& env, const std::string& name, const std::vector<std::string>& group,
-                           const std::string& how) {
+const std::string& require(const EnvMap& env, const std::string& name,
+                           const std::vector<std::string>& group, const std::string& how) {
   if (const auto* v = find(env, name)) return *v;
   const std::string set = join_set(env, group);
   const bool several = set.find(", ") != std::string::npos;
@@ -40,15 +42,16 @@ const std::string& require(const EnvMap& env, const std::string& name, const std
 
 void check_rank(const std::string& rank_var, int rank, const std::string& world_var, int world) {
   if (rank >= world) {
-    throw DistError(str(rank_var, "=", rank, " must be < ", world_var, "=", world, " (ranks are 0..", world - 1,
-                        ")"));
+    throw DistError(str(rank_var, "=", rank, " must be < ", world_var, "=", world,
+                        " (ranks are 0..", world - 1, ")"));
   }
 }
 
 DistEnv from_torchrun(const EnvMap& env) {
   const auto group = torchrun_names();
   const std::string how =
-      "a launched process needs RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT "
+      "a launched process needs RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and "
+      "MASTER_PORT "
       "(torchrun and detforge launch set all of them); unset all of them to run a single process";
   DistEnv e;
   e.source = EnvSource::kTorchrun;
@@ -56,14 +59,17 @@ DistEnv from_torchrun(const EnvMap& env) {
   e.world_size = parse_env_int("WORLD_SIZE", *find(env, "WORLD_SIZE"), 1, kMaxWorld);
   e.rank = parse_env_int("RANK", *find(env, "RANK"), 0, kMaxWorld);
   check_rank("RANK", e.rank, "WORLD_SIZE", e.world_size);
-  e.local_world_size = parse_env_int("LOCAL_WORLD_SIZE", *find(env, "LOCAL_WORLD_SIZE"), 1, kMaxWorld);
+  e.local_world_size =
+      parse_env_int("LOCAL_WORLD_SIZE", *find(env, "LOCAL_WORLD_SIZE"), 1, kMaxWorld);
   if (e.local_world_size > e.world_size) {
-    throw DistError(str("LOCAL_WORLD_SIZE=", e.local_world_size, " must be <= WORLD_SIZE=", e.world_size));
+    throw DistError(
+        str("LOCAL_WORLD_SIZE=", e.local_world_size, " must be <= WORLD_SIZE=", e.world_size));
   }
   e.local_rank = parse_env_int("LOCAL_RANK", *find(env, "LOCAL_RANK"), 0, kMaxWorld);
   check_rank("LOCAL_RANK", e.local_rank, "LOCAL_WORLD_SIZE", e.local_world_size);
   e.master_addr = *find(env, "MASTER_ADDR");
-  if (e.master_addr.empty()) throw DistError("MASTER_ADDR is set but empty; give rank 0's host name or address");
+  if (e.master_addr.empty())
+    throw DistError("MASTER_ADDR is set but empty; give rank 0's host name or address");
   e.master_port = parse_env_int("MASTER_PORT", *find(env, "MASTER_PORT"), 1, 65535);
   if (const auto* v = find(env, "TORCHELASTIC_USE_AGENT_STORE")) e.agent_store = (*v == "True");
   if (const auto* v = find(env, "TORCHELASTIC_RESTART_COUNT")) {
@@ -83,10 +89,12 @@ DistEnv from_slurm(const EnvMap& env) {
   const std::string how = "srun sets SLURM_PROCID, SLURM_NTASKS and SLURM_LOCALID for every task";
   DistEnv e;
   e.source = EnvSource::kSlurm;
-  e.world_size = parse_env_int("SLURM_NTASKS", require(env, "SLURM_NTASKS", group, how), 1, kMaxWorld);
+  e.world_size =
+      parse_env_int("SLURM_NTASKS", require(env, "SLURM_NTASKS", group, how), 1, kMaxWorld);
   e.rank = parse_env_int("SLURM_PROCID", require(env, "SLURM_PROCID", group, how), 0, kMaxWorld);
   check_rank("SLURM_PROCID", e.rank, "SLURM_NTASKS", e.world_size);
-  e.local_rank = parse_env_int("SLURM_LOCALID", require(env, "SLURM_LOCALID", group, how), 0, kMaxWorld);
+  e.local_rank =
+      parse_env_int("SLURM_LOCALID", require(env, "SLURM_LOCALID", group, how), 0, kMaxWorld);
 
   if (const auto* v = find(env, "SLURM_NTASKS_PER_NODE")) {
     e.local_world_size = first_tasks_per_node("SLURM_NTASKS_PER_NODE", *v);
@@ -114,8 +122,9 @@ DistEnv from_slurm(const EnvMap& env) {
       }
     }
     if (found == nullptr) {
-      throw DistError(str("SLURM_JOB_NODELIST is not set, but ", join_set(env, group),
-                          " are: the rendezvous host is the node list's first host (or set MASTER_ADDR)"));
+      throw DistError(
+          str("SLURM_JOB_NODELIST is not set, but ", join_set(env, group),
+              " are: the rendezvous host is the node list's first host (or set MASTER_ADDR)"));
     }
     e.master_addr = first_slurm_host(*found, name);
   }
@@ -132,9 +141,12 @@ DistEnv from_slurm(const EnvMap& env) {
 
 const char* to_string(EnvSource source) {
   switch (source) {
-    case EnvSource::kSingleProcess: return "single process";
-    case EnvSource::kTorchrun: return "torchrun variables";
-    case EnvSource::kSlurm: return "SLURM variables";
+    case EnvSource::kSingleProcess:
+      return "single process";
+    case EnvSource::kTorchrun:
+      return "torchrun variables";
+    case EnvSource::kSlurm:
+      return "SLURM variables";
   }
   return "?";
 }
@@ -151,14 +163,15 @@ EnvMap process_environment() {
 
 std::string DistEnv::describe() const {
   if (!launched()) return "single process (no RANK/WORLD_SIZE or SLURM variables)";
-  return str("rank ", rank, "/", world_size, " (local ", local_rank, "/", local_world_size, ") from ",
-             to_string(source), ", rendezvous ", master_addr, ":", master_port,
+  return str("rank ", rank, "/", world_size, " (local ", local_rank, "/", local_world_size,
+             ") from ", to_string(source), ", rendezvous ", master_addr, ":", master_port,
              agent_store ? " (hosted by torchrun)" : " (hosted by rank 0)");
 }
 
 DistEnv DistEnv::from_env(const EnvMap& env) {
   DistEnv e;
-  // MASTER_ADDR/MASTER_PORT alone do not mean torchrun under srun: sbatch scripts often export them.
+  // MASTER_ADDR/MASTER_PORT alone do not mean torchrun under srun: sbatch scripts often export
+  // them.
   bool torchrun = false;
   for (const char* name : kTorchrunVars) torchrun = torchrun || env.count(name) > 0;
   const bool rank_vars = env.count("RANK") || env.count("WORLD_SIZE") || env.count("LOCAL_RANK") ||
@@ -211,7 +224,8 @@ std::string first_slurm_host(const std::string& nodelist, const std::string& var
     const auto close = item.find(']', i);
     const std::string ranges = item.substr(i + 1, close - i - 1);
     const std::string first = ranges.substr(0, ranges.find_first_of(",-"));
-    if (first.empty()) throw DistError(str(variable, "='", nodelist, "' has an empty range in brackets"));
+    if (first.empty())
+      throw DistError(str(variable, "='", nodelist, "' has an empty range in brackets"));
     host += first;
     i = close + 1;
   }

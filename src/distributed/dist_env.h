@@ -78,7 +78,8 @@ struct DistEnv {
 /// First host of a SLURM node list: "node[01-04],gpu7" -> "node01", "a,b" -> "a",
 /// "rack[1-2]-n[3,5]" -> "rack1-n3". Throws DistError naming `variable` and the value for an
 /// empty list or unbalanced brackets.
-std::string first_slurm_host(const std::string& nodelist, const std::string& variable = "SLURM_JOB_NODELIST");
+std::string first_slurm_host(const std::string& nodelist,
+                             const std::string& variable = "SLURM_JOB_NODELIST");
 
 /// Parses a base-10 integer in [lo, hi] from the whole of `text` (no sign games, no spaces).
 /// Throws DistError "VAR='text' is not an integer" or "VAR=70000 is outside [1, 65535]".

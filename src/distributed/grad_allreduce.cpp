@@ -22,13 +22,16 @@ std::vector<std::string> split_lines(const std::string& text) {
 }
 
 // Every rank must sync the same parameters, or the buckets pair up different tensors.
-void check_layout(ProcessGroup& pg, const std::vector<std::string>& names, const std::vector<torch::Tensor>& params) {
+void check_layout(ProcessGroup& pg, const std::vector<std::string>& names,
+                  const std::vector<torch::Tensor>& params) {
   std::string layout;
   for (size_t i = 0; i < params.size(); ++i) layout += layout_entry(names[i], params[i]) + "\n";
   const auto hash = static_cast<int64_t>(fnv1a64(layout));
-  const auto mine = torch::full({1}, hash, torch::TensorOptions().dtype(torch::kInt64).device(pg.device()));
+  const auto mine =
+      torch::full({1}, hash, torch::TensorOptions().dtype(torch::kInt64).device(pg.device()));
   bool same = true;
-  for (const auto& h : pg.all_gather(mine, "parameter layout check")) same = same && h.cpu().item<int64_t>() == hash;
+  for (const auto& h : pg.all_gather(mine, "parameter layout check"))
+    same = same && h.cpu().item<int64_t>() == hash;
   if (same) return;
   const auto all = all_gather_bytes(pg, layout, "parameter layout exchange");
   const auto reference = split_lines(all[0]);
@@ -48,7 +51,8 @@ void check_layout(ProcessGroup& pg, const std::vector<std::string>& names, const
 
 }  // namespace
 
-std::vector<GradBucket> plan_buckets(const std::vector<torch::Tensor>& params, int64_t bucket_bytes) {
+std::vector<GradBucket> plan_buckets(const std::vector<torch::Tensor>& params,
+                                     int64_t bucket_bytes) {
   TORCH_CHECK(bucket_bytes > 0, "plan_buckets: bucket_bytes must be > 0, got ", bucket_bytes);
   std::vector<GradBucket> buckets;
   int64_t bytes = 0;
@@ -77,12 +81,15 @@ std::string GradCoverage::to_string() const {
     for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
     return out;
   };
-  std::string text = str(missing.size(), " of ", total, " parameters had no gradient on this rank: ", join(missing));
-  if (!unused.empty()) text += str("; without gradient on every rank (left undefined): ", join(unused));
+  std::string text = str(missing.size(), " of ", total,
+                         " parameters had no gradient on this rank: ", join(missing));
+  if (!unused.empty())
+    text += str("; without gradient on every rank (left undefined): ", join(unused));
   return text;
 }
 
-GradSync::GradSync(std::shared_ptr<ProcessGroup> pg, const torch::nn::Module& module, GradSyncOptions options)
+GradSync::GradSync(std::shared_ptr<ProcessGroup> pg, const torch::nn::Module& module,
+                   GradSyncOptions options)
     : pg_(std::move(pg)), options_(options) {
   TORCH_CHECK(pg_ != nullptr, "GradSync: process group must not be null");
   for (const auto& item : module.named_parameters(/*recurse=*/true)) {
@@ -97,7 +104,8 @@ GradSync::GradSync(std::shared_ptr<ProcessGroup> pg, const torch::nn::Module& mo
   check_layout(*pg_, names_, params_);
   buckets_ = plan_buckets(params_, options_.bucket_bytes);
   for (const auto& b : buckets_) {
-    flat_.push_back(torch::empty({b.numel}, torch::TensorOptions().dtype(b.dtype).device(b.device)));
+    flat_.push_back(
+        torch::empty({b.numel}, torch::TensorOptions().dtype(b.dtype).device(b.device)));
   }
   coverage_.total = params_.size();
 }
@@ -170,7 +178,8 @@ const GradCoverage& GradSync::sync(const std::string& what) {
       const auto slot = flat_[b].narrow(0, offset, p.numel()).view(p.sizes());
       offset += p.numel();
       if (count[i] == 0.0f) {
-        // No rank computed it: leave it undefined, so optimizers skip it exactly as one process would.
+        // No rank computed it: leave it undefined, so optimizers skip it exactly as one process
+        // would.
         coverage_.unused.push_back(names_[i]);
       } else if (p.grad().defined()) {
         p.mutable_grad().copy_(slot);

@@ -33,7 +33,8 @@ struct GradBucket {
 
 /// Splits `params` (in order) into buckets of at most `bucket_bytes` each; a new bucket also
 /// starts where dtype or device changes. REQUIRES: bucket_bytes > 0.
-std::vector<GradBucket> plan_buckets(const std::vector<torch::Tensor>& params, int64_t bucket_bytes);
+std::vector<GradBucket> plan_buckets(const std::vector<torch::Tensor>& params,
+                                     int64_t bucket_bytes);
 
 /// Parameters that had no gradient at the last sync. `missing` differs between ranks when a
 /// branch ran on some ranks only; those were sent as zeros.
@@ -56,7 +57,8 @@ class GradSync {
   /// Syncs module.named_parameters() that require grad, in registration order. Collective:
   /// every rank compares a hash of its (name, dtype, shape) list; a mismatch throws DistError
   /// naming the first parameter where each rank differs from rank 0.
-  GradSync(std::shared_ptr<ProcessGroup> pg, const torch::nn::Module& module, GradSyncOptions options = {});
+  GradSync(std::shared_ptr<ProcessGroup> pg, const torch::nn::Module& module,
+           GradSyncOptions options = {});
 
   /// Copies rank 0's parameters and buffers (all of them, requires_grad or not) to every
   /// rank, bucketed like the gradients. Collective; call once before the first step.

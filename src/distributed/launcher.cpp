@@ -72,12 +72,18 @@ class SignalScope {
 std::string signal_name(int sig) {
   const char* name = ::strsignal(sig);
   switch (sig) {
-    case SIGKILL: return str("9 (SIGKILL: ", name, ")");
-    case SIGTERM: return str("15 (SIGTERM: ", name, ")");
-    case SIGINT: return str("2 (SIGINT: ", name, ")");
-    case SIGSEGV: return str("11 (SIGSEGV: ", name, ")");
-    case SIGABRT: return str("6 (SIGABRT: ", name, ")");
-    default: return str(sig, " (", name, ")");
+    case SIGKILL:
+      return str("9 (SIGKILL: ", name, ")");
+    case SIGTERM:
+      return str("15 (SIGTERM: ", name, ")");
+    case SIGINT:
+      return str("2 (SIGINT: ", name, ")");
+    case SIGSEGV:
+      return str("11 (SIGSEGV: ", name, ")");
+    case SIGABRT:
+      return str("6 (SIGABRT: ", name, ")");
+    default:
+      return str(sig, " (", name, ")");
   }
 }
 
@@ -173,7 +179,8 @@ struct ExecArgs {
   std::vector<char*> envp;
 };
 
-ExecArgs exec_args(const LaunchOptions& o, int local_rank, const EnvMap& base, const std::string& program) {
+ExecArgs exec_args(const LaunchOptions& o, int local_rank, const EnvMap& base,
+                   const std::string& program) {
   ExecArgs a;
   a.program = program;
   a.argv_storage = o.command;
@@ -208,17 +215,21 @@ void signal_group(const Rank& r, int sig) {
   if (r.running) ::kill(-r.pid, sig);
 }
 
-std::string describe_exit(const Rank& r) { return str("rank ", r.rank, " (pid ", r.pid, ") ", r.exit.describe()); }
+std::string describe_exit(const Rank& r) {
+  return str("rank ", r.rank, " (pid ", r.pid, ") ", r.exit.describe());
+}
 
 }  // namespace
 
 std::string RankExit::describe() const {
-  return signaled ? str("was killed by signal ", signal_name(value)) : str("exited with code ", value);
+  return signaled ? str("was killed by signal ", signal_name(value))
+                  : str("exited with code ", value);
 }
 
 int free_local_port() {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw DistError(str("cannot open a socket to find a free port: ", std::strerror(errno)));
+  if (fd < 0)
+    throw DistError(str("cannot open a socket to find a free port: ", std::strerror(errno)));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_ANY);
@@ -232,10 +243,12 @@ int free_local_port() {
 }
 
 void validate(const LaunchOptions& o) {
-  if (o.nproc_per_node < 1) throw ConfigError(str("launch: --nproc-per-node must be >= 1, got ", o.nproc_per_node));
+  if (o.nproc_per_node < 1)
+    throw ConfigError(str("launch: --nproc-per-node must be >= 1, got ", o.nproc_per_node));
   if (o.nnodes < 1) throw ConfigError(str("launch: --nnodes must be >= 1, got ", o.nnodes));
   if (o.node_rank < 0 || o.node_rank >= o.nnodes) {
-    throw ConfigError(str("launch: --node-rank ", o.node_rank, " is outside [0, ", o.nnodes, ") for --nnodes ", o.nnodes));
+    throw ConfigError(str("launch: --node-rank ", o.node_rank, " is outside [0, ", o.nnodes,
+                          ") for --nnodes ", o.nnodes));
   }
   if (o.master_port < 1 || o.master_port > 65535) {
     throw ConfigError(str("launch: --master-port ", o.master_port, " is outside [1, 65535]"));
@@ -274,7 +287,8 @@ std::vector<RankExit> launch(const LaunchOptions& options) {
   const EnvMap base = process_environment();
   const std::string program = resolve_program(options.command[0], base);
   std::vector<ExecArgs> args;
-  for (int l = 0; l < options.nproc_per_node; ++l) args.push_back(exec_args(options, l, base, program));
+  for (int l = 0; l < options.nproc_per_node; ++l)
+    args.push_back(exec_args(options, l, base, program));
 
   SignalScope signals;
   const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -285,10 +299,12 @@ std::vector<RankExit> launch(const LaunchOptions& options) {
     r.rank = options.node_rank * options.nproc_per_node + l;
     int out[2], err[2];
     if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
-      throw DistError(str("launch: cannot create pipes for rank ", r.rank, ": ", std::strerror(errno)));
+      throw DistError(
+          str("launch: cannot create pipes for rank ", r.rank, ": ", std::strerror(errno)));
     }
     const pid_t pid = ::fork();
-    if (pid < 0) throw DistError(str("launch: cannot start rank ", r.rank, ": ", std::strerror(errno)));
+    if (pid < 0)
+      throw DistError(str("launch: cannot start rank ", r.rank, ": ", std::strerror(errno)));
     if (pid == 0) exec_child(args[static_cast<size_t>(l)], out[1], err[1], null_fd, self);
     ::setpgid(pid, pid);  // also in the parent: no race with the first signal_group()
     ::close(out[1]);
@@ -318,7 +334,8 @@ std::vector<RankExit> launch(const LaunchOptions& options) {
   };
 
   while (true) {
-    const bool any_running = std::any_of(ranks.begin(), ranks.end(), [](const Rank& r) { return r.running; });
+    const bool any_running =
+        std::any_of(ranks.begin(), ranks.end(), [](const Rank& r) { return r.running; });
     std::vector<pollfd> fds{{signals.read_fd(), POLLIN, 0}};
     std::vector<Stream*> streams;
     for (auto& r : ranks) {
@@ -352,8 +369,8 @@ std::vector<RankExit> launch(const LaunchOptions& options) {
     for (size_t i = 1; i < fds.size(); ++i) {
       if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) {
         Stream* s = streams[i - 1];
-        const Rank& owner = *std::find_if(ranks.begin(), ranks.end(),
-                                          [&](const Rank& r) { return &r.out == s || &r.err == s; });
+        const Rank& owner = *std::find_if(
+            ranks.begin(), ranks.end(), [&](const Rank& r) { return &r.out == s || &r.err == s; });
         pump(*s, options.prefix_output ? str("[rank ", owner.rank, "] ") : std::string());
       }
     }
@@ -393,7 +410,8 @@ std::vector<RankExit> launch(const LaunchOptions& options) {
   std::string stopped;
   for (const auto& r : ranks) {
     exits.push_back(r.exit);
-    if (r.exit.stopped) stopped += str(stopped.empty() ? "" : ", ", r.rank, " (", r.exit.describe(), ")");
+    if (r.exit.stopped)
+      stopped += str(stopped.empty() ? "" : ", ", r.rank, " (", r.exit.describe(), ")");
   }
   if (forwarded_signal != 0) {
     throw RankFailedError(str("launch: received signal ", signal_name(forwarded_signal),

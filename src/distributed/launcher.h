@@ -50,9 +50,10 @@ EnvMap rank_environment(const LaunchOptions& options, int local_rank, const EnvM
 struct RankExit {
   int rank = 0;
   pid_t pid = 0;
-  bool signaled = false;   ///< killed by a signal (value = signal number), else exited (value = code)
+  bool signaled =
+      false;  ///< killed by a signal (value = signal number), else exited (value = code)
   int value = 0;
-  bool stopped = false;    ///< the launcher sent it SIGTERM/SIGKILL because another rank failed
+  bool stopped = false;  ///< the launcher sent it SIGTERM/SIGKILL because another rank failed
   /// "exited with code 3", "was killed by signal 9 (Killed)".
   std::string describe() const;
 };

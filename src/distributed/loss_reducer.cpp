@@ -25,7 +25,8 @@ std::vector<std::string> split(const std::string& text, char sep) {
 }
 
 // Items of `a` not in `b`, in a's order.
-std::vector<std::string> minus(const std::vector<std::string>& a, const std::vector<std::string>& b) {
+std::vector<std::string> minus(const std::vector<std::string>& a,
+                               const std::vector<std::string>& b) {
   std::vector<std::string> out;
   for (const auto& x : a) {
     if (std::find(b.begin(), b.end(), x) == b.end()) out.push_back(x);
@@ -33,7 +34,8 @@ std::vector<std::string> minus(const std::vector<std::string>& a, const std::vec
   return out;
 }
 
-std::string key_diff(const std::vector<std::string>& expected, const std::vector<std::string>& got) {
+std::string key_diff(const std::vector<std::string>& expected,
+                     const std::vector<std::string>& got) {
   const auto missing = minus(expected, got);
   const auto extra = minus(got, expected);
   std::string text;
@@ -47,7 +49,8 @@ std::string key_diff(const std::vector<std::string>& expected, const std::vector
 
 double ReducedLosses::at(const std::string& key) const {
   const auto it = std::find(keys.begin(), keys.end(), key);
-  if (it == keys.end()) throw std::out_of_range(str("ReducedLosses: unknown key '", key, "'; keys are ", join(keys)));
+  if (it == keys.end())
+    throw std::out_of_range(str("ReducedLosses: unknown key '", key, "'; keys are ", join(keys)));
   return values[static_cast<size_t>(it - keys.begin())];
 }
 
@@ -67,9 +70,11 @@ LossReducer::LossReducer(std::shared_ptr<ProcessGroup> pg, std::vector<std::stri
   TORCH_CHECK(!keys_.empty(), "LossReducer: the key list must not be empty");
   const std::string joined = join(keys_, "\n");
   const auto hash = static_cast<int64_t>(fnv1a64(joined));
-  const auto mine = torch::full({1}, hash, torch::TensorOptions().dtype(torch::kInt64).device(pg_->device()));
+  const auto mine =
+      torch::full({1}, hash, torch::TensorOptions().dtype(torch::kInt64).device(pg_->device()));
   bool same = true;
-  for (const auto& h : pg_->all_gather(mine, "loss key check")) same = same && h.cpu().item<int64_t>() == hash;
+  for (const auto& h : pg_->all_gather(mine, "loss key check"))
+    same = same && h.cpu().item<int64_t>() == hash;
   if (same) return;
   const auto all = all_gather_bytes(*pg_, joined, "loss key exchange");
   const auto reference = split(all[0], '\n');
@@ -77,7 +82,8 @@ LossReducer::LossReducer(std::shared_ptr<ProcessGroup> pg, std::vector<std::stri
   for (size_t r = 0; r < all.size(); ++r) {
     const auto theirs = split(all[r], '\n');
     lists += str("; rank ", r, ": [", join(theirs), "]");
-    if (r > 0 && theirs != reference) lists += str(" (vs rank 0: ", key_diff(reference, theirs), ")");
+    if (r > 0 && theirs != reference)
+      lists += str(" (vs rank 0: ", key_diff(reference, theirs), ")");
   }
   throw DistError(str(pg_->where(), " the loss keys differ across ranks", lists,
                       ". Every rank must build the same detector from the same config"));
@@ -85,8 +91,8 @@ LossReducer::LossReducer(std::shared_ptr<ProcessGroup> pg, std::vector<std::stri
 
 std::string LossReducer::check_local(const LossDict& losses) const {
   if (losses.keys() != keys_) {
-    return str("keys differ from the run's loss keys: ", key_diff(keys_, losses.keys()), " (expected [",
-               join(keys_), "])");
+    return str("keys differ from the run's loss keys: ", key_diff(keys_, losses.keys()),
+               " (expected [", join(keys_), "])");
   }
   try {
     losses.check_complete();
@@ -99,7 +105,8 @@ std::string LossReducer::check_local(const LossDict& losses) const {
 ReducedLosses LossReducer::reduce(const LossDict& losses, int64_t step) {
   const std::string problem = check_local(losses);
   const auto k = static_cast<int64_t>(keys_.size());
-  auto buffer = torch::zeros({k + 1}, torch::TensorOptions().dtype(torch::kFloat32).device(pg_->device()));
+  auto buffer =
+      torch::zeros({k + 1}, torch::TensorOptions().dtype(torch::kFloat32).device(pg_->device()));
   if (problem.empty()) {
     buffer.narrow(0, 0, k).copy_(losses.stacked());
   } else {
@@ -110,18 +117,21 @@ ReducedLosses LossReducer::reduce(const LossDict& losses, int64_t step) {
   const auto host = buffer.cpu();
   const float* v = host.data_ptr<float>();
   if (v[k] > 0.0f) {
-    const auto problems = all_gather_bytes(*pg_, problem, str("loss problem exchange (step ", step, ")"));
+    const auto problems =
+        all_gather_bytes(*pg_, problem, str("loss problem exchange (step ", step, ")"));
     std::string text;
     for (size_t r = 0; r < problems.size(); ++r) {
       if (!problems[r].empty()) text += str("; rank ", r, ": ", problems[r]);
     }
-    throw DistError(str(pg_->where(), " LossDict refused at step ", step, ", no loss was reduced", text,
-                        ". Every forward must set every loss key on every rank (graph_zero(pred) for a term "
-                        "that does not apply to a batch)"));
+    throw DistError(
+        str(pg_->where(), " LossDict refused at step ", step, ", no loss was reduced", text,
+            ". Every forward must set every loss key on every rank (graph_zero(pred) for a term "
+            "that does not apply to a batch)"));
   }
   ReducedLosses out;
   out.keys = keys_;
-  for (int64_t i = 0; i < k; ++i) out.values.push_back(static_cast<double>(v[i]) / pg_->world_size());
+  for (int64_t i = 0; i < k; ++i)
+    out.values.push_back(static_cast<double>(v[i]) / pg_->world_size());
   return out;
 }
 

@@ -45,7 +45,8 @@ std::string first_line(const std::string& text, size_t limit = 400) {
 std::string message_of(const std::exception& e) {
   const auto* c10e = dynamic_cast<const c10::Error*>(&e);
   std::string text = c10e != nullptr ? c10e->what_without_backtrace() : e.what();
-  if (text.rfind("[/", 0) == 0 && text.find("] ") != std::string::npos) text = text.substr(text.find("] ") + 2);
+  if (text.rfind("[/", 0) == 0 && text.find("] ") != std::string::npos)
+    text = text.substr(text.find("] ") + 2);
   const auto signoff = text.find(" GLHF");
   if (signoff != std::string::npos) text = text.substr(0, signoff);
   text = first_line(text);
@@ -73,12 +74,13 @@ bool contains_any(const std::string& text, std::initializer_list<const char*> ne
 
 // What a user should conclude from a backend's message.
 std::string diagnose(const std::string& backend_message) {
-  if (contains_any(backend_message, {"Connection closed", "Connection reset", "Broken pipe", "closed by peer",
-                                     "ECONNRESET", "EPIPE", "Socket closed"})) {
+  if (contains_any(backend_message, {"Connection closed", "Connection reset", "Broken pipe",
+                                     "closed by peer", "ECONNRESET", "EPIPE", "Socket closed"})) {
     return "another rank left the run (its connection closed); that rank's log names the cause";
   }
   if (contains_any(backend_message, {"imed out", "imeout", "timeout"})) {
-    return "another rank did not join this collective in time: it stopped, is stuck, or called a different "
+    return "another rank did not join this collective in time: it stopped, is stuck, or called a "
+           "different "
            "collective; that rank's log names the cause";
   }
   return "the backend reported an error";
@@ -98,9 +100,12 @@ BackendKind resolve(BackendKind kind, const std::optional<torch::Device>& device
 
 c10d::ReduceOp to_c10d(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return c10d::ReduceOp(c10d::ReduceOp::SUM);
-    case ReduceOp::kMax: return c10d::ReduceOp(c10d::ReduceOp::MAX);
-    case ReduceOp::kMin: return c10d::ReduceOp(c10d::ReduceOp::MIN);
+    case ReduceOp::kSum:
+      return c10d::ReduceOp(c10d::ReduceOp::SUM);
+    case ReduceOp::kMax:
+      return c10d::ReduceOp(c10d::ReduceOp::MAX);
+    case ReduceOp::kMin:
+      return c10d::ReduceOp(c10d::ReduceOp::MIN);
   }
   return c10d::ReduceOp(c10d::ReduceOp::SUM);
 }
@@ -111,7 +116,8 @@ c10::intrusive_ptr<c10d::Store> connect_store(const DistEnv& env, std::chrono::m
   o.port = static_cast<std::uint16_t>(env.master_port);
   o.isServer = env.rank == 0 && !env.agent_store;
   o.numWorkers = static_cast<size_t>(env.world_size);
-  o.waitWorkers = true;  // as Python's TCPStore: every instance counts itself in and waits for the rest
+  o.waitWorkers =
+      true;  // as Python's TCPStore: every instance counts itself in and waits for the rest
   o.timeout = timeout;
   const std::string target = str("MASTER_ADDR=", env.master_addr, " MASTER_PORT=", env.master_port);
   c10::intrusive_ptr<c10d::Store> store;
@@ -120,23 +126,28 @@ c10::intrusive_ptr<c10d::Store> connect_store(const DistEnv& env, std::chrono::m
     store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, o);
   } catch (const std::exception& e) {
     const std::string msg = message_of(e);
-    if (o.isServer && contains_any(msg, {"listen", "bind", "EADDRINUSE", "address already in use"})) {
-      throw DistError(str(where, " cannot host the rendezvous store on ", target, ": ", msg,
-                          ". Another run may hold the port: choose a free MASTER_PORT (--master-port)"));
+    if (o.isServer &&
+        contains_any(msg, {"listen", "bind", "EADDRINUSE", "address already in use"})) {
+      throw DistError(
+          str(where, " cannot host the rendezvous store on ", target, ": ", msg,
+              ". Another run may hold the port: choose a free MASTER_PORT (--master-port)"));
     }
     if (o.isServer) {
-      throw DistError(str(where, " hosted the rendezvous at ", target, " but not all WORLD_SIZE=", env.world_size,
-                          " ranks joined within ", timeout.count(), " ms: ", msg,
-                          ". Check that every rank was started with the same MASTER_ADDR/MASTER_PORT"));
+      throw DistError(str(
+          where, " hosted the rendezvous at ", target, " but not all WORLD_SIZE=", env.world_size,
+          " ranks joined within ", timeout.count(), " ms: ", msg,
+          ". Check that every rank was started with the same MASTER_ADDR/MASTER_PORT"));
     }
-    throw DistError(str(where, " cannot reach the rendezvous at ", target, " within ", timeout.count(), " ms: ", msg,
-                        ". Check that rank 0 is running and that MASTER_ADDR is reachable from this node"));
+    throw DistError(str(
+        where, " cannot reach the rendezvous at ", target, " within ", timeout.count(), " ms: ",
+        msg, ". Check that rank 0 is running and that MASTER_ADDR is reachable from this node"));
   }
   // A restarted torchrun attempt must not read the keys of the previous one.
   return c10::make_intrusive<c10d::PrefixStore>(str("detforge/", env.restart_count), store);
 }
 
-c10::intrusive_ptr<c10d::Backend> make_gloo(const DistEnv& env, const c10::intrusive_ptr<c10d::Store>& store,
+c10::intrusive_ptr<c10d::Backend> make_gloo(const DistEnv& env,
+                                            const c10::intrusive_ptr<c10d::Store>& store,
                                             std::chrono::milliseconds timeout) {
   auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
   if (!env.gloo_interface.empty()) {
@@ -149,7 +160,8 @@ c10::intrusive_ptr<c10d::Backend> make_gloo(const DistEnv& env, const c10::intru
   return c10::make_intrusive<c10d::ProcessGroupGloo>(store, env.rank, env.world_size, opts);
 }
 
-c10::intrusive_ptr<c10d::Backend> make_nccl(const DistEnv& env, const c10::intrusive_ptr<c10d::Store>& store,
+c10::intrusive_ptr<c10d::Backend> make_nccl(const DistEnv& env,
+                                            const c10::intrusive_ptr<c10d::Store>& store,
                                             std::chrono::milliseconds timeout) {
 #ifdef USE_C10D_NCCL
   // Without blocking wait a timed-out NCCL collective aborts the process from the watchdog
@@ -189,7 +201,8 @@ std::shared_ptr<ProcessGroup> ProcessGroup::single(torch::Device device) {
   return std::shared_ptr<ProcessGroup>(new ProcessGroup(std::move(impl)));
 }
 
-std::shared_ptr<ProcessGroup> ProcessGroup::create(const DistEnv& env, const ProcessGroupOptions& options) {
+std::shared_ptr<ProcessGroup> ProcessGroup::create(const DistEnv& env,
+                                                   const ProcessGroupOptions& options) {
   if (options.timeout.count() <= 0) {
     throw ConfigError(str("distributed timeout must be > 0 ms, got ", options.timeout.count()));
   }
@@ -199,9 +212,11 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(const DistEnv& env, const Pro
   impl->timeout = options.timeout;
   const std::string where = impl->where();
   if (kind == BackendKind::kNccl) {
-    if (!cuda_available()) throw DistError(str(where, " backend nccl needs CUDA, but no CUDA device is available"));
+    if (!cuda_available())
+      throw DistError(str(where, " backend nccl needs CUDA, but no CUDA device is available"));
     if (options.device && !options.device->is_cuda()) {
-      throw DistError(str(where, " backend nccl needs a CUDA device, but this rank's device is ", options.device->str()));
+      throw DistError(str(where, " backend nccl needs a CUDA device, but this rank's device is ",
+                          options.device->str()));
     }
     if (options.device) {
       c10::cuda::set_device(options.device->index());
@@ -212,9 +227,10 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(const DistEnv& env, const Pro
     const int count = static_cast<int>(torch::cuda::device_count());
     if (env.local_rank >= count) {
       const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-      throw DistError(str(where, " LOCAL_RANK=", env.local_rank, " needs cuda:", env.local_rank, " but only ", count,
-                          " CUDA device(s) are visible (CUDA_VISIBLE_DEVICES=", visible ? visible : "<unset>",
-                          "); start at most ", count, " ranks per node"));
+      throw DistError(str(where, " LOCAL_RANK=", env.local_rank, " needs cuda:", env.local_rank,
+                          " but only ", count, " CUDA device(s) are visible (CUDA_VISIBLE_DEVICES=",
+                          visible ? visible : "<unset>", "); start at most ", count,
+                          " ranks per node"));
     }
     // Before any CUDA work, so that nothing lands on cuda:0 by default.
     c10::cuda::set_device(static_cast<c10::DeviceIndex>(env.local_rank));
@@ -222,8 +238,9 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(const DistEnv& env, const Pro
   }
   if (!env.launched()) return std::shared_ptr<ProcessGroup>(new ProcessGroup(std::move(impl)));
 
-  logging::info(str("joining ", env.describe(), ", backend ", kind == BackendKind::kNccl ? "nccl" : "gloo",
-                    ", timeout ", options.timeout.count(), " ms"));
+  logging::info(str("joining ", env.describe(), ", backend ",
+                    kind == BackendKind::kNccl ? "nccl" : "gloo", ", timeout ",
+                    options.timeout.count(), " ms"));
   impl->store = connect_store(env, options.timeout, where);
   try {
     if (kind == BackendKind::kNccl) {
@@ -246,7 +263,8 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(const DistEnv& env, const Pro
   pg->all_reduce(probe, ReduceOp::kSum, "start-up check all-reduce");
   const auto joined = probe.item<float>();
   if (joined != static_cast<float>(env.world_size)) {
-    throw DistError(str(where, " start-up check counted ", joined, " ranks, expected WORLD_SIZE=", env.world_size));
+    throw DistError(str(where, " start-up check counted ", joined,
+                        " ranks, expected WORLD_SIZE=", env.world_size));
   }
   return pg;
 }
@@ -268,18 +286,21 @@ void check_tensor(const ProcessGroup& pg, const torch::Tensor& t, const std::str
 }
 
 // Waits for every work; the first failure becomes a DistError and poisons the group.
-void finish(ProcessGroup::Impl& impl, std::vector<c10::intrusive_ptr<c10d::Work>> works, const std::string& what,
-            Clock::time_point started) {
+void finish(ProcessGroup::Impl& impl, std::vector<c10::intrusive_ptr<c10d::Work>> works,
+            const std::string& what, Clock::time_point started) {
   for (auto& work : works) {
     try {
       if (!work->wait(impl.timeout + kWaitMargin)) {
-        throw std::runtime_error(str("timeout after ", (impl.timeout + kWaitMargin).count(), " ms"));
+        throw std::runtime_error(
+            str("timeout after ", (impl.timeout + kWaitMargin).count(), " ms"));
       }
     } catch (const std::exception& e) {
-      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
+      const auto ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
       const std::string msg = message_of(e);
       impl.failure = str(impl.where(), " ", what, " failed after ", ms, " ms (collective timeout ",
-                         impl.timeout.count(), " ms): ", diagnose(msg), " [", impl.backend_name, ": ", msg, "]");
+                         impl.timeout.count(), " ms): ", diagnose(msg), " [", impl.backend_name,
+                         ": ", msg, "]");
       throw DistError(impl.failure);
     }
   }
@@ -299,8 +320,8 @@ void run_collective(ProcessGroup::Impl& impl, const std::string& what, Start sta
     throw;
   } catch (const std::exception& e) {
     const std::string msg = message_of(e);
-    impl.failure = str(impl.where(), " ", what, " could not start: ", diagnose(msg), " [", impl.backend_name, ": ",
-                       msg, "]");
+    impl.failure = str(impl.where(), " ", what, " could not start: ", diagnose(msg), " [",
+                       impl.backend_name, ": ", msg, "]");
     throw DistError(impl.failure);
   }
   finish(impl, std::move(works), what, started);
@@ -312,7 +333,8 @@ void ProcessGroup::all_reduce(const torch::Tensor& tensor, ReduceOp op, const st
   all_reduce_many({tensor}, op, what);
 }
 
-void ProcessGroup::all_reduce_many(const std::vector<torch::Tensor>& tensors, ReduceOp op, const std::string& what) {
+void ProcessGroup::all_reduce_many(const std::vector<torch::Tensor>& tensors, ReduceOp op,
+                                   const std::string& what) {
   for (const auto& t : tensors) check_tensor(*this, t, what);
   if (!impl_->backend) return;
   run_collective(*impl_, what, [&](std::vector<c10::intrusive_ptr<c10d::Work>>& works) {
@@ -328,7 +350,8 @@ void ProcessGroup::all_reduce_many(const std::vector<torch::Tensor>& tensors, Re
 
 void ProcessGroup::broadcast(const torch::Tensor& tensor, int root, const std::string& what) {
   check_tensor(*this, tensor, what);
-  TORCH_CHECK(root >= 0 && root < world_size(), what, ": root ", root, " outside [0, ", world_size(), ")");
+  TORCH_CHECK(root >= 0 && root < world_size(), what, ": root ", root, " outside [0, ",
+              world_size(), ")");
   if (!impl_->backend) return;
   run_collective(*impl_, what, [&](std::vector<c10::intrusive_ptr<c10d::Work>>& works) {
     c10d::BroadcastOptions opts;
@@ -339,7 +362,8 @@ void ProcessGroup::broadcast(const torch::Tensor& tensor, int root, const std::s
   });
 }
 
-std::vector<torch::Tensor> ProcessGroup::all_gather(const torch::Tensor& tensor, const std::string& what) {
+std::vector<torch::Tensor> ProcessGroup::all_gather(const torch::Tensor& tensor,
+                                                    const std::string& what) {
   check_tensor(*this, tensor, what);
   if (!impl_->backend) return {tensor.clone()};
   std::vector<std::vector<at::Tensor>> outputs(1);

@@ -49,7 +49,8 @@ class ProcessGroup {
   /// the user set it, so that a timed-out collective throws instead of aborting the process.
   /// Throws DistError naming MASTER_ADDR/MASTER_PORT and the rank if the store cannot be
   /// reached or hosted, or not every rank joins, within options.timeout.
-  static std::shared_ptr<ProcessGroup> create(const DistEnv& env, const ProcessGroupOptions& options = {});
+  static std::shared_ptr<ProcessGroup> create(const DistEnv& env,
+                                              const ProcessGroupOptions& options = {});
 
   /// A plain single process on `device` (rank 0 of 1, no backend).
   static std::shared_ptr<ProcessGroup> single(torch::Device device = torch::kCPU);
@@ -79,7 +80,8 @@ class ProcessGroup {
   /// In place over all ranks.
   void all_reduce(const torch::Tensor& tensor, ReduceOp op, const std::string& what);
   /// In place, one collective per tensor, all started before the first is waited for.
-  void all_reduce_many(const std::vector<torch::Tensor>& tensors, ReduceOp op, const std::string& what);
+  void all_reduce_many(const std::vector<torch::Tensor>& tensors, ReduceOp op,
+                       const std::string& what);
   /// In place: every rank ends with root's values.
   void broadcast(const torch::Tensor& tensor, int root, const std::string& what);
   /// world_size() tensors, rank order; each rank's `tensor` must have the same shape.

@@ -21,7 +21,8 @@ AutocastScope::AutocastScope(const torch::Device& device, Precision precision)
   previous_ = at::autocast::is_autocast_enabled(type_);
   previous_dtype_ = at::autocast::get_autocast_dtype(type_);
   if (!enabled_) return;
-  at::autocast::set_autocast_dtype(type_, precision == Precision::kFloat16 ? torch::kFloat16 : torch::kBFloat16);
+  at::autocast::set_autocast_dtype(
+      type_, precision == Precision::kFloat16 ? torch::kFloat16 : torch::kBFloat16);
   at::autocast::set_autocast_enabled(type_, true);
   at::autocast::increment_nesting();
 }
@@ -37,7 +38,9 @@ AutocastScope::~AutocastScope() {
 GradScaler::GradScaler(bool enabled, double init_scale, int64_t growth_interval)
     : enabled_(enabled), scale_(enabled ? init_scale : 1.0), growth_interval_(growth_interval) {}
 
-torch::Tensor GradScaler::scale(const torch::Tensor& loss) const { return enabled_ ? loss * scale_ : loss; }
+torch::Tensor GradScaler::scale(const torch::Tensor& loss) const {
+  return enabled_ ? loss * scale_ : loss;
+}
 
 bool GradScaler::unscale(const std::vector<torch::Tensor>& params) {
   std::vector<torch::Tensor> grads;

@@ -34,17 +34,21 @@ void positive(const ConfigNode& n, const std::string& key, double value, bool al
 }
 
 // Reads an integer key into `field` and checks it is > 0 (>= 0 with allow_zero).
-void read_count(const ConfigNode& n, const std::string& key, int64_t& field, bool allow_zero = false) {
+void read_count(const ConfigNode& n, const std::string& key, int64_t& field,
+                bool allow_zero = false) {
   if (n.read(key, field)) positive(n, key, static_cast<double>(field), allow_zero);
 }
 
 void read_train(const ConfigNode& t, const torch::Device& device, TrainerOptions& o) {
   if (t.has("precision")) {
-    o.precision = located(t, "precision", [&] { return parse_precision(t.required<std::string>("precision"), device); });
+    o.precision = located(t, "precision", [&] {
+      return parse_precision(t.required<std::string>("precision"), device);
+    });
   }
   read_count(t, "epochs", o.epochs);
   read_count(t, "accumulate", o.accumulate);
-  if (t.read("clip_grad_norm", o.clip_grad_norm)) positive(t, "clip_grad_norm", o.clip_grad_norm, true);
+  if (t.read("clip_grad_norm", o.clip_grad_norm))
+    positive(t, "clip_grad_norm", o.clip_grad_norm, true);
   t.read("channels_last", o.channels_last);
   read_count(t, "max_nonfinite_steps", o.max_nonfinite_steps);
   read_count(t, "log_interval", o.log_interval);
@@ -67,7 +71,8 @@ std::vector<ParamGroupRule> read_param_groups(const ConfigNode& n) {
 }
 
 void read_optimizer(const ConfigNode& n, OptimizerOptions& o) {
-  if (n.has("type")) o.type = located(n, "type", [&] { return parse_optimizer(n.required<std::string>("type")); });
+  if (n.has("type"))
+    o.type = located(n, "type", [&] { return parse_optimizer(n.required<std::string>("type")); });
   if (n.read("lr", o.lr)) positive(n, "lr", o.lr);
   n.read("momentum", o.momentum);
   n.read("nesterov", o.nesterov);
@@ -84,13 +89,19 @@ void read_optimizer(const ConfigNode& n, OptimizerOptions& o) {
 
 void read_schedule(const ConfigNode& n, TrainerOptions& o) {
   auto& s = o.schedule;
-  if (n.has("warmup")) s.warmup = located(n, "warmup", [&] { return parse_warmup(n.required<std::string>("warmup")); });
-  if (n.has("warmup_steps") && n.has("warmup_epochs")) n.fail("warmup_epochs", "give warmup_steps or warmup_epochs, not both");
+  if (n.has("warmup"))
+    s.warmup =
+        located(n, "warmup", [&] { return parse_warmup(n.required<std::string>("warmup")); });
+  if (n.has("warmup_steps") && n.has("warmup_epochs"))
+    n.fail("warmup_epochs", "give warmup_steps or warmup_epochs, not both");
   read_count(n, "warmup_steps", s.warmup_steps, /*allow_zero=*/true);
   if (n.read("warmup_epochs", o.warmup_epochs)) positive(n, "warmup_epochs", o.warmup_epochs, true);
   if (n.read("warmup_factor", s.warmup_factor)) positive(n, "warmup_factor", s.warmup_factor);
-  if (n.has("policy")) s.policy = located(n, "policy", [&] { return parse_policy(n.required<std::string>("policy")); });
-  if (n.has("milestones") && n.has("milestone_epochs")) n.fail("milestones", "give milestones or milestone_epochs, not both");
+  if (n.has("policy"))
+    s.policy =
+        located(n, "policy", [&] { return parse_policy(n.required<std::string>("policy")); });
+  if (n.has("milestones") && n.has("milestone_epochs"))
+    n.fail("milestones", "give milestones or milestone_epochs, not both");
   n.read("milestones", s.milestones);
   n.read("milestone_epochs", o.milestone_epochs);
   n.read("gamma", s.gamma);
@@ -102,7 +113,8 @@ void read_mlperf(const ConfigNode& n, MlperfOptions& m) {
   n.read("target_map", m.target_map);
   n.read("submission_org", m.submission_org);
   n.read("submission_platform", m.submission_platform);
-  if (n.has("submission_division")) m.submission_division = n.one_of("submission_division", {"closed", "open"}, "");
+  if (n.has("submission_division"))
+    m.submission_division = n.one_of("submission_division", {"closed", "open"}, "");
   n.read("submission_status", m.submission_status);
 }
 
@@ -112,8 +124,9 @@ void read_eval(const ConfigNode& n, TrainerOptions& o) {
     const auto& names = eval::stat_names();
     const bool per_class = o.best_metric.rfind("AP/", 0) == 0 && o.best_metric.size() > 3;
     if (!per_class && std::find(names.begin(), names.end(), o.best_metric) == names.end()) {
-      n.fail("best_metric", str("unknown '", o.best_metric, "'; ", list_choices(o.best_metric, names, "known"),
-                                 ", or AP/<category name>"));
+      n.fail("best_metric",
+             str("unknown '", o.best_metric, "'; ", list_choices(o.best_metric, names, "known"),
+                 ", or AP/<category name>"));
     }
   }
 }
@@ -140,11 +153,13 @@ TrainerOptions trainer_options(const ConfigNode& root, const torch::Device& devi
     if (n.read("tau", o.ema_options.tau)) positive(n, "tau", o.ema_options.tau);
   });
   section(root, "eval", [&](const ConfigNode& n) { read_eval(n, o); });
-  section(root, "checkpoint", [&](const ConfigNode& n) { n.read("interval", o.checkpoint_interval); });
+  section(root, "checkpoint",
+          [&](const ConfigNode& n) { n.read("interval", o.checkpoint_interval); });
   section(root, "mlperf", [&](const ConfigNode& n) { read_mlperf(n, o.mlperf); });
   section(root, "dist", [&](const ConfigNode& n) {
     if (n.has("backend")) {
-      o.dist_backend = located(n, "backend", [&] { return dist::parse_backend(n.required<std::string>("backend")); });
+      o.dist_backend = located(
+          n, "backend", [&] { return dist::parse_backend(n.required<std::string>("backend")); });
     }
     if (n.read("timeout_s", o.dist_timeout_s)) positive(n, "timeout_s", o.dist_timeout_s);
     read_count(n, "bucket_mb", o.dist_bucket_mb);
@@ -164,11 +179,13 @@ std::optional<int64_t> resolve_num_classes(const ConfigNode& root) {
   }
   if (data && data->has("num_classes")) from_data = data::data_num_classes(*data);
   if (from_model && from_data && *from_model != *from_data) {
-    model->fail("num_classes", str(*from_model, " but data.num_classes is ", *from_data, " (", data->where("num_classes"),
-                                   "); set one of them, or both to the same value"));
+    model->fail("num_classes",
+                str(*from_model, " but data.num_classes is ", *from_data, " (",
+                    data->where("num_classes"), "); set one of them, or both to the same value"));
   }
   if (!from_model && !from_data && model) {
-    model->fail("num_classes", "required key is missing (give model.num_classes or data.num_classes)");
+    model->fail("num_classes",
+                "required key is missing (give model.num_classes or data.num_classes)");
   }
   return from_model ? from_model : from_data;
 }
@@ -182,15 +199,17 @@ RunSpec read_run_spec(const Config& config, RunPurpose purpose, const DeviceEnv&
   spec.device = located(root, "device", [&] { return resolve_device(device, env); });
   spec.trainer = trainer_options(root, spec.device);
   if (spec.trainer.dist_backend == dist::BackendKind::kNccl && !spec.device.is_cuda()) {
-    root.child("dist").fail("backend", str("nccl needs a CUDA device, but device is ", spec.device.str(),
-                                           " (use gloo or auto for CPU training)"));
+    root.child("dist").fail("backend",
+                            str("nccl needs a CUDA device, but device is ", spec.device.str(),
+                                " (use gloo or auto for CPU training)"));
   }
 
   const auto num_classes = resolve_num_classes(root);
   const auto data_node = root.optional_child("data");
   if (data_node) spec.data = data::data_options(*data_node, num_classes);
   if (purpose == RunPurpose::kTrain && (!spec.data.train || !spec.data.val)) {
-    (data_node ? *data_node : root).fail(data_node ? "" : "data", "training needs both data.train and data.val");
+    (data_node ? *data_node : root)
+        .fail(data_node ? "" : "data", "training needs both data.train and data.val");
   }
   spec.detector = models::detector_spec(root.child("model"), num_classes);
 
@@ -202,8 +221,8 @@ RunSpec read_run_spec(const Config& config, RunPurpose purpose, const DeviceEnv&
     if (!data_node->has("size_divisible")) {
       divisible = stride;
     } else if (divisible % stride != 0) {
-      data_node->fail("size_divisible", str(divisible, " is not a multiple of the ", spec.detector.type,
-                                            " detector's stride ", stride));
+      data_node->fail("size_divisible", str(divisible, " is not a multiple of the ",
+                                            spec.detector.type, " detector's stride ", stride));
     }
   }
   root.reject_unused();
@@ -222,7 +241,8 @@ Run build_run(const RunSpec& spec) {
   pgo.backend = o.dist_backend;
   pgo.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.dist_timeout_s * 1000));
   pgo.device = run.device;
-  run.pg = spec.dist_env.launched() ? dist::ProcessGroup::create(spec.dist_env, pgo) : dist::ProcessGroup::single(run.device);
+  run.pg = spec.dist_env.launched() ? dist::ProcessGroup::create(spec.dist_env, pgo)
+                                    : dist::ProcessGroup::single(run.device);
   logging::set_rank(run.pg->rank(), run.pg->world_size());
 
   // Seeds differ per rank only where randomness must differ (none in the model init: rank 0's
@@ -235,8 +255,9 @@ Run build_run(const RunSpec& spec) {
   run.config_yaml = spec.config_yaml;
   run.config_hash = spec.config_hash;
   logging::add_file((fs::path(o.output_dir) / str("train_rank", run.pg->rank(), ".log")).string());
-  logging::info(str("run directory ", o.output_dir, "; config hash ", spec.config_hash, "; device ", run.device.str(),
-                    "; ", run.pg->world_size(), " process(es), backend ", run.pg->backend_name()));
+  logging::info(str("run directory ", o.output_dir, "; config hash ", spec.config_hash, "; device ",
+                    run.device.str(), "; ", run.pg->world_size(), " process(es), backend ",
+                    run.pg->backend_name()));
 
   auto loader = [&](data::SplitOptions split, const data::CocoFile* file) {
     if (!split.loader.pin_memory) split.loader.pin_memory = run.device.is_cuda();
@@ -247,8 +268,8 @@ Run build_run(const RunSpec& spec) {
   const auto& val = spec.data.val->dataset;
   const auto val_file = data::read_coco(val.annotation_file, val.image_root);
   run.val_data = loader(*spec.data.val, &val_file);
-  run.evaluator = std::make_unique<eval::CocoEvaluator>(ground_truth(val_file),
-                                                        run.val_data->dataset().categories().category_ids());
+  run.evaluator = std::make_unique<eval::CocoEvaluator>(
+      ground_truth(val_file), run.val_data->dataset().categories().category_ids());
 
   run.model->to(run.device);
   if (run.ema_model) run.ema_model->to(run.device);
@@ -266,18 +287,21 @@ Run build_run(const RunSpec& spec) {
   table << "optimizer parameter groups:";
   for (const auto& g : groups) {
     run.lr_multipliers.push_back(g.lr_mult);
-    table << "\n  " << g.name << ": " << g.tensors << " tensors, " << g.values << " values, lr x" << g.lr_mult
-          << ", weight_decay " << g.weight_decay;
+    table << "\n  " << g.name << ": " << g.tensors << " tensors, " << g.values << " values, lr x"
+          << g.lr_mult << ", weight_decay " << g.weight_decay;
   }
   logging::info(table.str());
 
-  const int64_t steps_per_epoch = std::max<int64_t>(1, run.train_data->num_batches() / o.accumulate);
+  const int64_t steps_per_epoch =
+      std::max<int64_t>(1, run.train_data->num_batches() / o.accumulate);
   auto s = o.schedule;
   s.base_lr = o.optimizer.lr;
-  if (o.warmup_epochs >= 0) s.warmup_steps = static_cast<int64_t>(std::llround(o.warmup_epochs * steps_per_epoch));
+  if (o.warmup_epochs >= 0)
+    s.warmup_steps = static_cast<int64_t>(std::llround(o.warmup_epochs * steps_per_epoch));
   if (!o.milestone_epochs.empty()) {
     s.milestones.clear();
-    for (double e : o.milestone_epochs) s.milestones.push_back(static_cast<int64_t>(std::llround(e * steps_per_epoch)));
+    for (double e : o.milestone_epochs)
+      s.milestones.push_back(static_cast<int64_t>(std::llround(e * steps_per_epoch)));
   }
   s.total_steps = std::max<int64_t>(1, steps_per_epoch * o.epochs);
   run.schedule = std::make_unique<LrSchedule>(s);
@@ -286,7 +310,8 @@ Run build_run(const RunSpec& spec) {
 
 TrainResult train(const Config& config, const std::string& resume, const TrainHooks& hooks) {
   const auto dist_env = dist::DistEnv::from_env();
-  const auto env = DeviceEnv::current(dist_env.launched() ? std::optional<int>(dist_env.local_rank) : std::nullopt);
+  const auto env = DeviceEnv::current(dist_env.launched() ? std::optional<int>(dist_env.local_rank)
+                                                          : std::nullopt);
   RunSpec spec = read_run_spec(config, RunPurpose::kTrain, env);
   spec.dist_env = dist_env;
   Run run = build_run(spec);
@@ -300,11 +325,12 @@ eval::GroundTruthSet ground_truth(const data::CocoFile& file) {
   for (size_t i = 0; i < file.annotations.size(); ++i) {
     const auto& a = file.annotations[i];
     if (!a.area) {
-      throw DataError(str("[data:ann.missing_key] ", file.annotation_file, " ann_id=", a.id, " image_id=", a.image_id,
+      throw DataError(str("[data:ann.missing_key] ", file.annotation_file, " ann_id=", a.id,
+                          " image_id=", a.image_id,
                           ": no 'area' (COCO area ranges are tested on it)"));
     }
-    gt.annotations.push_back({a.id, a.image_id, a.category_id, a.bbox[0], a.bbox[1], a.bbox[2], a.bbox[3], *a.area,
-                              a.iscrowd});
+    gt.annotations.push_back({a.id, a.image_id, a.category_id, a.bbox[0], a.bbox[1], a.bbox[2],
+                              a.bbox[3], *a.area, a.iscrowd});
   }
   return gt;
 }
@@ -323,7 +349,8 @@ void check_resume_config(const std::string& stored_yaml, const std::string& curr
     const std::string is = b == now.end() ? "<absent>" : b->second;
     if (was == is) continue;
     // The weights belong to the model and to the label map: those changes are refused.
-    const bool structural = key.rfind("model.", 0) == 0 || key == "data.num_classes" || key == "data.category_ids";
+    const bool structural =
+        key.rfind("model.", 0) == 0 || key == "data.num_classes" || key == "data.category_ids";
     (structural ? refused : changed).push_back(str(key, ": ", was, " -> ", is));
   }
   if (!refused.empty()) {
@@ -331,7 +358,8 @@ void check_resume_config(const std::string& stored_yaml, const std::string& curr
     for (const auto& l : refused) msg += " " + l + ";";
     throw TrainingError(msg + " start a new run instead of resuming");
   }
-  for (const auto& l : changed) logging::warn(str("resume: config changed since the checkpoint: ", l));
+  for (const auto& l : changed)
+    logging::warn(str("resume: config changed since the checkpoint: ", l));
 }
 
 }  // namespace detforge::engine

@@ -49,7 +49,8 @@ RunSpec read_run_spec(const Config& config, RunPurpose purpose, const DeviceEnv&
 Run build_run(const RunSpec& spec);
 
 /// read_run_spec(kTrain) for this process's launcher environment, build_run(), train_run().
-TrainResult train(const Config& config, const std::string& resume = "", const TrainHooks& hooks = {});
+TrainResult train(const Config& config, const std::string& resume = "",
+                  const TrainHooks& hooks = {});
 
 /// The evaluation ground truth of an instances file the data pipeline has read: what
 /// eval::load_ground_truth() returns for the same file (ids, categories, boxes, `area`,

@@ -21,7 +21,8 @@ namespace {
 
 constexpr const char* kFormat = "detforge-checkpoint-2";
 
-void write_module(torch::serialize::OutputArchive& archive, const std::string& prefix, const torch::nn::Module& m) {
+void write_module(torch::serialize::OutputArchive& archive, const std::string& prefix,
+                  const torch::nn::Module& m) {
   c10::List<std::string> names;
   c10::List<torch::Tensor> tensors;
   for (const auto& [name, t] : models::module_state(m)) {
@@ -39,10 +40,11 @@ std::string list_some(const std::vector<std::string>& v) {
   return out;
 }
 
-void read_module(torch::serialize::InputArchive& archive, const std::string& prefix, torch::nn::Module& m,
-                 const std::string& path) {
+void read_module(torch::serialize::InputArchive& archive, const std::string& prefix,
+                 torch::nn::Module& m, const std::string& path) {
   c10::IValue names_iv, tensors_iv;
-  if (!archive.try_read(prefix + "_names", names_iv) || !archive.try_read(prefix + "_tensors", tensors_iv)) {
+  if (!archive.try_read(prefix + "_names", names_iv) ||
+      !archive.try_read(prefix + "_tensors", tensors_iv)) {
     throw TrainingError(detforge::str("checkpoint ", path, " has no '", prefix, "' weights"));
   }
   const auto names = names_iv.toList();
@@ -58,14 +60,16 @@ void read_module(torch::serialize::InputArchive& archive, const std::string& pre
     if (it == stored.end()) {
       missing.push_back(name);
     } else if (it->second.sizes() != t.sizes()) {
-      shape.push_back(detforge::str(name, " (checkpoint ", it->second.sizes(), ", model ", t.sizes(), ")"));
+      shape.push_back(
+          detforge::str(name, " (checkpoint ", it->second.sizes(), ", model ", t.sizes(), ")"));
     }
   }
   for (const auto& kv : stored) {
     if (!known.count(kv.first)) unexpected.push_back(kv.first);
   }
   if (!missing.empty() || !shape.empty() || !unexpected.empty()) {
-    std::string msg = detforge::str("checkpoint ", path, " does not match the ", prefix, " being built:");
+    std::string msg =
+        detforge::str("checkpoint ", path, " does not match the ", prefix, " being built:");
     if (!missing.empty()) msg += detforge::str(" missing: ", list_some(missing), ";");
     if (!unexpected.empty()) msg += detforge::str(" unexpected: ", list_some(unexpected), ";");
     if (!shape.empty()) msg += detforge::str(" shape mismatch: ", list_some(shape), ";");
@@ -111,7 +115,8 @@ std::string tensor_bytes(const torch::Tensor& t) {
 std::string capture_rng_state(const torch::Device& device) {
   std::string out;
   append_blob(out, at::detail::getDefaultCPUGenerator().get_state());
-  append_blob(out, device.is_cuda() ? at::globalContext().defaultGenerator(device).get_state() : torch::Tensor());
+  append_blob(out, device.is_cuda() ? at::globalContext().defaultGenerator(device).get_state()
+                                    : torch::Tensor());
   return out;
 }
 
@@ -119,7 +124,8 @@ void restore_rng_state(const std::string& bytes, const torch::Device& device) {
   size_t pos = 0;
   const auto cpu = read_blob(bytes, pos);
   const auto cuda = read_blob(bytes, pos);
-  at::Generator gen = at::detail::getDefaultCPUGenerator();  // a handle sharing the default generator
+  at::Generator gen =
+      at::detail::getDefaultCPUGenerator();  // a handle sharing the default generator
   gen.set_state(cpu);
   if (device.is_cuda() && cuda.numel() > 0) {
     at::Generator g = at::globalContext().defaultGenerator(device);
@@ -145,8 +151,9 @@ void save_checkpoint(const std::string& path, const CheckpointParts& parts, cons
   archive.write("scaler_scale", c10::IValue(p.scaler_scale));
   archive.write("best_metric", c10::IValue(p.best_metric));
   archive.write("best_weights", c10::IValue(p.best_weights));
-  archive.write("best_per_weights", c10::List<double>({p.best_live.value, static_cast<double>(p.best_live.epoch),
-                                                       p.best_ema.value, static_cast<double>(p.best_ema.epoch)}));
+  archive.write("best_per_weights",
+                c10::List<double>({p.best_live.value, static_cast<double>(p.best_live.epoch),
+                                   p.best_ema.value, static_cast<double>(p.best_ema.epoch)}));
   archive.write("config", c10::IValue(config_yaml));
   if (rank_rng.empty()) rank_rng.push_back(capture_rng_state(torch::kCPU));
   archive.write("rng_ranks", c10::IValue(static_cast<int64_t>(rank_rng.size())));
@@ -173,12 +180,13 @@ void open_checkpoint(const std::string& path, torch::serialize::InputArchive& ar
     archive.load_from(path);
     archive.read("format", format);
   } catch (const c10::Error& e) {
-    throw IoError(detforge::str("checkpoint ", path, " is truncated or not a detforge checkpoint (", fs::file_size(path),
-                                " bytes): ", e.what_without_backtrace()));
+    throw IoError(detforge::str("checkpoint ", path, " is truncated or not a detforge checkpoint (",
+                                fs::file_size(path), " bytes): ", e.what_without_backtrace()));
   }
   if (!format.isString() || format.toStringRef() != kFormat) {
-    throw IoError(detforge::str("checkpoint ", path, " has format '", format.isString() ? format.toStringRef() : "?",
-                                "', expected '", kFormat, "'"));
+    throw IoError(detforge::str("checkpoint ", path, " has format '",
+                                format.isString() ? format.toStringRef() : "?", "', expected '",
+                                kFormat, "'"));
   }
 }
 
@@ -194,14 +202,15 @@ bool is_checkpoint(const std::string& path) {
   }
 }
 
-void load_checkpoint_weights(const std::string& path, torch::nn::Module& module, const std::string& part) {
+void load_checkpoint_weights(const std::string& path, torch::nn::Module& module,
+                             const std::string& part) {
   torch::serialize::InputArchive archive;
   open_checkpoint(path, archive);
   read_module(archive, part, module, path);
 }
 
-TrainProgress load_checkpoint(const std::string& path, const CheckpointParts& parts, std::string* config_yaml,
-                              const RestoreTarget& target) {
+TrainProgress load_checkpoint(const std::string& path, const CheckpointParts& parts,
+                              std::string* config_yaml, const RestoreTarget& target) {
   torch::serialize::InputArchive archive;
   open_checkpoint(path, archive);
   TORCH_CHECK(parts.model != nullptr, "load_checkpoint: a model is required");
@@ -209,12 +218,14 @@ TrainProgress load_checkpoint(const std::string& path, const CheckpointParts& pa
   if (parts.ema) read_module(archive, "ema", *parts.ema, path);
   if (parts.optimizer) {
     torch::serialize::InputArchive opt;
-    if (!archive.try_read("optimizer", opt)) throw TrainingError(detforge::str("checkpoint ", path, " has no optimizer state"));
+    if (!archive.try_read("optimizer", opt))
+      throw TrainingError(detforge::str("checkpoint ", path, " has no optimizer state"));
     try {
       parts.optimizer->load(opt);
     } catch (const c10::Error& e) {
-      throw TrainingError(detforge::str("checkpoint ", path, ": optimizer state does not fit this optimizer: ",
-                              e.what_without_backtrace()));
+      throw TrainingError(detforge::str(
+          "checkpoint ", path,
+          ": optimizer state does not fit this optimizer: ", e.what_without_backtrace()));
     }
   }
   c10::IValue counters_iv, scale, best_metric, best_weights, config;
@@ -246,8 +257,9 @@ TrainProgress load_checkpoint(const std::string& path, const CheckpointParts& pa
   archive.read("rng_ranks", ranks_iv);
   const int64_t ranks = ranks_iv.toInt();
   if (ranks != target.world_size) {
-    logging::warn(detforge::str("checkpoint ", path, " holds the RNG states of ", ranks, " rank(s), this run has ",
-                                target.world_size, target.rank < ranks ? "" : ": this rank keeps its seeded state"));
+    logging::warn(detforge::str("checkpoint ", path, " holds the RNG states of ", ranks,
+                                " rank(s), this run has ", target.world_size,
+                                target.rank < ranks ? "" : ": this rank keeps its seeded state"));
   }
   if (target.rank < ranks) {
     torch::Tensor state;

@@ -59,8 +59,9 @@ void restore_rng_state(const std::string& bytes, const torch::Device& device);
 /// Writes atomically to `path`. `rank_rng`: every rank's capture_rng_state in rank order; empty
 /// means this process's CPU generator alone. Throws IoError (naming the file and the OS error)
 /// when the temp file cannot be written completely; `path` is then untouched.
-void save_checkpoint(const std::string& path, const CheckpointParts& parts, const TrainProgress& progress,
-                     const std::string& config_yaml, std::vector<std::string> rank_rng = {});
+void save_checkpoint(const std::string& path, const CheckpointParts& parts,
+                     const TrainProgress& progress, const std::string& config_yaml,
+                     std::vector<std::string> rank_rng = {});
 
 /// The process that restores a checkpoint: its rank and device, and the run's world size.
 struct RestoreTarget {
@@ -75,12 +76,13 @@ struct RestoreTarget {
 /// was written with. Throws IoError for a missing, truncated or corrupt file, and
 /// TrainingError naming missing, unexpected and mis-shaped tensor names when the checkpoint
 /// belongs to another model.
-TrainProgress load_checkpoint(const std::string& path, const CheckpointParts& parts, std::string* config_yaml,
-                              const RestoreTarget& target = {});
+TrainProgress load_checkpoint(const std::string& path, const CheckpointParts& parts,
+                              std::string* config_yaml, const RestoreTarget& target = {});
 
 /// Loads only the weights of a checkpoint into `module`: the live model's (`part` = "model") or
 /// the EMA's ("ema"). Throws as load_checkpoint; TrainingError if the checkpoint has no such part.
-void load_checkpoint_weights(const std::string& path, torch::nn::Module& module, const std::string& part = "model");
+void load_checkpoint_weights(const std::string& path, torch::nn::Module& module,
+                             const std::string& part = "model");
 
 /// True when `path` starts like a detforge checkpoint (a zip holding our format record).
 bool is_checkpoint(const std::string& path);

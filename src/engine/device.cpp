@@ -11,7 +11,8 @@ namespace detforge::engine {
 DeviceEnv DeviceEnv::current(std::optional<int> local_rank) {
   DeviceEnv env;
   env.local_rank = local_rank;
-  env.visible_devices = torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
+  env.visible_devices =
+      torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
   if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) env.cuda_visible_devices = v;
   return env;
 }
@@ -21,7 +22,8 @@ torch::Device resolve_device(const std::string& spec, const DeviceEnv& env) {
   std::optional<int> index;
   if (spec.rfind("cuda:", 0) == 0) {
     const std::string digits = spec.substr(5);
-    if (digits.empty() || digits.size() > 3 || digits.find_first_not_of("0123456789") != std::string::npos) {
+    if (digits.empty() || digits.size() > 3 ||
+        digits.find_first_not_of("0123456789") != std::string::npos) {
       throw ConfigError(str("'", spec, "' is not cpu, cuda or cuda:N"));
     }
     index = std::stoi(digits);
@@ -29,22 +31,28 @@ torch::Device resolve_device(const std::string& spec, const DeviceEnv& env) {
     throw ConfigError(str("'", spec, "' is not cpu, cuda or cuda:N"));
   }
   if (env.visible_devices == 0) {
-    throw ConfigError(str(spec, " requested but CUDA is not available on this machine (use device: cpu)"));
+    throw ConfigError(
+        str(spec, " requested but CUDA is not available on this machine (use device: cpu)"));
   }
   const std::string visible =
-      str(env.visible_devices, " CUDA device(s) visible (CUDA_VISIBLE_DEVICES=", env.cuda_visible_devices.value_or("<unset>"), ")");
+      str(env.visible_devices, " CUDA device(s) visible (CUDA_VISIBLE_DEVICES=",
+          env.cuda_visible_devices.value_or("<unset>"), ")");
   // Under a launcher each rank owns one device: its LOCAL_RANK, or the only one it sees.
   const std::optional<int> owned =
-      env.local_rank ? std::optional<int>(env.visible_devices == 1 ? 0 : *env.local_rank) : std::nullopt;
+      env.local_rank ? std::optional<int>(env.visible_devices == 1 ? 0 : *env.local_rank)
+                     : std::nullopt;
   if (!index) index = owned.value_or(0);
   if (owned && *index != *owned) {
     throw ConfigError(str(spec, " but this rank has LOCAL_RANK=", *env.local_rank, " and ", visible,
-                          ", so it owns cuda:", *owned, "; use device: cuda (cuda:LOCAL_RANK), or give each rank one "
+                          ", so it owns cuda:", *owned,
+                          "; use device: cuda (cuda:LOCAL_RANK), or give each rank one "
                           "device with CUDA_VISIBLE_DEVICES"));
   }
   if (*index >= env.visible_devices) {
-    throw ConfigError(str("cuda:", *index, " requested", env.local_rank ? str(" (LOCAL_RANK=", *env.local_rank, ")") : "",
-                          " but only ", visible, env.local_rank ? "; start at most that many ranks per node" : ""));
+    throw ConfigError(str("cuda:", *index, " requested",
+                          env.local_rank ? str(" (LOCAL_RANK=", *env.local_rank, ")") : "",
+                          " but only ", visible,
+                          env.local_rank ? "; start at most that many ranks per node" : ""));
   }
   return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(*index));
 }

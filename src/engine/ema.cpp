@@ -5,7 +5,8 @@
 #include "models/weights.h"
 
 namespace detforge::engine {
-ModelEma::ModelEma(std::shared_ptr<torch::nn::Module> shadow, const torch::nn::Module& model, EmaOptions options)
+ModelEma::ModelEma(std::shared_ptr<torch::nn::Module> shadow, const torch::nn::Module& model,
+                   EmaOptions options)
     : shadow_(std::move(shadow)), options_(options) {
   models::copy_state(*shadow_, model);
   for (auto& p : shadow_->parameters()) p.set_requires_grad(false);

@@ -24,7 +24,8 @@ class ModelEma {
  public:
   /// `shadow` is a second instance of the same model; it is overwritten with `model`'s weights.
   /// REQUIRES: same parameter and buffer names and shapes (a c10::Error names the first mismatch).
-  ModelEma(std::shared_ptr<torch::nn::Module> shadow, const torch::nn::Module& model, EmaOptions options);
+  ModelEma(std::shared_ptr<torch::nn::Module> shadow, const torch::nn::Module& model,
+           EmaOptions options);
 
   /// One update after an optimizer step: floating parameters and buffers move towards `model`;
   /// integer buffers are copied.

@@ -4,7 +4,8 @@
 
 namespace detforge::engine {
 
-MetricsFile::MetricsFile(const std::string& path) : out_(std::make_unique<std::ofstream>(path, std::ios::app)) {
+MetricsFile::MetricsFile(const std::string& path)
+    : out_(std::make_unique<std::ofstream>(path, std::ios::app)) {
   if (!*out_) throw IoError(str("cannot open ", path));
 }
 

@@ -13,28 +13,31 @@ MlperfLogger::MlperfLogger(const std::string& path, int rank, bool echo) : echo_
   if (!*out_) throw IoError(str("cannot open MLPerf log ", path));
 }
 
-void MlperfLogger::event(const std::string& key, const nlohmann::json& value, const nlohmann::json& metadata) {
+void MlperfLogger::event(const std::string& key, const nlohmann::json& value,
+                         const nlohmann::json& metadata) {
   write("POINT", key, value, metadata);
 }
 
-void MlperfLogger::start(const std::string& key, const nlohmann::json& value, const nlohmann::json& metadata) {
+void MlperfLogger::start(const std::string& key, const nlohmann::json& value,
+                         const nlohmann::json& metadata) {
   write("INTERVAL_START", key, value, metadata);
 }
 
-void MlperfLogger::end(const std::string& key, const nlohmann::json& value, const nlohmann::json& metadata) {
+void MlperfLogger::end(const std::string& key, const nlohmann::json& value,
+                       const nlohmann::json& metadata) {
   write("INTERVAL_END", key, value, metadata);
 }
 
-void MlperfLogger::write(const char* event_type, const std::string& key, const nlohmann::json& value,
-                         const nlohmann::json& metadata) {
+void MlperfLogger::write(const char* event_type, const std::string& key,
+                         const nlohmann::json& value, const nlohmann::json& metadata) {
   if (!out_) return;
   const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
                        std::chrono::system_clock::now().time_since_epoch())
                        .count();
   nlohmann::json meta = {{"file", "detforge"}, {"lineno", 0}};
   meta.update(metadata);
-  const nlohmann::json record = {{"namespace", ""}, {"time_ms", now},       {"event_type", event_type},
-                                 {"key", key},      {"value", value},       {"metadata", meta}};
+  const nlohmann::json record = {{"namespace", ""}, {"time_ms", now}, {"event_type", event_type},
+                                 {"key", key},      {"value", value}, {"metadata", meta}};
   const std::string line = ":::MLLOG " + record.dump();
   *out_ << line << '\n';
   out_->flush();

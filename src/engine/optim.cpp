@@ -16,11 +16,14 @@ OptimizerType parse_optimizer(const std::string& name) {
 
 namespace {
 
-std::unique_ptr<torch::optim::OptimizerOptions> group_options(const OptimizerOptions& o, double wd) {
+std::unique_ptr<torch::optim::OptimizerOptions> group_options(const OptimizerOptions& o,
+                                                              double wd) {
   switch (o.type) {
     case OptimizerType::kSgd:
-      return std::make_unique<torch::optim::SGDOptions>(
-          torch::optim::SGDOptions(o.lr).momentum(o.momentum).nesterov(o.nesterov).weight_decay(wd));
+      return std::make_unique<torch::optim::SGDOptions>(torch::optim::SGDOptions(o.lr)
+                                                            .momentum(o.momentum)
+                                                            .nesterov(o.nesterov)
+                                                            .weight_decay(wd));
     case OptimizerType::kAdam:
       return std::make_unique<torch::optim::AdamOptions>(
           torch::optim::AdamOptions(o.lr).betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(wd));
@@ -42,7 +45,8 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(
     try {
       patterns.emplace_back(r.pattern, std::regex::ECMAScript);
     } catch (const std::regex_error& e) {
-      throw ConfigError(str(r.where, ".pattern: '", r.pattern, "' is not a valid regular expression: ", e.what()));
+      throw ConfigError(str(r.where, ".pattern: '", r.pattern,
+                            "' is not a valid regular expression: ", e.what()));
     }
   }
   // Slot 2k / 2k+1: decayed / not decayed parameters of rule k - 1 (k = 0: the default group).
@@ -59,7 +63,8 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(
   }
   for (size_t k = 0; k < rules.size(); ++k) {
     if (matched[k] == 0) {
-      throw ConfigError(str(rules[k].where, ".pattern: '", rules[k].pattern, "' matches no trainable parameter"));
+      throw ConfigError(
+          str(rules[k].where, ".pattern: '", rules[k].pattern, "' matches no trainable parameter"));
     }
   }
   if (std::all_of(slots.begin(), slots.end(), [](const auto& s) { return s.empty(); })) {
@@ -79,8 +84,8 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(
       auto options = group_options(o, group_wd);
       options->set_lr(o.lr * (rule ? rule->lr_mult : 1.0));
       if (infos) {
-        ParamGroupInfo info{rule ? rule->pattern : "default", static_cast<int64_t>(members.size()), 0,
-                            rule ? rule->lr_mult : 1.0, group_wd};
+        ParamGroupInfo info{rule ? rule->pattern : "default", static_cast<int64_t>(members.size()),
+                            0, rule ? rule->lr_mult : 1.0, group_wd};
         for (const auto& t : members) info.values += t.numel();
         if (no_decay) info.name += " (no decay)";
         infos->push_back(info);
@@ -93,13 +98,16 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   switch (o.type) {
     case OptimizerType::kSgd:
-      optimizer = std::make_unique<torch::optim::SGD>(groups, static_cast<torch::optim::SGDOptions&>(*defaults));
+      optimizer = std::make_unique<torch::optim::SGD>(
+          groups, static_cast<torch::optim::SGDOptions&>(*defaults));
       break;
     case OptimizerType::kAdam:
-      optimizer = std::make_unique<torch::optim::Adam>(groups, static_cast<torch::optim::AdamOptions&>(*defaults));
+      optimizer = std::make_unique<torch::optim::Adam>(
+          groups, static_cast<torch::optim::AdamOptions&>(*defaults));
       break;
     case OptimizerType::kAdamW:
-      optimizer = std::make_unique<torch::optim::AdamW>(groups, static_cast<torch::optim::AdamWOptions&>(*defaults));
+      optimizer = std::make_unique<torch::optim::AdamW>(
+          groups, static_cast<torch::optim::AdamWOptions&>(*defaults));
       break;
   }
   // LibTorch merges a group's options with the defaults field by field, taking a value equal to
@@ -108,9 +116,15 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(
   for (size_t i = 0; i < decays.size(); ++i) {
     auto& options = optimizer->param_groups()[i].options();
     switch (o.type) {
-      case OptimizerType::kSgd: static_cast<torch::optim::SGDOptions&>(options).weight_decay(decays[i]); break;
-      case OptimizerType::kAdam: static_cast<torch::optim::AdamOptions&>(options).weight_decay(decays[i]); break;
-      case OptimizerType::kAdamW: static_cast<torch::optim::AdamWOptions&>(options).weight_decay(decays[i]); break;
+      case OptimizerType::kSgd:
+        static_cast<torch::optim::SGDOptions&>(options).weight_decay(decays[i]);
+        break;
+      case OptimizerType::kAdam:
+        static_cast<torch::optim::AdamOptions&>(options).weight_decay(decays[i]);
+        break;
+      case OptimizerType::kAdamW:
+        static_cast<torch::optim::AdamWOptions&>(options).weight_decay(decays[i]);
+        break;
     }
   }
   return optimizer;
@@ -118,9 +132,10 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(
 
 void set_lr(torch::optim::Optimizer& optimizer, double lr, const std::vector<double>& multipliers) {
   auto& groups = optimizer.param_groups();
-  TORCH_CHECK(multipliers.empty() || multipliers.size() == groups.size(), "set_lr: ", multipliers.size(),
-              " multipliers for ", groups.size(), " groups");
-  for (size_t i = 0; i < groups.size(); ++i) groups[i].options().set_lr(multipliers.empty() ? lr : lr * multipliers[i]);
+  TORCH_CHECK(multipliers.empty() || multipliers.size() == groups.size(),
+              "set_lr: ", multipliers.size(), " multipliers for ", groups.size(), " groups");
+  for (size_t i = 0; i < groups.size(); ++i)
+    groups[i].options().set_lr(multipliers.empty() ? lr : lr * multipliers[i]);
 }
 
 double clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm) {

@@ -68,12 +68,13 @@ OptimizerType parse_optimizer(const std::string& name);
 /// ParamGroupInfo per optimizer group. Throws ConfigError naming the rule for a pattern that is
 /// not a valid regex or matches no trainable parameter.
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(
-    const std::vector<std::pair<std::string, torch::Tensor>>& params, const OptimizerOptions& options,
-    std::vector<ParamGroupInfo>* groups = nullptr);
+    const std::vector<std::pair<std::string, torch::Tensor>>& params,
+    const OptimizerOptions& options, std::vector<ParamGroupInfo>* groups = nullptr);
 
 /// Sets the learning rate of group i to lr * multipliers[i] (every group to lr when
 /// `multipliers` is empty).
-void set_lr(torch::optim::Optimizer& optimizer, double lr, const std::vector<double>& multipliers = {});
+void set_lr(torch::optim::Optimizer& optimizer, double lr,
+            const std::vector<double>& multipliers = {});
 
 /// Gradient clipping by global L2 norm; returns the norm before clipping. max_norm <= 0: no-op
 /// that still returns the norm.

@@ -30,20 +30,24 @@ std::string number(double v) {
 }
 
 // Draws series into `panel` with axes, 5 ticks per axis and a legend.
-void draw_panel(cv::Mat panel, const std::string& title, const std::string& xlabel, const std::vector<Series>& series) {
+void draw_panel(cv::Mat panel, const std::string& title, const std::string& xlabel,
+                const std::vector<Series>& series) {
   panel.setTo(cv::Scalar(255, 255, 255));
   const int left = 70, right = 20, top = 40, bottom = 50;
   const cv::Rect area(left, top, panel.cols - left - right, panel.rows - top - bottom);
-  cv::putText(panel, title, {left, 25}, cv::FONT_HERSHEY_SIMPLEX, 0.6, cv::Scalar(0, 0, 0), 1, cv::LINE_AA);
+  cv::putText(panel, title, {left, 25}, cv::FONT_HERSHEY_SIMPLEX, 0.6, cv::Scalar(0, 0, 0), 1,
+              cv::LINE_AA);
   double x0 = 1e300, x1 = -1e300, y0 = 1e300, y1 = -1e300;
   for (const auto& s : series) {
     for (const auto& p : s.points) {
-      x0 = std::min(x0, p.x), x1 = std::max(x1, p.x), y0 = std::min(y0, p.y), y1 = std::max(y1, p.y);
+      x0 = std::min(x0, p.x), x1 = std::max(x1, p.x), y0 = std::min(y0, p.y),
+      y1 = std::max(y1, p.y);
     }
   }
   cv::rectangle(panel, area, cv::Scalar(0, 0, 0));
   if (x0 > x1) {
-    cv::putText(panel, "no data", {area.x + 10, area.y + 30}, cv::FONT_HERSHEY_SIMPLEX, 0.5, cv::Scalar(0, 0, 255));
+    cv::putText(panel, "no data", {area.x + 10, area.y + 30}, cv::FONT_HERSHEY_SIMPLEX, 0.5,
+                cv::Scalar(0, 0, 255));
     return;
   }
   if (x1 == x0) x1 = x0 + 1;
@@ -56,12 +60,14 @@ void draw_panel(cv::Mat panel, const std::string& title, const std::string& xlab
     const double fx = x0 + (x1 - x0) * i / 4, fy = y0 + (y1 - y0) * i / 4;
     const cv::Point px = map({fx, y0}), py = map({x0, fy});
     cv::line(panel, px, px + cv::Point(0, 5), cv::Scalar(0, 0, 0));
-    cv::putText(panel, number(fx), px + cv::Point(-15, 20), cv::FONT_HERSHEY_SIMPLEX, 0.4, cv::Scalar(0, 0, 0));
+    cv::putText(panel, number(fx), px + cv::Point(-15, 20), cv::FONT_HERSHEY_SIMPLEX, 0.4,
+                cv::Scalar(0, 0, 0));
     cv::line(panel, py, py - cv::Point(5, 0), cv::Scalar(0, 0, 0));
-    cv::putText(panel, number(fy), py + cv::Point(-60, 4), cv::FONT_HERSHEY_SIMPLEX, 0.4, cv::Scalar(0, 0, 0));
+    cv::putText(panel, number(fy), py + cv::Point(-60, 4), cv::FONT_HERSHEY_SIMPLEX, 0.4,
+                cv::Scalar(0, 0, 0));
   }
-  cv::putText(panel, xlabel, {area.x + area.width / 2 - 20, panel.rows - 10}, cv::FONT_HERSHEY_SIMPLEX, 0.45,
-              cv::Scalar(0, 0, 0));
+  cv::putText(panel, xlabel, {area.x + area.width / 2 - 20, panel.rows - 10},
+              cv::FONT_HERSHEY_SIMPLEX, 0.45, cv::Scalar(0, 0, 0));
   int legend_y = area.y + 15;
   for (const auto& s : series) {
     if (s.points.empty()) continue;
@@ -69,8 +75,10 @@ void draw_panel(cv::Mat panel, const std::string& title, const std::string& xlab
     for (const auto& p : s.points) pts.push_back(map(p));
     cv::polylines(panel, pts, false, s.colour, 2, cv::LINE_AA);
     for (const auto& p : pts) cv::circle(panel, p, 2, s.colour, cv::FILLED);
-    cv::line(panel, {area.x + area.width - 110, legend_y - 4}, {area.x + area.width - 90, legend_y - 4}, s.colour, 2);
-    cv::putText(panel, s.name, {area.x + area.width - 85, legend_y}, cv::FONT_HERSHEY_SIMPLEX, 0.4, cv::Scalar(0, 0, 0));
+    cv::line(panel, {area.x + area.width - 110, legend_y - 4},
+             {area.x + area.width - 90, legend_y - 4}, s.colour, 2);
+    cv::putText(panel, s.name, {area.x + area.width - 85, legend_y}, cv::FONT_HERSHEY_SIMPLEX, 0.4,
+                cv::Scalar(0, 0, 0));
     legend_y += 16;
   }
 }
@@ -80,7 +88,9 @@ void draw_panel(cv::Mat panel, const std::string& title, const std::string& xlab
 std::string plot_run(const std::string& run_dir, const std::string& out) {
   const fs::path metrics = fs::path(run_dir) / "metrics.jsonl";
   std::ifstream in(metrics);
-  if (!in) throw IoError(detforge::str("plot: ", metrics.string(), " not found (is ", run_dir, " a run directory?)"));
+  if (!in)
+    throw IoError(detforge::str("plot: ", metrics.string(), " not found (is ", run_dir,
+                                " a run directory?)"));
   Series loss{"loss", cv::Scalar(200, 80, 0), {}};
   std::map<std::string, Series> evals = {{"live AP", {"live AP", cv::Scalar(0, 0, 200), {}}},
                                          {"live AP50", {"live AP50", cv::Scalar(0, 120, 255), {}}},
@@ -106,7 +116,8 @@ std::string plot_run(const std::string& run_dir, const std::string& out) {
       }
       ++records;
     } catch (const nlohmann::json::exception& e) {
-      throw IoError(detforge::str("plot: ", metrics.string(), ":", line_no, ": malformed record: ", e.what()));
+      throw IoError(detforge::str("plot: ", metrics.string(), ":", line_no,
+                                  ": malformed record: ", e.what()));
     }
   }
   if (records == 0) throw IoError(detforge::str("plot: ", metrics.string(), " has no records yet"));

@@ -10,8 +10,10 @@ namespace detforge::engine {
 LrSchedule::LrSchedule(LrScheduleOptions options) : options_(std::move(options)) {
   const auto& o = options_;
   if (!(o.base_lr > 0)) throw ConfigError(str("schedule: base lr must be > 0, got ", o.base_lr));
-  if (o.warmup_steps < 0) throw ConfigError(str("schedule: warmup length must be >= 0, got ", o.warmup_steps));
-  if (o.total_steps < 1) throw ConfigError(str("schedule: total steps must be >= 1, got ", o.total_steps));
+  if (o.warmup_steps < 0)
+    throw ConfigError(str("schedule: warmup length must be >= 0, got ", o.warmup_steps));
+  if (o.total_steps < 1)
+    throw ConfigError(str("schedule: total steps must be >= 1, got ", o.total_steps));
   if (!std::is_sorted(o.milestones.begin(), o.milestones.end())) {
     throw ConfigError("schedule: milestones must be increasing");
   }
@@ -22,13 +24,16 @@ double LrSchedule::lr_at(int64_t step) const {
   double warm = 1.0;
   if (o.warmup != WarmupType::kNone && step < o.warmup_steps) {
     const double alpha = static_cast<double>(step) / o.warmup_steps;
-    warm = o.warmup == WarmupType::kConstant ? o.warmup_factor : o.warmup_factor * (1 - alpha) + alpha;
+    warm =
+        o.warmup == WarmupType::kConstant ? o.warmup_factor : o.warmup_factor * (1 - alpha) + alpha;
   }
   double decay = 1.0;
   switch (o.policy) {
-    case DecayPolicy::kConstant: break;
+    case DecayPolicy::kConstant:
+      break;
     case DecayPolicy::kMultiStep: {
-      const auto passed = std::upper_bound(o.milestones.begin(), o.milestones.end(), step) - o.milestones.begin();
+      const auto passed =
+          std::upper_bound(o.milestones.begin(), o.milestones.end(), step) - o.milestones.begin();
       decay = std::pow(o.gamma, static_cast<double>(passed));
       break;
     }

@@ -29,12 +29,15 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 std::string format_eta(double seconds) {
   const auto s = static_cast<int64_t>(seconds);
   std::ostringstream os;
-  os << s / 3600 << ":" << std::setw(2) << std::setfill('0') << (s / 60) % 60 << ":" << std::setw(2) << s % 60;
+  os << s / 3600 << ":" << std::setw(2) << std::setfill('0') << (s / 60) % 60 << ":" << std::setw(2)
+     << s % 60;
   return os.str();
 }
 
@@ -46,7 +49,8 @@ class Trainer {
  private:
   bool train_epoch(int64_t epoch);
   bool optimizer_step(int64_t epoch);
-  std::map<std::string, double> evaluate(models::Detector& model, int64_t epoch, const std::string& tag);
+  std::map<std::string, double> evaluate(models::Detector& model, int64_t epoch,
+                                         const std::string& tag);
   void end_of_epoch(int64_t epoch);
   bool improves(BestScore& best, const std::map<std::string, double>& metrics, int64_t epoch) const;
   void save(const std::vector<std::string>& names);
@@ -81,7 +85,8 @@ Trainer::Trainer(Run& run, const std::string& resume, TrainHooks hooks)
     metrics_ = MetricsFile((fs::path(o_.output_dir) / "metrics.jsonl").string());
   }
   if (o_.mlperf.enabled) {
-    mlperf_ = MlperfLogger((fs::path(o_.output_dir) / "mlperf.log").string(), pg_.rank(), /*echo=*/false);
+    mlperf_ =
+        MlperfLogger((fs::path(o_.output_dir) / "mlperf.log").string(), pg_.rank(), /*echo=*/false);
     mlperf_.event("cache_clear", true);
     mlperf_.start("init_start");
   }
@@ -100,13 +105,14 @@ Trainer::Trainer(Run& run, const std::string& resume, TrainHooks hooks)
 
   if (!resume.empty()) {
     std::string stored;
-    progress_ = load_checkpoint(resume, {r_.model.get(), r_.ema_model.get(), r_.optimizer.get()}, &stored,
-                                {pg_.rank(), pg_.world_size(), r_.device});
+    progress_ = load_checkpoint(resume, {r_.model.get(), r_.ema_model.get(), r_.optimizer.get()},
+                                &stored, {pg_.rank(), pg_.world_size(), r_.device});
     check_resume_config(stored, r_.config_yaml, resume);
     if (ema_) ema_->set_updates(progress_.ema_updates);
     scaler_->load(progress_.scaler_scale, progress_.scaler_growth_tracker);
-    logging::info(detforge::str("resumed from ", resume, " at epoch ", progress_.epoch, ", step ", progress_.step,
-                                ", batch ", progress_.batch_in_epoch, " of the epoch"));
+    logging::info(detforge::str("resumed from ", resume, " at epoch ", progress_.epoch, ", step ",
+                                progress_.step, ", batch ", progress_.batch_in_epoch,
+                                " of the epoch"));
   }
   if (o_.mlperf.enabled) mlperf_header();
 }
@@ -119,7 +125,8 @@ void Trainer::mlperf_header() {
   mlperf_.event("submission_status", m.submission_status);
   mlperf_.event("submission_platform", m.submission_platform);
   mlperf_.event("seed", o_.seed);
-  mlperf_.event("global_batch_size", r_.train_data->sampler().options().batch_size * pg_.world_size() * o_.accumulate);
+  mlperf_.event("global_batch_size",
+                r_.train_data->sampler().options().batch_size * pg_.world_size() * o_.accumulate);
   mlperf_.event("gradient_accumulation_steps", o_.accumulate);
   mlperf_.event("train_samples", r_.train_data->dataset().size());
   mlperf_.event("eval_samples", r_.val_data->dataset().size());
@@ -159,7 +166,8 @@ bool Trainer::train_epoch(int64_t epoch) {
   r_.train_data->start_epoch(epoch, progress_.batch_in_epoch);
   while (auto batch = r_.train_data->next()) {
     Batch on_device = batch->to(r_.device);
-    if (o_.channels_last) on_device.images = on_device.images.contiguous(torch::MemoryFormat::ChannelsLast);
+    if (o_.channels_last)
+      on_device.images = on_device.images.contiguous(torch::MemoryFormat::ChannelsLast);
     LossDict losses = [&] {
       AutocastScope autocast(r_.device, o_.precision);
       return r_.model->forward_train(on_device);
@@ -173,16 +181,17 @@ bool Trainer::train_epoch(int64_t epoch) {
       ++progress_.nonfinite_in_row;
       ++result_.skipped_steps;
       const auto local = losses.nonfinite_keys();
-      logging::warn(detforge::str("non-finite loss at epoch ", epoch, " step ", progress_.step, " (", reduced.to_string(),
-                                  local.empty() ? "" : "; non-finite here: " + c10::Join(", ", local),
-                                  "): step skipped, ", progress_.nonfinite_in_row, " in a row"));
+      logging::warn(detforge::str(
+          "non-finite loss at epoch ", epoch, " step ", progress_.step, " (", reduced.to_string(),
+          local.empty() ? "" : "; non-finite here: " + c10::Join(", ", local), "): step skipped, ",
+          progress_.nonfinite_in_row, " in a row"));
       r_.optimizer->zero_grad();
       micro_in_step_ = 0;
       if (progress_.nonfinite_in_row >= o_.max_nonfinite_steps) {
-        throw TrainingError(detforge::str("loss was non-finite for ", progress_.nonfinite_in_row,
-                                          " steps in a row (train.max_nonfinite_steps=", o_.max_nonfinite_steps,
-                                          "); last at epoch ", epoch, " step ", progress_.step, ": ",
-                                          reduced.to_string()));
+        throw TrainingError(detforge::str(
+            "loss was non-finite for ", progress_.nonfinite_in_row,
+            " steps in a row (train.max_nonfinite_steps=", o_.max_nonfinite_steps,
+            "); last at epoch ", epoch, " step ", progress_.step, ": ", reduced.to_string()));
       }
       continue;
     }
@@ -195,7 +204,8 @@ bool Trainer::train_epoch(int64_t epoch) {
     }
     if (o_.stop_at_step > 0 && progress_.step >= o_.stop_at_step) {
       save({"last.ckpt"});
-      logging::info(detforge::str("stopped at step ", progress_.step, " (train.stop_at_step); resume with --resume ",
+      logging::info(detforge::str("stopped at step ", progress_.step,
+                                  " (train.stop_at_step); resume with --resume ",
                                   (fs::path(o_.output_dir) / "last.ckpt").string()));
       stop_ = true;
       return false;
@@ -207,18 +217,21 @@ bool Trainer::train_epoch(int64_t epoch) {
 }
 
 bool Trainer::optimizer_step(int64_t epoch) {
-  if (grad_sync_) grad_sync_->sync(detforge::str("gradient all-reduce (step ", progress_.step, ")"));
+  if (grad_sync_)
+    grad_sync_->sync(detforge::str("gradient all-reduce (step ", progress_.step, ")"));
   // Gradients are identical on every rank after the sync, so this check agrees across ranks.
   const bool finite = scaler_->unscale(params_);
   scaler_->update(!finite);
   if (!finite) {
     ++progress_.nonfinite_in_row;
     ++result_.skipped_steps;
-    logging::warn(detforge::str("non-finite gradient at epoch ", epoch, " step ", progress_.step, ": step skipped",
-                                scaler_->enabled() ? detforge::str(", loss scale now ", scaler_->current_scale()) : ""));
+    logging::warn(detforge::str(
+        "non-finite gradient at epoch ", epoch, " step ", progress_.step, ": step skipped",
+        scaler_->enabled() ? detforge::str(", loss scale now ", scaler_->current_scale()) : ""));
     r_.optimizer->zero_grad();
     if (!scaler_->enabled() && progress_.nonfinite_in_row >= o_.max_nonfinite_steps) {
-      throw TrainingError(detforge::str("gradients were non-finite for ", progress_.nonfinite_in_row,
+      throw TrainingError(detforge::str("gradients were non-finite for ",
+                                        progress_.nonfinite_in_row,
                                         " steps in a row (train.max_nonfinite_steps)"));
     }
     return false;
@@ -237,18 +250,21 @@ void Trainer::log_step(int64_t epoch, const dist::ReducedLosses& losses) {
   const double elapsed = seconds_since(log_clock_);
   const double ips = elapsed > 0 ? images_since_log_ / elapsed : 0;
   const double lr = r_.schedule->lr_at(progress_.step - 1);
-  const int64_t total = std::max<int64_t>(1, o_.epochs * std::max<int64_t>(1, r_.train_data->num_batches() / o_.accumulate));
-  const double eta = seconds_since(start_clock_) / std::max<int64_t>(1, progress_.step) * (total - progress_.step);
+  const int64_t total = std::max<int64_t>(
+      1, o_.epochs * std::max<int64_t>(1, r_.train_data->num_batches() / o_.accumulate));
+  const double eta =
+      seconds_since(start_clock_) / std::max<int64_t>(1, progress_.step) * (total - progress_.step);
   double sum = 0;
   for (double v : losses.values) sum += v;
-  nlohmann::json record = {{"type", "train"}, {"epoch", epoch}, {"step", progress_.step}, {"lr", lr},
-                           {"loss", sum},     {"images_per_s", ips}};
+  nlohmann::json record = {{"type", "train"}, {"epoch", epoch}, {"step", progress_.step},
+                           {"lr", lr},        {"loss", sum},    {"images_per_s", ips}};
   for (size_t i = 0; i < losses.keys.size(); ++i) record[losses.keys[i]] = losses.values[i];
   metrics_.write(record);
   std::ostringstream line;
-  line << "epoch " << epoch + 1 << "/" << o_.epochs << " step " << progress_.step << "/" << total << " loss "
-       << std::setprecision(4) << sum << " (" << losses.to_string() << ") lr " << std::setprecision(3) << lr << " "
-       << std::setprecision(1) << std::fixed << ips << " img/s eta " << format_eta(eta);
+  line << "epoch " << epoch + 1 << "/" << o_.epochs << " step " << progress_.step << "/" << total
+       << " loss " << std::setprecision(4) << sum << " (" << losses.to_string() << ") lr "
+       << std::setprecision(3) << lr << " " << std::setprecision(1) << std::fixed << ips
+       << " img/s eta " << format_eta(eta);
   if (tty_ && pg_.is_main()) {
     const int width = 30;
     const int filled = static_cast<int>(width * progress_.step / total);
@@ -262,7 +278,8 @@ void Trainer::log_step(int64_t epoch, const dist::ReducedLosses& losses) {
   log_clock_ = Clock::now();
 }
 
-std::map<std::string, double> Trainer::evaluate(models::Detector& model, int64_t epoch, const std::string& tag) {
+std::map<std::string, double> Trainer::evaluate(models::Detector& model, int64_t epoch,
+                                                const std::string& tag) {
   if (tty_ && pg_.is_main()) std::fprintf(stderr, "\n");
   const auto t0 = Clock::now();
   model.eval();
@@ -283,7 +300,8 @@ std::map<std::string, double> Trainer::evaluate(models::Detector& model, int64_t
   // Every rank evaluated its own shard; rank 0 scores the union (no image counted twice).
   eval::Metrics metrics;
   if (pg_.world_size() > 1) {
-    const auto blobs = dist::gather_bytes_to_main(pg_, r_.evaluator->serialize(), "evaluation gather");
+    const auto blobs =
+        dist::gather_bytes_to_main(pg_, r_.evaluator->serialize(), "evaluation gather");
     if (pg_.is_main()) {
       for (size_t r = 1; r < blobs.size(); ++r) r_.evaluator->merge(blobs[r]);
     }
@@ -295,7 +313,8 @@ std::map<std::string, double> Trainer::evaluate(models::Detector& model, int64_t
     stats = metrics.stats;
     // The detections behind these numbers, in the results format `detforge eval` and
     // pycocotools read (latest evaluation of each set of weights).
-    eval::write_results(r_.evaluator->detections(), (fs::path(o_.output_dir) / ("results_" + tag + ".json")).string());
+    eval::write_results(r_.evaluator->detections(),
+                        (fs::path(o_.output_dir) / ("results_" + tag + ".json")).string());
   }
   auto shared = torch::tensor(stats, torch::kFloat64).to(pg_.device());
   pg_.broadcast(shared, 0, "evaluation result broadcast");
@@ -304,13 +323,16 @@ std::map<std::string, double> Trainer::evaluate(models::Detector& model, int64_t
   if (pg_.is_main()) {
     out = eval::metrics_map(metrics);
   } else {
-    for (size_t i = 0; i < names.size(); ++i) out[names[i]] = shared[static_cast<int64_t>(i)].item<double>();
+    for (size_t i = 0; i < names.size(); ++i)
+      out[names[i]] = shared[static_cast<int64_t>(i)].item<double>();
   }
   const double seconds = seconds_since(t0);
-  logging::info(detforge::str("eval (", tag, " weights) after epoch ", epoch + 1, ": AP ", out["AP"], " AP50 ",
-                              out["AP50"], " AP75 ", out["AP75"], " (", r_.evaluator->image_ids().size(),
-                              " images, ", std::fixed, std::setprecision(1), seconds, " s)"));
-  nlohmann::json record = {{"type", "eval"}, {"weights", tag}, {"epoch", epoch}, {"step", progress_.step}};
+  logging::info(detforge::str("eval (", tag, " weights) after epoch ", epoch + 1, ": AP ",
+                              out["AP"], " AP50 ", out["AP50"], " AP75 ", out["AP75"], " (",
+                              r_.evaluator->image_ids().size(), " images, ", std::fixed,
+                              std::setprecision(1), seconds, " s)"));
+  nlohmann::json record = {
+      {"type", "eval"}, {"weights", tag}, {"epoch", epoch}, {"step", progress_.step}};
   for (const auto& kv : out) record[kv.first] = kv.second;
   metrics_.write(record);
   return out;
@@ -327,38 +349,46 @@ void Trainer::end_of_epoch(int64_t epoch) {
     std::vector<std::string> best_files;
     if (progress_.step > 0) {
       BestScore overall{progress_.best_metric, progress_.best_epoch};
-      if (improves(progress_.best_live, result_.last_metrics, epoch)) best_files.push_back("best_regular.ckpt");
+      if (improves(progress_.best_live, result_.last_metrics, epoch))
+        best_files.push_back("best_regular.ckpt");
       if (improves(overall, result_.last_metrics, epoch)) progress_.best_weights = "live";
       if (r_.ema_model) {
-        if (improves(progress_.best_ema, result_.last_ema_metrics, epoch)) best_files.push_back("best_ema.ckpt");
+        if (improves(progress_.best_ema, result_.last_ema_metrics, epoch))
+          best_files.push_back("best_ema.ckpt");
         if (improves(overall, result_.last_ema_metrics, epoch)) progress_.best_weights = "ema";
       }
       if (overall.epoch == epoch) best_files.push_back("best.ckpt");
       progress_.best_metric = overall.value;
       progress_.best_epoch = overall.epoch;
     }
-    const double ap = std::max(result_.last_metrics.at("AP"),
-                               result_.last_ema_metrics.empty() ? -1.0 : result_.last_ema_metrics.at("AP"));
+    const double ap =
+        std::max(result_.last_metrics.at("AP"),
+                 result_.last_ema_metrics.empty() ? -1.0 : result_.last_ema_metrics.at("AP"));
     mlperf_.event("eval_accuracy", ap, {{"epoch_num", epoch}});
     mlperf_.end("eval_stop", nullptr, {{"epoch_num", epoch}});
     if (o_.mlperf.enabled && ap >= o_.mlperf.target_map) {
       result_.reached_target = true;
       stop_ = true;
-      logging::info(detforge::str("MLPerf target mAP ", o_.mlperf.target_map, " reached after epoch ", epoch + 1));
+      logging::info(detforge::str("MLPerf target mAP ", o_.mlperf.target_map,
+                                  " reached after epoch ", epoch + 1));
     }
     if (!best_files.empty()) {
       save(best_files);
-      logging::info(detforge::str("new best ", o_.best_metric, ": ", c10::Join(", ", best_files), " (best of both: ",
-                                  progress_.best_metric, ", ", progress_.best_weights, " weights)"));
+      logging::info(detforge::str("new best ", o_.best_metric, ": ", c10::Join(", ", best_files),
+                                  " (best of both: ", progress_.best_metric, ", ",
+                                  progress_.best_weights, " weights)"));
     }
   }
-  if (last || stop_ || (o_.checkpoint_interval > 0 && (epoch + 1) % o_.checkpoint_interval == 0)) save({"last.ckpt"});
+  if (last || stop_ || (o_.checkpoint_interval > 0 && (epoch + 1) % o_.checkpoint_interval == 0))
+    save({"last.ckpt"});
 }
 
-bool Trainer::improves(BestScore& best, const std::map<std::string, double>& metrics, int64_t epoch) const {
+bool Trainer::improves(BestScore& best, const std::map<std::string, double>& metrics,
+                       int64_t epoch) const {
   const auto it = metrics.find(o_.best_metric);
   if (it == metrics.end()) {
-    throw ConfigError(detforge::str("eval.best_metric: '", o_.best_metric, "' is not a metric of this evaluation"));
+    throw ConfigError(detforge::str("eval.best_metric: '", o_.best_metric,
+                                    "' is not a metric of this evaluation"));
   }
   if (best.epoch >= 0 && !(it->second > best.value)) return false;
   best = {it->second, epoch};
@@ -371,9 +401,11 @@ void Trainer::save(const std::vector<std::string>& names) {
   if (!pg_.is_main()) return;
   progress_.scaler_scale = scaler_->current_scale();
   progress_.scaler_growth_tracker = scaler_->growth_tracker();
-  const auto path = [&](const std::string& name) { return (fs::path(o_.output_dir) / name).string(); };
-  save_checkpoint(path(names.front()), {r_.model.get(), r_.ema_model.get(), r_.optimizer.get()}, progress_,
-                  r_.config_yaml, std::move(rng));
+  const auto path = [&](const std::string& name) {
+    return (fs::path(o_.output_dir) / name).string();
+  };
+  save_checkpoint(path(names.front()), {r_.model.get(), r_.ema_model.get(), r_.optimizer.get()},
+                  progress_, r_.config_yaml, std::move(rng));
   // The other names get the same bytes without a second serialisation.
   for (size_t i = 1; i < names.size(); ++i) link_atomic(path(names.front()), path(names[i]));
 }

@@ -78,7 +78,8 @@ int64_t find_index(const std::vector<int64_t>& ids, int64_t id) {
 // The first exception is rethrown after all workers stop.
 template <typename F>
 void parallel_for(size_t n, int threads, F&& f) {
-  const int workers = static_cast<int>(std::min<size_t>(std::max(threads, 1), std::max<size_t>(n, 1)));
+  const int workers =
+      static_cast<int>(std::min<size_t>(std::max(threads, 1), std::max<size_t>(n, 1)));
   std::atomic<size_t> next{0};
   std::exception_ptr error;
   std::mutex error_mutex;
@@ -140,10 +141,10 @@ struct DtBox {
 
 // Per-thread state, padded to its own cache lines (workers resize these vectors constantly).
 struct alignas(64) MatchScratch {
-  std::vector<double> ious;        // [D, G] in GT input order
-  std::vector<double> best_iou;    // [D] highest IoU of each detection over the cell's GT
-  std::vector<int32_t> candidates; // detections whose best IoU reaches the lowest threshold
-  std::vector<int32_t> order;      // GT order for one area: unignored first (stable)
+  std::vector<double> ious;         // [D, G] in GT input order
+  std::vector<double> best_iou;     // [D] highest IoU of each detection over the cell's GT
+  std::vector<int32_t> candidates;  // detections whose best IoU reaches the lowest threshold
+  std::vector<int32_t> order;       // GT order for one area: unignored first (stable)
   std::vector<uint8_t> gt_ignore;
   std::vector<uint8_t> gt_matched;
   std::vector<int32_t> dt_order;
@@ -197,12 +198,16 @@ Params normalized(const Params& in, const GroundTruthSet& gt) {
   }
   if (p.recall_thresholds.empty()) throw ConfigError("eval params: recall_thresholds is empty");
   if (p.max_dets.empty()) throw ConfigError("eval params: max_dets is empty");
-  if (p.max_dets.front() < 0) throw ConfigError(str("eval params: max_dets must be >= 0, got ", p.max_dets.front()));
+  if (p.max_dets.front() < 0)
+    throw ConfigError(str("eval params: max_dets must be >= 0, got ", p.max_dets.front()));
   if (p.area_ranges.empty()) throw ConfigError("eval params: area_ranges is empty");
   for (const auto& r : p.area_ranges) {
-    if (!(r.lo <= r.hi)) throw ConfigError(str("eval params: area range '", r.label, "' has lo ", r.lo, " > hi ", r.hi));
+    if (!(r.lo <= r.hi))
+      throw ConfigError(
+          str("eval params: area range '", r.label, "' has lo ", r.lo, " > hi ", r.hi));
   }
-  if (p.num_threads <= 0) p.num_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (p.num_threads <= 0)
+    p.num_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return p;
 }
 
@@ -212,8 +217,13 @@ Params normalized(const Params& in, const GroundTruthSet& gt) {
 class Evaluation {
  public:
   Evaluation(const GroundTruthSet& gt, const std::vector<Detection>& dts, const Params& p)
-      : p_(p), I_(p.image_ids.size()), K_(p.category_ids.size()), T_(p.iou_thresholds.size()),
-        A_(p.area_ranges.size()), M_(p.max_dets.size()), all_(T_ == 32 ? ~0u : (1u << T_) - 1) {
+      : p_(p),
+        I_(p.image_ids.size()),
+        K_(p.category_ids.size()),
+        T_(p.iou_thresholds.size()),
+        A_(p.area_ranges.size()),
+        M_(p.max_dets.size()),
+        all_(T_ == 32 ? ~0u : (1u << T_) - 1) {
     Ke_ = p_.use_cats ? K_ : 1;
     max_det_ = p_.max_dets.back();
     min_thr_ = 1;
@@ -257,7 +267,8 @@ class Evaluation {
     for (size_t j = 0; j < gt.annotations.size(); ++j) {
       if (gt_cell[j] < 0) continue;
       const auto& a = gt.annotations[j];
-      gts_[fill[gt_cell[j]]++] = GtBox{a.x, a.y, a.x + a.w, a.y + a.h, a.w * a.h, a.area, a.iscrowd, a.id != 0};
+      gts_[fill[gt_cell[j]]++] =
+          GtBox{a.x, a.y, a.x + a.w, a.y + a.h, a.w * a.h, a.area, a.iscrowd, a.id != 0};
     }
     fill.assign(dt_start_.begin(), dt_start_.end() - 1);
     for (size_t j = 0; j < dts.size(); ++j) {
@@ -300,7 +311,8 @@ class Evaluation {
     std::vector<MatchScratch> scratch(p_.num_threads);
     parallel_for(Ke_ * blocks, p_.num_threads, [&](size_t item, int worker) {
       const size_t k = item / blocks, b = item % blocks;
-      for (size_t i = b * kBlock; i < std::min(I_, (b + 1) * kBlock); ++i) match_cell(k, i, scratch[worker]);
+      for (size_t i = b * kBlock; i < std::min(I_, (b + 1) * kBlock); ++i)
+        match_cell(k, i, scratch[worker]);
     });
   }
 
@@ -314,8 +326,9 @@ class Evaluation {
     // Stable sort by descending score: np.argsort(-score, kind='mergesort').
     s.dt_order.resize(de - db);
     std::iota(s.dt_order.begin(), s.dt_order.end(), 0);
-    stable_sort_indices(s.dt_order, s.sort_buf,
-                        [&](int32_t a, int32_t b) { return dts_[db + a].score > dts_[db + b].score; });
+    stable_sort_indices(s.dt_order, s.sort_buf, [&](int32_t a, int32_t b) {
+      return dts_[db + a].score > dts_[db + b].score;
+    });
     for (int64_t d = 0; d < D; ++d) {
       kept_score_[out + d] = dts_[db + s.dt_order[d]].score;
       kept_rank_[out + d] = static_cast<int32_t>(d);
@@ -409,11 +422,13 @@ class Evaluation {
     const int64_t b = kept_start_[k * I_], n = kept_start_[(k + 1) * I_] - b;
     s.idx.resize(n);
     std::iota(s.idx.begin(), s.idx.end(), 0);
-    stable_sort_indices(s.idx, s.sort_buf,
-                        [&](int32_t x, int32_t y) { return kept_score_[b + x] > kept_score_[b + y]; });
+    stable_sort_indices(s.idx, s.sort_buf, [&](int32_t x, int32_t y) {
+      return kept_score_[b + x] > kept_score_[b + y];
+    });
     for (auto* masks : {&matched_, &ignored_}) {
       s.masks.resize(n * A_);
-      for (int64_t j = 0; j < n; ++j) std::copy_n(&(*masks)[(b + s.idx[j]) * A_], A_, &s.masks[j * A_]);
+      for (int64_t j = 0; j < n; ++j)
+        std::copy_n(&(*masks)[(b + s.idx[j]) * A_], A_, &s.masks[j * A_]);
       std::copy(s.masks.begin(), s.masks.end(), masks->begin() + b * A_);
     }
     s.rank.resize(n);
@@ -502,7 +517,8 @@ class Evaluation {
     const size_t block = T_ * acc.R + T_, items = Ke_ * A_ * M_;
     std::vector<double> blocks(items * block, -1.0);
     parallel_for(items, p_.num_threads, [&](size_t item, int worker) {
-      accumulate_one(item / (A_ * M_), (item / M_) % A_, item % M_, scratch[worker], &blocks[item * block]);
+      accumulate_one(item / (A_ * M_), (item / M_) % A_, item % M_, scratch[worker],
+                     &blocks[item * block]);
     });
     acc.precision.resize(acc.T * acc.R * acc.K * acc.A * acc.M);
     acc.recall.resize(acc.T * acc.K * acc.A * acc.M);
@@ -510,7 +526,8 @@ class Evaluation {
     for (size_t item = 0; item < items; ++item) {
       const double* in = &blocks[item * block];
       for (size_t t = 0; t < T_; ++t) {
-        for (int64_t r = 0; r < acc.R; ++r) acc.precision[(t * acc.R + r) * kam + item] = in[t * acc.R + r];
+        for (int64_t r = 0; r < acc.R; ++r)
+          acc.precision[(t * acc.R + r) * kam + item] = in[t * acc.R + r];
         acc.recall[t * kam + item] = in[T_ * acc.R + t];
       }
     }
@@ -530,13 +547,13 @@ class Evaluation {
   std::vector<double> kept_score_;
   std::vector<int32_t> kept_rank_;
   std::vector<uint32_t> matched_, ignored_;  // [kept, A] bit t: IoU threshold t
-  std::vector<int64_t> npig_;                // [Ke * I, A] unignored GT per evaluation cell and area
+  std::vector<int64_t> npig_;  // [Ke * I, A] unignored GT per evaluation cell and area
 };
 
 // pycocotools' _summarize(): mean over the valid entries of precision[t?, :, :, a, m] or
 // recall[t?, :, a, m], in numpy's C order.
-double summarize_one(const Accumulated& acc, bool ap, double iou_thr, bool all_ious, const std::string& area,
-                     int max_dets) {
+double summarize_one(const Accumulated& acc, bool ap, double iou_thr, bool all_ious,
+                     const std::string& area, int max_dets) {
   const Params& p = acc.params;
   std::vector<int64_t> ts, as, ms;
   for (int64_t t = 0; t < acc.T; ++t) {
@@ -552,7 +569,8 @@ double summarize_one(const Accumulated& acc, bool ap, double iou_thr, bool all_i
   std::vector<std::pair<int64_t, int64_t>> am;
   if (!as.empty() && !ms.empty()) {
     if (as.size() != ms.size() && as.size() != 1 && ms.size() != 1) {
-      throw ConfigError(str("eval params: area label '", area, "' and max_dets ", max_dets, " are repeated"));
+      throw ConfigError(
+          str("eval params: area label '", area, "' and max_dets ", max_dets, " are repeated"));
     }
     for (size_t j = 0; j < std::max(as.size(), ms.size()); ++j) {
       am.emplace_back(as[as.size() == 1 ? 0 : j], ms[ms.size() == 1 ? 0 : j]);
@@ -592,10 +610,14 @@ double category_ap(const Accumulated& acc, int64_t k, Keep keep) {
 std::vector<double> Params::default_iou_thresholds() { return linspace(.5, 0.95, 10); }
 std::vector<double> Params::default_recall_thresholds() { return linspace(.0, 1.00, 101); }
 std::vector<AreaRange> Params::default_area_ranges() {
-  return {{"all", 0, 1e5 * 1e5}, {"small", 0, 32 * 32}, {"medium", 32 * 32, 96 * 96}, {"large", 96 * 96, 1e5 * 1e5}};
+  return {{"all", 0, 1e5 * 1e5},
+          {"small", 0, 32 * 32},
+          {"medium", 32 * 32, 96 * 96},
+          {"large", 96 * 96, 1e5 * 1e5}};
 }
 
-Accumulated evaluate(const GroundTruthSet& gt, const std::vector<Detection>& detections, const Params& params) {
+Accumulated evaluate(const GroundTruthSet& gt, const std::vector<Detection>& detections,
+                     const Params& params) {
   const Params p = normalized(params, gt);
   Evaluation evaluation(gt, detections, p);
   return evaluation.run();
@@ -610,7 +632,8 @@ const std::vector<std::string>& stat_names() {
 Metrics summarize(const Accumulated& acc, const GroundTruthSet& gt) {
   const Params& p = acc.params;
   if (p.max_dets.size() < 3) {
-    throw ConfigError(str("eval: summarize needs 3 max_dets (pycocotools uses maxDets[0..2]), got ", p.max_dets.size()));
+    throw ConfigError(str("eval: summarize needs 3 max_dets (pycocotools uses maxDets[0..2]), got ",
+                          p.max_dets.size()));
   }
   const int m0 = p.max_dets[0], m1 = p.max_dets[1], m2 = p.max_dets[2];
   Metrics out;
@@ -655,19 +678,21 @@ std::string format_summary(const Metrics& metrics, const Params& params) {
   const int m0 = params.max_dets.size() > 0 ? params.max_dets[0] : 1;
   const int m1 = params.max_dets.size() > 1 ? params.max_dets[1] : 10;
   const int m2 = params.max_dets.size() > 2 ? params.max_dets[2] : 100;
-  const Line lines[12] = {{true, nullptr, "all", 100}, {true, "0.50", "all", m2},  {true, "0.75", "all", m2},
-                          {true, nullptr, "small", m2}, {true, nullptr, "medium", m2}, {true, nullptr, "large", m2},
-                          {false, nullptr, "all", m0},  {false, nullptr, "all", m1},   {false, nullptr, "all", m2},
-                          {false, nullptr, "small", m2}, {false, nullptr, "medium", m2}, {false, nullptr, "large", m2}};
+  const Line lines[12] = {
+      {true, nullptr, "all", 100},   {true, "0.50", "all", m2},      {true, "0.75", "all", m2},
+      {true, nullptr, "small", m2},  {true, nullptr, "medium", m2},  {true, nullptr, "large", m2},
+      {false, nullptr, "all", m0},   {false, nullptr, "all", m1},    {false, nullptr, "all", m2},
+      {false, nullptr, "small", m2}, {false, nullptr, "medium", m2}, {false, nullptr, "large", m2}};
   char range[32];
-  std::snprintf(range, sizeof(range), "%0.2f:%0.2f", params.iou_thresholds.front(), params.iou_thresholds.back());
+  std::snprintf(range, sizeof(range), "%0.2f:%0.2f", params.iou_thresholds.front(),
+                params.iou_thresholds.back());
   std::string out;
   for (size_t i = 0; i < 12 && i < metrics.stats.size(); ++i) {
     const Line& l = lines[i];
     char buf[160];
     std::snprintf(buf, sizeof(buf), " %-18s %s @[ IoU=%-9s | area=%6s | maxDets=%3d ] = %0.3f\n",
-                  l.ap ? "Average Precision" : "Average Recall", l.ap ? "(AP)" : "(AR)", l.iou ? l.iou : range,
-                  l.area, l.max_dets, metrics.stats[i]);
+                  l.ap ? "Average Precision" : "Average Recall", l.ap ? "(AP)" : "(AR)",
+                  l.iou ? l.iou : range, l.area, l.max_dets, metrics.stats[i]);
     out += buf;
   }
   return out;
@@ -683,8 +708,8 @@ std::string format_per_category(const Metrics& metrics) {
     return std::string(buf);
   };
   char buf[256];
-  std::snprintf(buf, sizeof(buf), "%8s  %-*s  %6s  %6s  %6s\n", "id", static_cast<int>(width), "category", "AP",
-                "AP50", "AP75");
+  std::snprintf(buf, sizeof(buf), "%8s  %-*s  %6s  %6s  %6s\n", "id", static_cast<int>(width),
+                "category", "AP", "AP50", "AP75");
   std::string out = buf;
   for (const auto& c : metrics.per_category) {
     std::snprintf(buf, sizeof(buf), "%8lld  %-*s  %6s  %6s  %6s\n", static_cast<long long>(c.id),

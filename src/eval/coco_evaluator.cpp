@@ -10,15 +10,20 @@
 
 namespace detforge::eval {
 
-CocoEvaluator::CocoEvaluator(GroundTruthSet gt, std::vector<int64_t> label_to_category_id, Params params)
-    : gt_(std::move(gt)), label_to_category_id_(std::move(label_to_category_id)), params_(std::move(params)) {
+CocoEvaluator::CocoEvaluator(GroundTruthSet gt, std::vector<int64_t> label_to_category_id,
+                             Params params)
+    : gt_(std::move(gt)),
+      label_to_category_id_(std::move(label_to_category_id)),
+      params_(std::move(params)) {
   known_images_ = gt_.image_ids;
   std::sort(known_images_.begin(), known_images_.end());
   for (size_t l = 0; l < label_to_category_id_.size(); ++l) {
     const int64_t id = label_to_category_id_[l];
     const bool known = std::any_of(gt_.categories.begin(), gt_.categories.end(),
                                    [&](const Category& c) { return c.id == id; });
-    if (!known) throw DataError(str("CocoEvaluator: label ", l, " maps to category id ", id, ", which the ground truth lacks"));
+    if (!known)
+      throw DataError(str("CocoEvaluator: label ", l, " maps to category id ", id,
+                          ", which the ground truth lacks"));
   }
 }
 
@@ -26,12 +31,14 @@ void CocoEvaluator::reset() { per_image_.clear(); }
 
 void CocoEvaluator::add_image(int64_t image_id, std::vector<Detection> detections) {
   if (!std::binary_search(known_images_.begin(), known_images_.end(), image_id)) {
-    throw DataError(str("[data:eval.unknown_image] image_id=", image_id, ": not an image of the evaluation ground truth"));
+    throw DataError(str("[data:eval.unknown_image] image_id=", image_id,
+                        ": not an image of the evaluation ground truth"));
   }
   if (per_image_.count(image_id)) return;
   for (const auto& d : detections) {
     if (d.image_id != image_id) {
-      throw DataError(str("[data:eval.image_mismatch] image_id=", image_id, ": a detection carries image id ", d.image_id));
+      throw DataError(str("[data:eval.image_mismatch] image_id=", image_id,
+                          ": a detection carries image id ", d.image_id));
     }
   }
   validate_detections(detections, gt_, "model output");
@@ -46,8 +53,8 @@ std::vector<Detection> to_results(const Detections& det, int64_t image_id,
   const auto labels = det.labels.to(torch::kCPU, torch::kInt64).contiguous();
   const int64_t n = boxes.size(0);
   if (scores.numel() != n || labels.numel() != n) {
-    throw DataError(str("[data:eval.size_mismatch] image_id=", image_id, ": ", n, " boxes, ", scores.numel(),
-                        " scores, ", labels.numel(), " labels"));
+    throw DataError(str("[data:eval.size_mismatch] image_id=", image_id, ": ", n, " boxes, ",
+                        scores.numel(), " scores, ", labels.numel(), " labels"));
   }
   const float* b = boxes.data_ptr<float>();
   const float* s = scores.data_ptr<float>();
@@ -56,19 +63,22 @@ std::vector<Detection> to_results(const Detections& det, int64_t image_id,
   out.reserve(n);
   for (int64_t j = 0; j < n; ++j) {
     if (l[j] < 0 || l[j] >= num_labels) {
-      throw DataError(str("[data:eval.label_out_of_range] image_id=", image_id, " label=", l[j], ": detection ", j,
-                          " has a label outside [0, ", num_labels, ")"));
+      throw DataError(str("[data:eval.label_out_of_range] image_id=", image_id, " label=", l[j],
+                          ": detection ", j, " has a label outside [0, ", num_labels, ")"));
     }
     // xyxy -> xywh in float32, as the results json of a PyTorch pipeline would hold it.
     const float w = b[4 * j + 2] - b[4 * j], h = b[4 * j + 3] - b[4 * j + 1];
-    out.push_back(Detection{image_id, label_to_category_id[l[j]], b[4 * j], b[4 * j + 1], w, h, s[j]});
+    out.push_back(
+        Detection{image_id, label_to_category_id[l[j]], b[4 * j], b[4 * j + 1], w, h, s[j]});
   }
   return out;
 }
 
-void CocoEvaluator::process(const std::vector<Targets>& targets, const std::vector<Detections>& detections) {
+void CocoEvaluator::process(const std::vector<Targets>& targets,
+                            const std::vector<Detections>& detections) {
   if (targets.size() != detections.size()) {
-    throw DataError(str("CocoEvaluator::process: ", targets.size(), " targets but ", detections.size(), " detections"));
+    throw DataError(str("CocoEvaluator::process: ", targets.size(), " targets but ",
+                        detections.size(), " detections"));
   }
   for (size_t i = 0; i < targets.size(); ++i) {
     const int64_t image_id = targets[i].image_id;
@@ -97,7 +107,8 @@ std::string CocoEvaluator::serialize() const {
 void CocoEvaluator::merge(const std::string& blob) {
   size_t pos = 0;
   const auto get = [&](auto& v) {
-    if (pos + sizeof(v) > blob.size()) throw Error("CocoEvaluator::merge: truncated detections blob");
+    if (pos + sizeof(v) > blob.size())
+      throw Error("CocoEvaluator::merge: truncated detections blob");
     std::memcpy(&v, blob.data() + pos, sizeof(v));
     pos += sizeof(v);
   };
@@ -142,8 +153,10 @@ Metrics CocoEvaluator::evaluate() const {
 std::map<std::string, double> metrics_map(const Metrics& metrics) {
   const auto& names = stat_names();
   std::map<std::string, double> out;
-  for (size_t i = 0; i < metrics.stats.size() && i < names.size(); ++i) out[names[i]] = metrics.stats[i];
-  for (const auto& c : metrics.per_category) out["AP/" + (c.name.empty() ? std::to_string(c.id) : c.name)] = c.ap;
+  for (size_t i = 0; i < metrics.stats.size() && i < names.size(); ++i)
+    out[names[i]] = metrics.stats[i];
+  for (const auto& c : metrics.per_category)
+    out["AP/" + (c.name.empty() ? std::to_string(c.id) : c.name)] = c.ap;
   return out;
 }
 

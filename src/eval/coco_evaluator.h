@@ -21,7 +21,8 @@ class CocoEvaluator {
   /// Targets. label_to_category_id[l] is the file's category id of contiguous label l.
   /// params: image_ids is ignored (the processed images are evaluated); the rest as in
   /// evaluate(). Throws DataError if a mapped category id is not in gt.
-  CocoEvaluator(GroundTruthSet gt, std::vector<int64_t> label_to_category_id, Params params = Params());
+  CocoEvaluator(GroundTruthSet gt, std::vector<int64_t> label_to_category_id,
+                Params params = Params());
 
   /// Forgets every processed image.
   void reset();

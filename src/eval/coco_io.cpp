@@ -7,8 +7,8 @@
 #include <string_view>
 #include <unordered_set>
 
-#include <nlohmann/json.hpp>
 #include <simdjson.h>
+#include <nlohmann/json.hpp>
 
 #include "core/atomic_file.h"
 #include "core/errors.h"
@@ -32,8 +32,8 @@ struct Where {
   }
 };
 
-[[noreturn]] void fail(const Where& w, const std::string& code, const std::string& key, const std::string& value,
-                       const std::string& message) {
+[[noreturn]] void fail(const Where& w, const std::string& code, const std::string& key,
+                       const std::string& value, const std::string& message) {
   DataErrorInfo info;
   info.code = code;
   info.file = w.file;
@@ -55,23 +55,26 @@ dom::element parse_file(dom::parser& parser, const std::string& path) {
     const std::string_view view(text.data(), text.size());
     const bool non_json_number = view.find("NaN") != std::string_view::npos ||
                                  view.find("Infinity") != std::string_view::npos;
-    throw IoError(str("'", path, "' is not valid JSON (", simdjson::error_message(err), ")",
-                      non_json_number ? "; it contains NaN or Infinity, which JSON does not allow (a non-finite "
-                                        "score or box)"
-                                      : ""));
+    throw IoError(str(
+        "'", path, "' is not valid JSON (", simdjson::error_message(err), ")",
+        non_json_number ? "; it contains NaN or Infinity, which JSON does not allow (a non-finite "
+                          "score or box)"
+                        : ""));
   }
   return root;
 }
 
 int64_t as_id(const dom::element& v, const Where& w, const char* key) {
   int64_t id = 0;
-  if (v.get_int64().get(id)) fail(w, "id.not_integer", key, raw(v), str(key, " must be an integer"));
+  if (v.get_int64().get(id))
+    fail(w, "id.not_integer", key, raw(v), str(key, " must be an integer"));
   return id;
 }
 
 double as_number(const dom::element& v, const Where& w, const char* key) {
   double x = 0;
-  if (v.get_double().get(x)) fail(w, "value.not_number", key, raw(v), str(key, " must be a number"));
+  if (v.get_double().get(x))
+    fail(w, "value.not_number", key, raw(v), str(key, " must be a number"));
   return x;
 }
 
@@ -80,9 +83,11 @@ void as_bbox(const dom::element& v, const Where& w, double& x, double& y, double
   dom::array arr;
   double out[4];
   size_t n = 0;
-  if (v.get_array().get(arr)) fail(w, "bbox.malformed", "bbox", raw(v), "bbox must be [x, y, w, h]");
+  if (v.get_array().get(arr))
+    fail(w, "bbox.malformed", "bbox", raw(v), "bbox must be [x, y, w, h]");
   for (dom::element e : arr) {
-    if (n == 4 || e.get_double().get(out[n])) fail(w, "bbox.malformed", "bbox", raw(v), "bbox must be 4 numbers [x, y, w, h]");
+    if (n == 4 || e.get_double().get(out[n]))
+      fail(w, "bbox.malformed", "bbox", raw(v), "bbox must be 4 numbers [x, y, w, h]");
     ++n;
   }
   if (n != 4) fail(w, "bbox.malformed", "bbox", raw(v), "bbox must be 4 numbers [x, y, w, h]");
@@ -95,8 +100,10 @@ void as_bbox(const dom::element& v, const Where& w, double& x, double& y, double
 dom::array required_array(const dom::object& root, const char* key, const std::string& path) {
   dom::element v;
   dom::array arr;
-  if (root[key].get(v)) throw DataError(str("[data:file.missing_key] file=", path, ": no '", key, "' array"));
-  if (v.get_array().get(arr)) throw DataError(str("[data:file.not_array] file=", path, ": '", key, "' must be an array"));
+  if (root[key].get(v))
+    throw DataError(str("[data:file.missing_key] file=", path, ": no '", key, "' array"));
+  if (v.get_array().get(arr))
+    throw DataError(str("[data:file.not_array] file=", path, ": '", key, "' must be an array"));
   return arr;
 }
 
@@ -116,7 +123,8 @@ GroundTruthSet load_ground_truth(const std::string& path) {
   dom::parser parser;
   const dom::element root_el = parse_file(parser, path);
   dom::object root;
-  if (root_el.get_object().get(root)) throw DataError(str("[data:file.not_object] file=", path, ": must be a JSON object"));
+  if (root_el.get_object().get(root))
+    throw DataError(str("[data:file.not_object] file=", path, ": must be a JSON object"));
   GroundTruthSet gt;
   size_t index = 0;
   for (dom::element v : required_array(root, "images", path)) {
@@ -140,7 +148,8 @@ GroundTruthSet load_ground_truth(const std::string& path) {
   dom::element anns_el;
   if (root["annotations"].get(anns_el)) return gt;
   dom::array anns;
-  if (anns_el.get_array().get(anns)) throw DataError(str("[data:file.not_array] file=", path, ": 'annotations' must be an array"));
+  if (anns_el.get_array().get(anns))
+    throw DataError(str("[data:file.not_array] file=", path, ": 'annotations' must be an array"));
   gt.annotations.reserve(anns.size());
   index = 0;
   for (dom::element v : anns) {
@@ -179,11 +188,15 @@ GroundTruthSet load_ground_truth(const std::string& path) {
     if (!has_id) fail(w, "ann.missing_key", "id", "", "no 'id'");
     if (!has_image) fail(w, "ann.missing_key", "image_id", "", "no 'image_id'");
     if (!has_cat) fail(w, "ann.missing_key", "category_id", "", "no 'category_id'");
-    if (!has_bbox) fail(w, "ann.missing_key", "bbox", "", "no 'bbox' (bbox evaluation needs one per annotation)");
-    if (!has_area) fail(w, "ann.missing_key", "area", "", "no 'area' (COCO area ranges are tested on it)");
+    if (!has_bbox)
+      fail(w, "ann.missing_key", "bbox", "",
+           "no 'bbox' (bbox evaluation needs one per annotation)");
+    if (!has_area)
+      fail(w, "ann.missing_key", "area", "", "no 'area' (COCO area ranges are tested on it)");
     if (!std::isfinite(g.x) || !std::isfinite(g.y) || !std::isfinite(g.w) || !std::isfinite(g.h) ||
         !std::isfinite(g.area)) {
-      fail(w, "bbox.non_finite", "bbox", bbox_text(g.x, g.y, g.w, g.h), "bbox and area must be finite");
+      fail(w, "bbox.non_finite", "bbox", bbox_text(g.x, g.y, g.w, g.h),
+           "bbox and area must be finite");
     }
     gt.annotations.push_back(g);
   }
@@ -196,18 +209,21 @@ namespace od = simdjson::ondemand;
 
 // On-demand errors: a wrong type is the entry's fault (DataError), anything else means the
 // text is not JSON (IoError).
-[[noreturn]] void fail_od(simdjson::error_code err, const Where& w, const char* key, std::string_view token,
-                          const char* expected) {
-  if (err == simdjson::INCORRECT_TYPE || err == simdjson::NUMBER_ERROR || err == simdjson::NUMBER_OUT_OF_RANGE) {
+[[noreturn]] void fail_od(simdjson::error_code err, const Where& w, const char* key,
+                          std::string_view token, const char* expected) {
+  if (err == simdjson::INCORRECT_TYPE || err == simdjson::NUMBER_ERROR ||
+      err == simdjson::NUMBER_OUT_OF_RANGE) {
     std::string value(token.substr(0, std::min<size_t>(token.size(), 40)));
-    while (!value.empty() && (value.back() == ' ' || value.back() == ',' || value.back() == '\n')) value.pop_back();
+    while (!value.empty() && (value.back() == ' ' || value.back() == ',' || value.back() == '\n'))
+      value.pop_back();
     fail(w, std::string(key) == "bbox" ? "bbox.malformed" : "value.bad_type", key, value,
          str(key, " must be ", expected,
              value.rfind("NaN", 0) == 0 || value.find("Infinity") != std::string::npos
                  ? " (NaN and Infinity are not JSON; a non-finite score or box)"
                  : ""));
   }
-  throw IoError(str("'", w.file, "' is not valid JSON near ", w.entry(), " (", simdjson::error_message(err), ")"));
+  throw IoError(str("'", w.file, "' is not valid JSON near ", w.entry(), " (",
+                    simdjson::error_message(err), ")"));
 }
 
 int64_t od_id(od::value v, const Where& w, const char* key) {
@@ -224,17 +240,21 @@ double od_number(od::value v, const Where& w, const char* key) {
 
 void od_bbox(od::value v, const Where& w, Detection& d) {
   od::array arr;
-  if (auto err = v.get_array().get(arr)) fail_od(err, w, "bbox", v.raw_json_token(), "[x, y, w, h]");
+  if (auto err = v.get_array().get(arr))
+    fail_od(err, w, "bbox", v.raw_json_token(), "[x, y, w, h]");
   double out[4];
   size_t n = 0;
   for (auto item : arr) {
     od::value e;
     if (auto err = item.get(e)) fail_od(err, w, "bbox", "", "4 numbers [x, y, w, h]");
-    if (n == 4) fail(w, "bbox.malformed", "bbox", "", "bbox must be 4 numbers [x, y, w, h], got more");
-    if (auto err = e.get_double().get(out[n])) fail_od(err, w, "bbox", e.raw_json_token(), "4 numbers [x, y, w, h]");
+    if (n == 4)
+      fail(w, "bbox.malformed", "bbox", "", "bbox must be 4 numbers [x, y, w, h], got more");
+    if (auto err = e.get_double().get(out[n]))
+      fail_od(err, w, "bbox", e.raw_json_token(), "4 numbers [x, y, w, h]");
     ++n;
   }
-  if (n != 4) fail(w, "bbox.malformed", "bbox", str(n, " numbers"), "bbox must be 4 numbers [x, y, w, h]");
+  if (n != 4)
+    fail(w, "bbox.malformed", "bbox", str(n, " numbers"), "bbox must be 4 numbers [x, y, w, h]");
   d.x = out[0];
   d.y = out[1];
   d.w = out[2];
@@ -260,8 +280,9 @@ std::vector<Detection> load_results(const std::string& path, const GroundTruthSe
     if (err != simdjson::INCORRECT_TYPE) {
       throw IoError(str("'", path, "' is not valid JSON (", simdjson::error_message(err), ")"));
     }
-    throw DataError(str("[data:results.not_array] file=", path,
-                        ": a results file is a JSON array of {image_id, category_id, bbox, score}"));
+    throw DataError(
+        str("[data:results.not_array] file=", path,
+            ": a results file is a JSON array of {image_id, category_id, bbox, score}"));
   }
   std::vector<Detection> dets;
   dets.reserve(text.size() / 80);
@@ -270,7 +291,8 @@ std::vector<Detection> load_results(const std::string& path, const GroundTruthSe
     const Where w{path, nullptr, index++, std::nullopt};
     od::object obj;
     if (auto err = entry.get_object().get(obj)) {
-      if (err == simdjson::INCORRECT_TYPE) fail(w, "entry.not_object", "", "", "must be a JSON object");
+      if (err == simdjson::INCORRECT_TYPE)
+        fail(w, "entry.not_object", "", "", "must be a JSON object");
       fail_od(err, w, "entry", "", "an object");
     }
     Detection d;
@@ -294,8 +316,12 @@ std::vector<Detection> load_results(const std::string& path, const GroundTruthSe
       }
     }
     if (seen != 15) {
-      const char* missing = !(seen & 1) ? "image_id" : !(seen & 2) ? "category_id" : !(seen & 4) ? "bbox" : "score";
-      fail(w, "results.missing_key", missing, "", str("no '", missing, "' (bbox results need image_id, category_id, bbox, score)"));
+      const char* missing = !(seen & 1)   ? "image_id"
+                            : !(seen & 2) ? "category_id"
+                            : !(seen & 4) ? "bbox"
+                                          : "score";
+      fail(w, "results.missing_key", missing, "",
+           str("no '", missing, "' (bbox results need image_id, category_id, bbox, score)"));
     }
     dets.push_back(d);
   }
@@ -312,16 +338,29 @@ void validate_detections(const std::vector<Detection>& detections, const GroundT
   std::vector<int64_t> bad_images, bad_cats;
   for (size_t i = 0; i < detections.size(); ++i) {
     const Detection& d = detections[i];
-    if (!std::binary_search(images.begin(), images.end(), d.image_id)) bad_images.push_back(d.image_id);
-    if (!std::binary_search(cats.begin(), cats.end(), d.category_id)) bad_cats.push_back(d.category_id);
-    if (!std::isfinite(d.x) || !std::isfinite(d.y) || !std::isfinite(d.w) || !std::isfinite(d.h) || d.w < 0 ||
-        d.h < 0) {
-      DataErrorInfo info{"bbox.malformed", d.image_id, source, std::nullopt, "bbox", bbox_text(d.x, d.y, d.w, d.h),
-                         str("detection ", i, ": bbox must be finite [x, y, w, h] with w >= 0 and h >= 0")};
+    if (!std::binary_search(images.begin(), images.end(), d.image_id))
+      bad_images.push_back(d.image_id);
+    if (!std::binary_search(cats.begin(), cats.end(), d.category_id))
+      bad_cats.push_back(d.category_id);
+    if (!std::isfinite(d.x) || !std::isfinite(d.y) || !std::isfinite(d.w) || !std::isfinite(d.h) ||
+        d.w < 0 || d.h < 0) {
+      DataErrorInfo info{
+          "bbox.malformed",
+          d.image_id,
+          source,
+          std::nullopt,
+          "bbox",
+          bbox_text(d.x, d.y, d.w, d.h),
+          str("detection ", i, ": bbox must be finite [x, y, w, h] with w >= 0 and h >= 0")};
       throw_data_error(info);
     }
     if (!std::isfinite(d.score)) {
-      DataErrorInfo info{"score.non_finite", d.image_id, source, std::nullopt, "score", str(d.score),
+      DataErrorInfo info{"score.non_finite",
+                         d.image_id,
+                         source,
+                         std::nullopt,
+                         "score",
+                         str(d.score),
                          str("detection ", i, ": score must be a finite number")};
       throw_data_error(info);
     }
@@ -335,18 +374,22 @@ void validate_detections(const std::vector<Detection>& detections, const GroundT
     return s;
   };
   if (!bad_images.empty()) {
-    throw DataError(str("[data:results.unknown_image] file=", source, ": ", bad_images.size(),
-                        " detections reference image ids not in the ground truth: ", list(bad_images)));
+    throw DataError(
+        str("[data:results.unknown_image] file=", source, ": ", bad_images.size(),
+            " detections reference image ids not in the ground truth: ", list(bad_images)));
   }
   if (!bad_cats.empty()) {
-    throw DataError(str("[data:results.unknown_category] file=", source, ": ", bad_cats.size(),
-                        " detections reference category ids not in the ground truth: ", list(bad_cats),
-                        " (results use the annotation file's category ids, not contiguous labels)"));
+    throw DataError(
+        str("[data:results.unknown_category] file=", source, ": ", bad_cats.size(),
+            " detections reference category ids not in the ground truth: ", list(bad_cats),
+            " (results use the annotation file's category ids, not contiguous labels)"));
   }
 }
 
 namespace {
-void write_json(const nlohmann::json& j, const std::string& path) { write_text_atomic(path, j.dump() + "\n"); }
+void write_json(const nlohmann::json& j, const std::string& path) {
+  write_text_atomic(path, j.dump() + "\n");
+}
 }  // namespace
 
 void write_results(const std::vector<Detection>& detections, const std::string& path) {
@@ -363,7 +406,8 @@ void write_results(const std::vector<Detection>& detections, const std::string& 
 void write_metrics(const Metrics& metrics, const std::string& path) {
   nlohmann::json per = nlohmann::json::object();
   for (const auto& c : metrics.per_category) {
-    per[std::to_string(c.id)] = {{"name", c.name}, {"AP", c.ap}, {"AP50", c.ap50}, {"AP75", c.ap75}};
+    per[std::to_string(c.id)] = {
+        {"name", c.name}, {"AP", c.ap}, {"AP50", c.ap50}, {"AP75", c.ap75}};
   }
   write_json({{"stats", metrics.stats}, {"per_category", per}}, path);
 }

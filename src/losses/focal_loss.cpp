@@ -14,12 +14,13 @@ torch::Tensor sigmoid_focal_loss(const torch::Tensor& logits, const torch::Tenso
   TORCH_CHECK(logits.sizes() == targets.sizes(), "sigmoid_focal_loss: logits ", logits.sizes(),
               " and targets ", targets.sizes(), " must have the same shape");
   const double alpha = options.alpha();
-  TORCH_CHECK(alpha < 0 || alpha <= 1, "sigmoid_focal_loss: alpha must be in [0, 1] or negative "
-              "(off), got ", alpha);
+  TORCH_CHECK(alpha < 0 || alpha <= 1,
+              "sigmoid_focal_loss: alpha must be in [0, 1] or negative "
+              "(off), got ",
+              alpha);
   const auto t = targets.to(logits.scalar_type());
   const auto p = torch::sigmoid(logits);
-  const auto ce = torch::binary_cross_entropy_with_logits(logits, t, {}, {},
-                                                          at::Reduction::None);
+  const auto ce = torch::binary_cross_entropy_with_logits(logits, t, {}, {}, at::Reduction::None);
   const auto p_t = p * t + (1 - p) * (1 - t);
   auto loss = ce * (1 - p_t).pow(options.gamma());
   if (alpha >= 0) loss = (alpha * t + (1 - alpha) * (1 - t)) * loss;
@@ -33,8 +34,8 @@ namespace {
 //   target 0: loss = (1-a) p^g softplus(x),    dloss/dx = (1-a) p^g (g (1-p) softplus(x) + p)
 // (a = 1 for both when alpha is off).
 template <typename T>
-void fused_focal_rows(const T* x, const int64_t* labels, const float* weight, int64_t rows, int64_t k,
-                      double alpha_d, double gamma_d, T* grad, double* row_loss) {
+void fused_focal_rows(const T* x, const int64_t* labels, const float* weight, int64_t rows,
+                      int64_t k, double alpha_d, double gamma_d, T* grad, double* row_loss) {
   const float a_pos = alpha_d >= 0 ? static_cast<float>(alpha_d) : 1.0f;
   const float a_neg = alpha_d >= 0 ? static_cast<float>(1.0 - alpha_d) : 1.0f;
   const float g = static_cast<float>(gamma_d);
@@ -77,17 +78,20 @@ void fused_focal_rows(const T* x, const int64_t* labels, const float* weight, in
 class FusedFocalSum : public torch::autograd::Function<FusedFocalSum> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& logits,
-                               const torch::Tensor& labels, const torch::Tensor& weight, double alpha, double gamma) {
+                               const torch::Tensor& labels, const torch::Tensor& weight,
+                               double alpha, double gamma) {
     const auto x = logits.contiguous();
     const auto l = labels.to(torch::kInt64).contiguous();
     const auto w = weight.to(torch::kFloat32).contiguous();
     const int64_t k = x.size(2), rows = x.size(0) * x.size(1);
     auto grad = torch::empty_like(x);
     std::vector<double> row_loss(static_cast<size_t>(rows));
-    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "one_hot_focal_loss_sum", [&] {
-      fused_focal_rows<scalar_t>(x.data_ptr<scalar_t>(), l.data_ptr<int64_t>(), w.data_ptr<float>(), rows, k, alpha,
-                                 gamma, grad.data_ptr<scalar_t>(), row_loss.data());
-    });
+    AT_DISPATCH_FLOATING_TYPES_AND2(
+        at::kHalf, at::kBFloat16, x.scalar_type(), "one_hot_focal_loss_sum", [&] {
+          fused_focal_rows<scalar_t>(x.data_ptr<scalar_t>(), l.data_ptr<int64_t>(),
+                                     w.data_ptr<float>(), rows, k, alpha, gamma,
+                                     grad.data_ptr<scalar_t>(), row_loss.data());
+        });
     double total = 0.0;
     for (const double v : row_loss) total += v;
     ctx->save_for_backward({grad});
@@ -98,8 +102,8 @@ class FusedFocalSum : public torch::autograd::Function<FusedFocalSum> {
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad_out) {
     const auto grad = ctx->get_saved_variables()[0];
-    return {grad * grad_out[0].to(grad.scalar_type()), torch::Tensor(), torch::Tensor(), torch::Tensor(),
-            torch::Tensor()};
+    return {grad * grad_out[0].to(grad.scalar_type()), torch::Tensor(), torch::Tensor(),
+            torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -107,14 +111,16 @@ class FusedFocalSum : public torch::autograd::Function<FusedFocalSum> {
 
 torch::Tensor one_hot_focal_loss_sum(const torch::Tensor& logits, const torch::Tensor& labels,
                                      const torch::Tensor& weight, const FocalLossOptions& options) {
-  TORCH_CHECK(logits.dim() == 3, "one_hot_focal_loss_sum: logits must be [B, A, K], got ", logits.sizes());
+  TORCH_CHECK(logits.dim() == 3, "one_hot_focal_loss_sum: logits must be [B, A, K], got ",
+              logits.sizes());
   TORCH_CHECK(labels.sizes() == logits.sizes().slice(0, 2) && weight.sizes() == labels.sizes(),
-              "one_hot_focal_loss_sum: labels ", labels.sizes(), " and weight ", weight.sizes(), " must be [B, A] = ",
-              logits.sizes().slice(0, 2));
+              "one_hot_focal_loss_sum: labels ", labels.sizes(), " and weight ", weight.sizes(),
+              " must be [B, A] = ", logits.sizes().slice(0, 2));
   const double alpha = options.alpha();
-  TORCH_CHECK(alpha < 0 || alpha <= 1, "one_hot_focal_loss_sum: alpha must be in [0, 1] or negative (off), got ",
-              alpha);
-  if (logits.device().is_cpu()) return FusedFocalSum::apply(logits, labels, weight, alpha, options.gamma());
+  TORCH_CHECK(alpha < 0 || alpha <= 1,
+              "one_hot_focal_loss_sum: alpha must be in [0, 1] or negative (off), got ", alpha);
+  if (logits.device().is_cpu())
+    return FusedFocalSum::apply(logits, labels, weight, alpha, options.gamma());
   const int64_t k = logits.size(2);
   const auto in_range = (labels >= 0) & (labels < k);
   auto target = torch::zeros_like(logits);
@@ -122,7 +128,9 @@ torch::Tensor one_hot_focal_loss_sum(const torch::Tensor& logits, const torch::T
                   in_range.unsqueeze(2).to(logits.scalar_type()));
   const auto out_type = logits.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
   const auto per_anchor =
-      sigmoid_focal_loss(logits, target, FocalLossOptions(options).reduction(Reduction::kNone)).to(out_type).sum(2);
+      sigmoid_focal_loss(logits, target, FocalLossOptions(options).reduction(Reduction::kNone))
+          .to(out_type)
+          .sum(2);
   return (per_anchor * weight.to(out_type)).sum();
 }
 

@@ -33,7 +33,8 @@ torch::Tensor sigmoid_focal_loss(const torch::Tensor& logits, const torch::Tenso
 /// not depend on the thread count); elsewhere it is sigmoid_focal_loss on a one-hot target.
 /// Equal to that composition up to float rounding. Gradients flow to logits only.
 torch::Tensor one_hot_focal_loss_sum(const torch::Tensor& logits, const torch::Tensor& labels,
-                                     const torch::Tensor& weight, const FocalLossOptions& options = {});
+                                     const torch::Tensor& weight,
+                                     const FocalLossOptions& options = {});
 
 class FocalLossImpl : public torch::nn::Module {
  public:

@@ -29,10 +29,10 @@ std::vector<bool> check_targets(const std::vector<Targets>& targets, int64_t num
   const auto all_boxes = torch::cat(boxes);
   if (all_labels.numel() == 0) return keep;
   const auto label_ok = ((all_labels >= 0) & (all_labels < num_classes)).all();
-  const auto box_ok = (torch::isfinite(all_boxes).all(1) &
-                       (all_boxes.select(1, 2) > all_boxes.select(1, 0)) &
-                       (all_boxes.select(1, 3) > all_boxes.select(1, 1)))
-                          .all();
+  const auto box_ok =
+      (torch::isfinite(all_boxes).all(1) & (all_boxes.select(1, 2) > all_boxes.select(1, 0)) &
+       (all_boxes.select(1, 3) > all_boxes.select(1, 1)))
+          .all();
   if ((label_ok & box_ok).item<bool>()) return keep;
   // Slow path: find and name the bad images.
   for (size_t i = 0; i < targets.size(); ++i) {

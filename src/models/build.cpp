@@ -29,13 +29,16 @@ ResNetOptions backbone_options(const ConfigNode& n) {
   if (std::find(names.begin(), names.end(), o.arch()) == names.end()) {
     n.fail("type", str("unknown '", o.arch(), "'; ", list_choices(o.arch(), names)));
   }
-  if (n.read("trainable_layers", o.trainable_layers()) && (o.trainable_layers() < 0 || o.trainable_layers() > 5)) {
+  if (n.read("trainable_layers", o.trainable_layers()) &&
+      (o.trainable_layers() < 0 || o.trainable_layers() > 5)) {
     n.fail("trainable_layers", str(o.trainable_layers(), " must be in [0, 5]"));
   }
-  if (n.read("norm_eps", o.norm_eps()) && o.norm_eps() < 0) n.fail("norm_eps", str(o.norm_eps(), " must be >= 0"));
+  if (n.read("norm_eps", o.norm_eps()) && o.norm_eps() < 0)
+    n.fail("norm_eps", str(o.norm_eps(), " must be >= 0"));
   n.read("fold_frozen_bn", o.fold_frozen_bn());
   if (n.has("norm")) o.norm(n.one_of("norm", {"frozen_bn", "gn"}, o.norm()));
-  if (n.read("norm_groups", o.norm_groups()) && (o.norm_groups() < 1 || 64 % o.norm_groups() != 0)) {
+  if (n.read("norm_groups", o.norm_groups()) &&
+      (o.norm_groups() < 1 || 64 % o.norm_groups() != 0)) {
     n.fail("norm_groups", str(o.norm_groups(), " must divide 64 (the narrowest layer)"));
   }
   n.optional<std::string>("weights");  // read by detector_spec
@@ -59,7 +62,8 @@ ops::AnchorGeneratorOptions anchor_options(const ConfigNode& n) {
       positive(n, "base_sizes", b);
       std::vector<double> level;
       for (int64_t k = 0; k < scales; ++k) {
-        level.push_back(k == 0 ? b : std::floor(b * std::pow(2.0, static_cast<double>(k) / scales)));
+        level.push_back(k == 0 ? b
+                               : std::floor(b * std::pow(2.0, static_cast<double>(k) / scales)));
       }
       sizes.push_back(level);
     }
@@ -80,7 +84,8 @@ ops::MatcherOptions matcher_options(const ConfigNode& n) {
   n.read("bg_iou_threshold", o.low_threshold());
   n.read("allow_low_quality_matches", o.allow_low_quality_matches());
   if (o.low_threshold() > o.high_threshold()) {
-    n.fail("bg_iou_threshold", str(o.low_threshold(), " must be <= fg_iou_threshold ", o.high_threshold()));
+    n.fail("bg_iou_threshold",
+           str(o.low_threshold(), " must be <= fg_iou_threshold ", o.high_threshold()));
   }
   n.reject_unused();
   return o;
@@ -118,8 +123,10 @@ RetinaNetOptions retinanet_options(const ConfigNode& model, std::optional<int64_
   }
   if (auto h = model.optional_child("head")) {
     if (h->read("norm_groups", o.head_norm_groups()) &&
-        (o.head_norm_groups() < 0 || (o.head_norm_groups() > 0 && o.fpn_channels() % o.head_norm_groups() != 0))) {
-      h->fail("norm_groups", str(o.head_norm_groups(), " must be 0 or divide the FPN channels ", o.fpn_channels()));
+        (o.head_norm_groups() < 0 ||
+         (o.head_norm_groups() > 0 && o.fpn_channels() % o.head_norm_groups() != 0))) {
+      h->fail("norm_groups", str(o.head_norm_groups(), " must be 0 or divide the FPN channels ",
+                                 o.fpn_channels()));
     }
     if (h->read("prior_prob", o.prior_prob()) && !(o.prior_prob() > 0 && o.prior_prob() < 1)) {
       h->fail("prior_prob", str(o.prior_prob(), " must be in (0, 1)"));
@@ -129,7 +136,8 @@ RetinaNetOptions retinanet_options(const ConfigNode& model, std::optional<int64_
   if (auto a = model.optional_child("anchors")) o.anchors(anchor_options(*a));
   if (auto m = model.optional_child("matcher")) o.matcher(matcher_options(*m));
   // torchvision's v2 (GroupNorm head) trains with GIoU; v1 with L1.
-  const auto default_box = o.head_norm_groups() > 0 ? losses::BoxLossType::kGIoU : losses::BoxLossType::kL1;
+  const auto default_box =
+      o.head_norm_groups() > 0 ? losses::BoxLossType::kGIoU : losses::BoxLossType::kL1;
   losses::DenseLossConfig lc;
   lc.box.type(default_box);
   if (auto l = model.optional_child("loss")) lc = losses::dense_loss_config(*l, default_box);
@@ -144,7 +152,9 @@ DetectorSpec detector_spec(const ConfigNode& model, std::optional<int64_t> num_c
   const std::map<std::string, Builder> builders = {
       {"retinanet",
        [](const ConfigNode& n, DetectorSpec& s) {
-         s.create = [o = retinanet_options(n, s.num_classes)] { return std::make_shared<RetinaNetImpl>(o); };
+         s.create = [o = retinanet_options(n, s.num_classes)] {
+           return std::make_shared<RetinaNetImpl>(o);
+         };
          s.size_divisibility = RetinaNetImpl::kSizeDivisibility;
        }},
   };
@@ -159,7 +169,8 @@ DetectorSpec detector_spec(const ConfigNode& model, std::optional<int64_t> num_c
   spec.num_classes = read_num_classes(model, num_classes);
   it->second(model, spec);
   spec.weights = model.optional<std::string>("weights");
-  if (auto b = model.optional_child("backbone")) spec.backbone_weights = b->optional<std::string>("weights");
+  if (auto b = model.optional_child("backbone"))
+    spec.backbone_weights = b->optional<std::string>("weights");
   model.reject_unused();
   return spec;
 }
@@ -174,7 +185,9 @@ std::shared_ptr<Detector> build_detector(const DetectorSpec& spec) {
   return detector;
 }
 
-std::shared_ptr<Detector> build_detector(const ConfigNode& model) { return build_detector(detector_spec(model)); }
+std::shared_ptr<Detector> build_detector(const ConfigNode& model) {
+  return build_detector(detector_spec(model));
+}
 
 void load_detector_weights(Detector& detector, const std::string& path) {
   const auto report = load_named_tensors(detector, read_state_dict(path), path);

@@ -36,7 +36,8 @@ struct DetectorSpec {
 /// RetinaNet options from the `model` map (type: retinanet). `num_classes` comes from the
 /// caller when given (already checked against `model.num_classes`), else from the map. Throws
 /// ConfigError with file:line and key for a missing, mistyped, out-of-range or unknown key.
-RetinaNetOptions retinanet_options(const ConfigNode& model, std::optional<int64_t> num_classes = {});
+RetinaNetOptions retinanet_options(const ConfigNode& model,
+                                   std::optional<int64_t> num_classes = {});
 
 /// Reads the `model` map through the builder of `model.type` (known: retinanet; a miss lists
 /// them and suggests the nearest) and rejects unknown keys. `num_classes` as in

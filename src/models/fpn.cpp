@@ -56,10 +56,10 @@ std::vector<torch::Tensor> FeaturePyramidNetworkImpl::forward(
   results[n - 1] = layer_blocks_[n - 1]->as<torch::nn::Sequential>()->forward(last_inner);
   for (int64_t i = n - 2; i >= 0; --i) {
     auto lateral = inner_blocks_[i]->as<torch::nn::Sequential>()->forward(inputs[i]);
-    auto top_down = F::interpolate(
-        last_inner, F::InterpolateFuncOptions()
-                        .size(std::vector<int64_t>{lateral.size(2), lateral.size(3)})
-                        .mode(torch::kNearest));
+    auto top_down =
+        F::interpolate(last_inner, F::InterpolateFuncOptions()
+                                       .size(std::vector<int64_t>{lateral.size(2), lateral.size(3)})
+                                       .mode(torch::kNearest));
     last_inner = lateral + top_down;
     results[i] = layer_blocks_[i]->as<torch::nn::Sequential>()->forward(last_inner);
   }

@@ -29,7 +29,8 @@ namespace {
 // conv(x, w * scale) + shift saves two elementwise passes over the activation (and their
 // backward); gradients still reach w through the product. Unfolded, the operations are
 // torchvision's exactly (bitwise parity).
-torch::Tensor conv_norm(torch::nn::Conv2dImpl& conv, torch::nn::AnyModule& norm, const torch::Tensor& x, bool fold) {
+torch::Tensor conv_norm(torch::nn::Conv2dImpl& conv, torch::nn::AnyModule& norm,
+                        const torch::Tensor& x, bool fold) {
   auto* frozen = norm.ptr()->as<FrozenBatchNorm2dImpl>();
   if (!fold || frozen == nullptr) return norm.forward(conv.forward(x));
   const auto [scale, shift] = frozen->scale_shift();
@@ -46,7 +47,8 @@ struct NormSpec {
 
   torch::nn::AnyModule make(int64_t channels) const {
     if (group_norm) {
-      return torch::nn::AnyModule(torch::nn::GroupNorm(torch::nn::GroupNormOptions(groups, channels).eps(eps)));
+      return torch::nn::AnyModule(
+          torch::nn::GroupNorm(torch::nn::GroupNormOptions(groups, channels).eps(eps)));
     }
     return torch::nn::AnyModule(FrozenBatchNorm2d(channels, eps));
   }
@@ -165,12 +167,14 @@ ResNetImpl::ResNetImpl(ResNetOptions options) : options_(std::move(options)) {
   }
   const bool gn = options_.norm() == "gn";
   if (gn && (options_.norm_groups() < 1 || 64 % options_.norm_groups() != 0)) {
-    throw std::invalid_argument("norm_groups must divide 64, got " + std::to_string(options_.norm_groups()));
+    throw std::invalid_argument("norm_groups must divide 64, got " +
+                                std::to_string(options_.norm_groups()));
   }
   const NormSpec norm{gn, options_.norm_eps(), options_.norm_groups()};
   const int64_t expansion = arch->bottleneck ? 4 : 1;
   conv1_ = register_module(
-      "conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 64, 7).stride(2).padding(3).bias(false)));
+      "conv1",
+      torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 64, 7).stride(2).padding(3).bias(false)));
   bn1_ = norm.make(64);
   register_module("bn1", bn1_.ptr());
   int64_t inplanes = 64;
@@ -197,8 +201,11 @@ ResNetImpl::ResNetImpl(ResNetOptions options) : options_(std::move(options)) {
   // Freeze from the bottom: conv1 (with bn1), layer1, ..., keeping the top
   // `trainable_layers` stages trainable (with their GN affine parameters; frozen BN has none).
   // The stem is conv1 with bn1, as torchvision freezes them.
-  const std::vector<std::vector<torch::nn::Module*>> stages = {
-      {conv1_.get(), bn1_.ptr().get()}, {layer1_.get()}, {layer2_.get()}, {layer3_.get()}, {layer4_.get()}};
+  const std::vector<std::vector<torch::nn::Module*>> stages = {{conv1_.get(), bn1_.ptr().get()},
+                                                               {layer1_.get()},
+                                                               {layer2_.get()},
+                                                               {layer3_.get()},
+                                                               {layer4_.get()}};
   const int64_t frozen = 5 - options_.trainable_layers();
   for (int64_t i = 0; i < frozen; ++i) {
     for (auto* m : stages[i]) {

@@ -18,13 +18,16 @@ RetinaNetImpl::RetinaNetImpl(RetinaNetOptions options)
   TORCH_CHECK(options_.num_classes() >= 1, "RetinaNet: num_classes must be >= 1, got ",
               options_.num_classes());
   const auto per_location = anchor_generator_.num_anchors_per_location();
-  TORCH_CHECK(anchor_generator_.num_levels() == 5, "RetinaNet: anchors must define 5 levels "
-              "(P3-P7), got ", anchor_generator_.num_levels());
+  TORCH_CHECK(anchor_generator_.num_levels() == 5,
+              "RetinaNet: anchors must define 5 levels "
+              "(P3-P7), got ",
+              anchor_generator_.num_levels());
   TORCH_CHECK(std::all_of(per_location.begin(), per_location.end(),
                           [&](int64_t a) { return a == per_location[0]; }),
               "RetinaNet: every level needs the same number of anchors per location");
   backbone_ = register_module(
-      "backbone", BackboneWithFpn(options_.backbone(), options_.fpn_channels(), options_.p6_from_p5()));
+      "backbone",
+      BackboneWithFpn(options_.backbone(), options_.fpn_channels(), options_.p6_from_p5()));
   head_ = register_module(
       "head", RetinaNetHead(RetinaNetHeadOptions(options_.fpn_channels(), options_.num_classes())
                                 .num_anchors(per_location[0])
@@ -40,8 +43,8 @@ std::shared_ptr<Detector> RetinaNetImpl::copy() const {
 }
 
 std::vector<torch::Tensor> RetinaNetImpl::features(const torch::Tensor& images) {
-  TORCH_CHECK(images.dim() == 4 && images.size(1) == 3, "RetinaNet: images must be [B, 3, H, W], got ",
-              images.sizes());
+  TORCH_CHECK(images.dim() == 4 && images.size(1) == 3,
+              "RetinaNet: images must be [B, 3, H, W], got ", images.sizes());
   return backbone_(images);
 }
 
@@ -78,8 +81,7 @@ PaddedTargets pad_targets(const std::vector<Targets>& targets, const std::vector
     if (keep[i]) g = std::max(g, targets[i].size());
   }
   auto fopts = torch::TensorOptions().dtype(torch::kFloat32).device(device);
-  PaddedTargets p{torch::zeros({b, g, 4}, fopts),
-                  torch::zeros({b, g}, fopts.dtype(torch::kInt64)),
+  PaddedTargets p{torch::zeros({b, g, 4}, fopts), torch::zeros({b, g}, fopts.dtype(torch::kInt64)),
                   torch::zeros({b, g}, fopts.dtype(torch::kBool))};
   for (int64_t i = 0; i < b; ++i) {
     const int64_t n = targets[i].size();
@@ -93,14 +95,15 @@ PaddedTargets pad_targets(const std::vector<Targets>& targets, const std::vector
 
 }  // namespace
 
-torch::Tensor RetinaNetImpl::match(const std::vector<Targets>& targets, const torch::Tensor& anchors,
+torch::Tensor RetinaNetImpl::match(const std::vector<Targets>& targets,
+                                   const torch::Tensor& anchors,
                                    const std::vector<bool>& keep) const {
   const auto p = pad_targets(targets, keep, anchors.device());
   return matcher_(ops::batched_box_iou(p.boxes, anchors), p.valid);
 }
 
-LossDict RetinaNetImpl::compute_loss(const std::vector<Targets>& targets, const HeadOutputs& outputs,
-                                     const torch::Tensor& anchors,
+LossDict RetinaNetImpl::compute_loss(const std::vector<Targets>& targets,
+                                     const HeadOutputs& outputs, const torch::Tensor& anchors,
                                      const std::vector<bool>& keep) const {
   const auto& logits = outputs.cls_logits;       // [B, A, K]
   const auto& deltas = outputs.bbox_regression;  // [B, A, 4]
@@ -122,21 +125,22 @@ LossDict RetinaNetImpl::compute_loss(const std::vector<Targets>& targets, const 
   // between thresholds and skipped images weigh 0; each image is normalised by its own
   // foreground count and the sum by the number of kept images.
   const double denom = static_cast<double>(std::max<int64_t>(1, num_kept));
-  const auto gt_labels = p.labels.size(1) > 0
-                             ? p.labels.gather(1, matched.clamp_min(0))
-                             : torch::zeros_like(matched);
+  const auto gt_labels =
+      p.labels.size(1) > 0 ? p.labels.gather(1, matched.clamp_min(0)) : torch::zeros_like(matched);
   const auto counted = (matched != ops::kBetweenThresholds) & kept.unsqueeze(1);
-  const auto anchor_weight = counted.to(torch::kFloat32) / (num_fg.to(torch::kFloat32).unsqueeze(1) * denom);
+  const auto anchor_weight =
+      counted.to(torch::kFloat32) / (num_fg.to(torch::kFloat32).unsqueeze(1) * denom);
   const auto classification = losses::one_hot_focal_loss_sum(
-      logits, torch::where(fg, gt_labels, torch::full({}, -1, gt_labels.options())), anchor_weight, options_.focal());
+      logits, torch::where(fg, gt_labels, torch::full({}, -1, gt_labels.options())), anchor_weight,
+      options_.focal());
 
   // Regression: foreground anchors only, each image normalised by its own foreground count.
   const auto fg_idx = fg.nonzero();  // [F, 2] (image, anchor)
   const auto img = fg_idx.select(1, 0), anc = fg_idx.select(1, 1);
   const auto gt_idx = matched.index({img, anc});
-  const auto per_pair = losses::box_regression_loss(options_.box_loss(), box_coder_,
-                                                    deltas.index({img, anc}), anchors.index({anc}),
-                                                    p.boxes.index({img, gt_idx}));
+  const auto per_pair =
+      losses::box_regression_loss(options_.box_loss(), box_coder_, deltas.index({img, anc}),
+                                  anchors.index({anc}), p.boxes.index({img, gt_idx}));
   const auto box_per_image =
       torch::zeros({b}, per_pair.options()).index_add(0, img, per_pair) / num_fg;
 
@@ -181,12 +185,14 @@ std::vector<Detections> RetinaNetImpl::postprocess(const HeadOutputs& outputs,
       auto [top_scores, order] = s.topk(topk);
       const auto flat = candidates.index({order});
       const auto anchor_idx = torch::div(flat, k, "floor");
-      const auto decoded = box_coder_.decode(deltas.index({anchor_idx}), level_anchors.index({anchor_idx}));
+      const auto decoded =
+          box_coder_.decode(deltas.index({anchor_idx}), level_anchors.index({anchor_idx}));
       boxes.push_back(ops::clip_boxes(decoded, size.height, size.width));
       scores.push_back(top_scores);
       labels.push_back(flat.remainder(k));
     }
-    auto all_boxes = torch::cat(boxes), all_scores = torch::cat(scores), all_labels = torch::cat(labels);
+    auto all_boxes = torch::cat(boxes), all_scores = torch::cat(scores),
+         all_labels = torch::cat(labels);
     auto keep = ops::batched_nms(all_boxes, all_scores, all_labels, options_.nms_threshold());
     keep = keep.narrow(0, 0, std::min<int64_t>(keep.size(0), options_.detections_per_image()));
     // Back to original pixels, ratios computed in float32 as torchvision's resize_boxes.

@@ -43,7 +43,8 @@ struct RetinaNetOptions {
   /// Box loss: kL1 for v1, kGIoU for v2. Default: kL1
   TORCH_ARG(losses::BoxLossOptions, box_loss) = {};
   /// What a bad target (label outside [0, C), non-finite or empty box) does. Default: kError
-  TORCH_ARG(losses::InvalidTargetPolicy, invalid_target_policy) = losses::InvalidTargetPolicy::kError;
+  TORCH_ARG(losses::InvalidTargetPolicy,
+            invalid_target_policy) = losses::InvalidTargetPolicy::kError;
   /// Inference: minimum score kept per level. Default: 0.05
   TORCH_ARG(double, score_threshold) = 0.05;
   /// Inference: candidates kept per level before NMS. Default: 1000
@@ -75,7 +76,8 @@ class RetinaNetImpl : public Detector {
   std::vector<torch::Tensor> features(const torch::Tensor& images);
   HeadOutputs head_outputs(const std::vector<torch::Tensor>& features);
   /// [A, 4] float32 xyxy anchors of a padded image of `images`' size (same for every image).
-  torch::Tensor anchors(const torch::Tensor& images, const std::vector<torch::Tensor>& features) const;
+  torch::Tensor anchors(const torch::Tensor& images,
+                        const std::vector<torch::Tensor>& features) const;
   /// [B, A] int64 matched ground-truth index per anchor (ops::kBelowLowThreshold /
   /// kBetweenThresholds); images with keep[i] == false match nothing.
   torch::Tensor match(const std::vector<Targets>& targets, const torch::Tensor& anchors,

@@ -19,13 +19,15 @@ RetinaNetSubnetImpl::RetinaNetSubnetImpl(const RetinaNetHeadOptions& options,
     torch::nn::init::normal_(conv->weight, 0.0, 0.01);
     if (!norm) torch::nn::init::zeros_(conv->bias);
     torch::nn::Sequential block(conv);
-    if (norm) block->push_back(torch::nn::GroupNorm(torch::nn::GroupNormOptions(options.norm_groups(), c)));
+    if (norm)
+      block->push_back(torch::nn::GroupNorm(torch::nn::GroupNormOptions(options.norm_groups(), c)));
     block->push_back(torch::nn::ReLU(torch::nn::ReLUOptions().inplace(true)));
     conv_->push_back(block);
   }
   predictor_ = register_module(
       predictor_name,
-      torch::nn::Conv2d(torch::nn::Conv2dOptions(c, options.num_anchors() * out_per_anchor, 3).padding(1)));
+      torch::nn::Conv2d(
+          torch::nn::Conv2dOptions(c, options.num_anchors() * out_per_anchor, 3).padding(1)));
   torch::nn::init::normal_(predictor_->weight, 0.0, 0.01);
   torch::nn::init::constant_(predictor_->bias, bias_init);
 }

@@ -45,11 +45,11 @@ Obj make(PyObj::Kind k) {
 
 torch::ScalarType storage_dtype(const std::string& global, const std::string& file) {
   static const std::map<std::string, torch::ScalarType> types = {
-      {"torch.FloatStorage", torch::kFloat32},   {"torch.DoubleStorage", torch::kFloat64},
-      {"torch.HalfStorage", torch::kFloat16},    {"torch.BFloat16Storage", torch::kBFloat16},
-      {"torch.LongStorage", torch::kInt64},      {"torch.IntStorage", torch::kInt32},
-      {"torch.ShortStorage", torch::kInt16},     {"torch.CharStorage", torch::kInt8},
-      {"torch.ByteStorage", torch::kUInt8},      {"torch.BoolStorage", torch::kBool}};
+      {"torch.FloatStorage", torch::kFloat32}, {"torch.DoubleStorage", torch::kFloat64},
+      {"torch.HalfStorage", torch::kFloat16},  {"torch.BFloat16Storage", torch::kBFloat16},
+      {"torch.LongStorage", torch::kInt64},    {"torch.IntStorage", torch::kInt32},
+      {"torch.ShortStorage", torch::kInt16},   {"torch.CharStorage", torch::kInt8},
+      {"torch.ByteStorage", torch::kUInt8},    {"torch.BoolStorage", torch::kBool}};
   const auto it = types.find(global);
   if (it == types.end()) throw IoError(detforge::str(file, ": unsupported storage type ", global));
   return it->second;
@@ -65,21 +65,37 @@ class StateDictUnpickler {
     while (true) {
       const uint8_t op = byte();
       switch (op) {
-        case 0x80: byte(); break;                              // PROTO
-        case 0x95: take(8); break;                             // FRAME
-        case '.': return pop();                                // STOP
-        case '(': push(make(PyObj::kMark)); break;             // MARK
-        case 'N': push(make(PyObj::kNone)); break;
-        case 0x88: case 0x89: {                                // NEWTRUE / NEWFALSE
+        case 0x80:
+          byte();
+          break;  // PROTO
+        case 0x95:
+          take(8);
+          break;  // FRAME
+        case '.':
+          return pop();  // STOP
+        case '(':
+          push(make(PyObj::kMark));
+          break;  // MARK
+        case 'N':
+          push(make(PyObj::kNone));
+          break;
+        case 0x88:
+        case 0x89: {  // NEWTRUE / NEWFALSE
           auto o = make(PyObj::kBool);
           o->i = op == 0x88;
           push(o);
           break;
         }
-        case 'K': push_int(byte()); break;                     // BININT1
-        case 'M': push_int(le(2)); break;                      // BININT2
-        case 'J': push_int(static_cast<int32_t>(le(4))); break;  // BININT
-        case 0x8a: {                                           // LONG1
+        case 'K':
+          push_int(byte());
+          break;  // BININT1
+        case 'M':
+          push_int(le(2));
+          break;  // BININT2
+        case 'J':
+          push_int(static_cast<int32_t>(le(4)));
+          break;      // BININT
+        case 0x8a: {  // LONG1
           const int n = byte();
           int64_t v = 0;
           const char* d = take(n);
@@ -88,7 +104,7 @@ class StateDictUnpickler {
           push_int(v);
           break;
         }
-        case 'G': {                                            // BINFLOAT (big-endian)
+        case 'G': {  // BINFLOAT (big-endian)
           const char* d = take(8);
           uint64_t bits = 0;
           for (int k = 0; k < 8; ++k) bits = (bits << 8) | static_cast<uint8_t>(d[k]);
@@ -97,75 +113,103 @@ class StateDictUnpickler {
           push(o);
           break;
         }
-        case 'X': push_str(le(4)); break;                      // BINUNICODE
-        case 0x8c: push_str(byte()); break;                    // SHORT_BINUNICODE
-        case 0x8d: push_str(le(8)); break;                     // BINUNICODE8
-        case 'c': {                                            // GLOBAL
+        case 'X':
+          push_str(le(4));
+          break;  // BINUNICODE
+        case 0x8c:
+          push_str(byte());
+          break;  // SHORT_BINUNICODE
+        case 0x8d:
+          push_str(le(8));
+          break;     // BINUNICODE8
+        case 'c': {  // GLOBAL
           auto o = make(PyObj::kGlobal);
           o->s = line() + ".";
           o->s += line();
           push(o);
           break;
         }
-        case 0x93: {                                           // STACK_GLOBAL
+        case 0x93: {  // STACK_GLOBAL
           auto name = pop(), module = pop();
           auto o = make(PyObj::kGlobal);
           o->s = module->s + "." + name->s;
           push(o);
           break;
         }
-        case 'q': memo_[byte()] = top(); break;                // BINPUT
-        case 'r': memo_[le(4)] = top(); break;                 // LONG_BINPUT
-        case 0x94: memo_[memo_.size()] = top(); break;         // MEMOIZE
-        case 'h': push(memo_.at(byte())); break;               // BINGET
-        case 'j': push(memo_.at(le(4))); break;                // LONG_BINGET
-        case ')': push(make(PyObj::kTuple)); break;
-        case ']': push(make(PyObj::kList)); break;
-        case '}': push(make(PyObj::kDict)); break;
-        case 't': {                                            // TUPLE
+        case 'q':
+          memo_[byte()] = top();
+          break;  // BINPUT
+        case 'r':
+          memo_[le(4)] = top();
+          break;  // LONG_BINPUT
+        case 0x94:
+          memo_[memo_.size()] = top();
+          break;  // MEMOIZE
+        case 'h':
+          push(memo_.at(byte()));
+          break;  // BINGET
+        case 'j':
+          push(memo_.at(le(4)));
+          break;  // LONG_BINGET
+        case ')':
+          push(make(PyObj::kTuple));
+          break;
+        case ']':
+          push(make(PyObj::kList));
+          break;
+        case '}':
+          push(make(PyObj::kDict));
+          break;
+        case 't': {  // TUPLE
           auto o = make(PyObj::kTuple);
           o->items = pop_to_mark();
           push(o);
           break;
         }
-        case 0x85: case 0x86: case 0x87: {                     // TUPLE1..3
+        case 0x85:
+        case 0x86:
+        case 0x87: {  // TUPLE1..3
           auto o = make(PyObj::kTuple);
           o->items.resize(op - 0x84);
           for (auto it = o->items.rbegin(); it != o->items.rend(); ++it) *it = pop();
           push(o);
           break;
         }
-        case 'a': {                                            // APPEND
+        case 'a': {  // APPEND
           auto v = pop();
           top()->items.push_back(v);
           break;
         }
-        case 'e': {                                            // APPENDS
+        case 'e': {  // APPENDS
           auto vs = pop_to_mark();
           auto& l = top()->items;
           l.insert(l.end(), vs.begin(), vs.end());
           break;
         }
-        case 's': {                                            // SETITEM
+        case 's': {  // SETITEM
           auto v = pop(), k = pop();
           top()->dict.emplace_back(k, v);
           break;
         }
-        case 'u': {                                            // SETITEMS
+        case 'u': {  // SETITEMS
           auto vs = pop_to_mark();
           for (size_t k = 0; k + 1 < vs.size(); k += 2) top()->dict.emplace_back(vs[k], vs[k + 1]);
           break;
         }
-        case 'b': pop(); break;                                // BUILD: state ignored
-        case 'Q': push(load_storage(pop())); break;            // BINPERSID
-        case 'R': {                                            // REDUCE
+        case 'b':
+          pop();
+          break;  // BUILD: state ignored
+        case 'Q':
+          push(load_storage(pop()));
+          break;     // BINPERSID
+        case 'R': {  // REDUCE
           auto args = pop(), fn = pop();
           push(call(fn->s, args));
           break;
         }
         default:
           throw IoError(detforge::str(file_, ": unsupported pickle opcode 0x", std::hex, int(op),
-                            " (not a state dict saved by torch.save?)"));
+                                      " (not a state dict saved by torch.save?)"));
       }
     }
   }
@@ -173,7 +217,8 @@ class StateDictUnpickler {
  private:
   uint8_t byte() { return static_cast<uint8_t>(*take(1)); }
   const char* take(size_t n) {
-    if (static_cast<size_t>(end_ - p_) < n) throw IoError(detforge::str(file_, ": truncated pickle data"));
+    if (static_cast<size_t>(end_ - p_) < n)
+      throw IoError(detforge::str(file_, ": truncated pickle data"));
     const char* d = p_;
     p_ += n;
     return d;
@@ -231,7 +276,8 @@ class StateDictUnpickler {
       auto [data, size] = zip_.getRecord("data/" + key);
       const size_t expected = static_cast<size_t>(numel) * c10::elementSize(dtype);
       if (size < expected) {
-        throw IoError(detforge::str(file_, ": storage ", key, " holds ", size, " bytes, expected ", expected));
+        throw IoError(detforge::str(file_, ": storage ", key, " holds ", size, " bytes, expected ",
+                                    expected));
       }
       auto t = torch::empty({numel}, torch::TensorOptions().dtype(dtype));
       std::memcpy(t.data_ptr(), data.get(), expected);
@@ -261,7 +307,7 @@ class StateDictUnpickler {
     }
     if (fn == "torch._utils._rebuild_parameter") return args->items.at(0);
     throw IoError(detforge::str(file_, ": unsupported object ", fn,
-                      " in the pickle; expected a state dict (name -> tensor)"));
+                                " in the pickle; expected a state dict (name -> tensor)"));
   }
 
   std::string file_;
@@ -289,8 +335,9 @@ NamedTensors read_state_dict(const std::string& path) {
   char magic[4] = {};
   in.read(magic, 4);
   if (in.gcount() != 4 || std::memcmp(magic, "PK\x03\x04", 4) != 0) {
-    throw IoError(detforge::str(path, ": not a torch.save zip file (the legacy pre-1.6 format is not "
-                            "supported; re-save it with torch.save(obj, path))"));
+    throw IoError(detforge::str(path,
+                                ": not a torch.save zip file (the legacy pre-1.6 format is not "
+                                "supported; re-save it with torch.save(obj, path))"));
   }
   in.close();
   Obj root;
@@ -304,15 +351,17 @@ NamedTensors read_state_dict(const std::string& path) {
   // Accept {"model": state_dict} / {"state_dict": state_dict} wrappers of training scripts.
   if (!is_tensor_dict(root) && root->kind == PyObj::kDict) {
     for (const auto& [k, v] : root->dict) {
-      if (k->kind == PyObj::kStr && (k->s == "model" || k->s == "state_dict") && is_tensor_dict(v)) {
+      if (k->kind == PyObj::kStr && (k->s == "model" || k->s == "state_dict") &&
+          is_tensor_dict(v)) {
         root = v;
         break;
       }
     }
   }
   if (!is_tensor_dict(root)) {
-    throw IoError(detforge::str(path, ": expected a state dict (a dict of name -> tensor, or one under "
-                            "'model' / 'state_dict')"));
+    throw IoError(detforge::str(path,
+                                ": expected a state dict (a dict of name -> tensor, or one under "
+                                "'model' / 'state_dict')"));
   }
   NamedTensors out;
   for (const auto& [k, v] : root->dict) out.emplace_back(k->s, v->tensor);
@@ -351,16 +400,26 @@ class StateDictPickler {
  private:
   static std::string storage_name(torch::ScalarType t) {
     switch (t) {
-      case torch::kFloat32: return "FloatStorage";
-      case torch::kFloat64: return "DoubleStorage";
-      case torch::kFloat16: return "HalfStorage";
-      case torch::kBFloat16: return "BFloat16Storage";
-      case torch::kInt64: return "LongStorage";
-      case torch::kInt32: return "IntStorage";
-      case torch::kInt16: return "ShortStorage";
-      case torch::kInt8: return "CharStorage";
-      case torch::kUInt8: return "ByteStorage";
-      case torch::kBool: return "BoolStorage";
+      case torch::kFloat32:
+        return "FloatStorage";
+      case torch::kFloat64:
+        return "DoubleStorage";
+      case torch::kFloat16:
+        return "HalfStorage";
+      case torch::kBFloat16:
+        return "BFloat16Storage";
+      case torch::kInt64:
+        return "LongStorage";
+      case torch::kInt32:
+        return "IntStorage";
+      case torch::kInt16:
+        return "ShortStorage";
+      case torch::kInt8:
+        return "CharStorage";
+      case torch::kUInt8:
+        return "ByteStorage";
+      case torch::kBool:
+        return "BoolStorage";
       default:
         throw IoError(detforge::str("write_state_dict: unsupported dtype ", t));
     }
@@ -370,7 +429,9 @@ class StateDictPickler {
     raw_le(v.size(), 4);
     out_ += v;
   }
-  void global(const std::string& module, const std::string& name) { out_ += "c" + module + "\n" + name + "\n"; }
+  void global(const std::string& module, const std::string& name) {
+    out_ += "c" + module + "\n" + name + "\n";
+  }
   void integer(int64_t v) {
     if (v >= INT32_MIN && v <= INT32_MAX) {
       out_ += 'J';
@@ -422,18 +483,21 @@ void write_state_dict(const NamedTensors& tensors, const std::string& path) {
 
 void copy_state(torch::nn::Module& dst, const torch::nn::Module& src) {
   const auto d = module_state(dst), s = module_state(src);
-  TORCH_CHECK(d.size() == s.size(), "copy_state: modules differ: ", d.size(), " vs ", s.size(), " tensors");
+  TORCH_CHECK(d.size() == s.size(), "copy_state: modules differ: ", d.size(), " vs ", s.size(),
+              " tensors");
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < d.size(); ++i) {
-    TORCH_CHECK(d[i].first == s[i].first && d[i].second.sizes() == s[i].second.sizes(), "copy_state: '", d[i].first,
-                "' ", d[i].second.sizes(), " does not match '", s[i].first, "' ", s[i].second.sizes());
+    TORCH_CHECK(d[i].first == s[i].first && d[i].second.sizes() == s[i].second.sizes(),
+                "copy_state: '", d[i].first, "' ", d[i].second.sizes(), " does not match '",
+                s[i].first, "' ", s[i].second.sizes());
     d[i].second.copy_(s[i].second);
   }
 }
 
 NamedTensors module_state(const torch::nn::Module& module) {
   NamedTensors out;
-  for (const auto& p : module.named_parameters(/*recurse=*/true)) out.emplace_back(p.key(), p.value());
+  for (const auto& p : module.named_parameters(/*recurse=*/true))
+    out.emplace_back(p.key(), p.value());
   for (const auto& b : module.named_buffers(/*recurse=*/true)) out.emplace_back(b.key(), b.value());
   return out;
 }
@@ -447,7 +511,8 @@ LoadReport load_named_tensors(torch::nn::Module& module, const NamedTensors& ten
   torch::NoGradGuard no_grad;
   for (const auto& [key, value] : tensors) {
     const std::string name = options.prefix() + key;
-    if (name.size() >= 20 && name.compare(name.size() - 20, 20, ".num_batches_tracked") == 0) continue;
+    if (name.size() >= 20 && name.compare(name.size() - 20, 20, ".num_batches_tracked") == 0)
+      continue;
     bool ignored = false;
     for (const auto& ip : options.ignore_prefixes()) ignored |= key.rfind(ip, 0) == 0;
     if (ignored) continue;
@@ -457,8 +522,9 @@ LoadReport load_named_tensors(torch::nn::Module& module, const NamedTensors& ten
       continue;
     }
     if (it->second.sizes() != value.sizes()) {
-      throw IoError(detforge::str(source, ": ", name, " has shape ", value.sizes(), " but the model expects ",
-                        it->second.sizes(), " (different num_classes or architecture?)"));
+      throw IoError(detforge::str(source, ": ", name, " has shape ", value.sizes(),
+                                  " but the model expects ", it->second.sizes(),
+                                  " (different num_classes or architecture?)"));
     }
     it->second.copy_(value);
     seen[name] = true;
@@ -474,10 +540,12 @@ LoadReport load_named_tensors(torch::nn::Module& module, const NamedTensors& ten
     return s;
   };
   if (options.reject_unexpected() && !report.unexpected.empty()) {
-    throw IoError(detforge::str(source, ": keys the model does not have: ", listing(report.unexpected)));
+    throw IoError(
+        detforge::str(source, ": keys the model does not have: ", listing(report.unexpected)));
   }
   if (options.require_all() && !report.missing.empty()) {
-    throw IoError(detforge::str(source, ": model tensors missing from the file: ", listing(report.missing)));
+    throw IoError(
+        detforge::str(source, ": model tensors missing from the file: ", listing(report.missing)));
   }
   return report;
 }

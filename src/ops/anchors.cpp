@@ -18,9 +18,9 @@ AnchorGenerator::AnchorGenerator(AnchorGeneratorOptions options) : options_(std:
   const auto& sizes = options_.sizes();
   const auto& ratios = options_.aspect_ratios();
   TORCH_CHECK(!sizes.empty(), "AnchorGenerator: sizes must list at least one level");
-  TORCH_CHECK(ratios.size() == 1 || ratios.size() == sizes.size(), "AnchorGenerator: ",
-              ratios.size(), " aspect-ratio lists for ", sizes.size(), " levels (give 1 or ",
-              sizes.size(), ")");
+  TORCH_CHECK(ratios.size() == 1 || ratios.size() == sizes.size(),
+              "AnchorGenerator: ", ratios.size(), " aspect-ratio lists for ", sizes.size(),
+              " levels (give 1 or ", sizes.size(), ")");
   for (size_t l = 0; l < sizes.size(); ++l) {
     const auto& r = ratios.size() == 1 ? ratios[0] : ratios[l];
     TORCH_CHECK(!sizes[l].empty() && !r.empty(), "AnchorGenerator: level ", l,
@@ -45,8 +45,9 @@ std::vector<int64_t> AnchorGenerator::num_anchors_per_location() const {
 torch::Tensor AnchorGenerator::grid_anchors(
     const std::vector<std::pair<int64_t, int64_t>>& grid_sizes, int64_t image_height,
     int64_t image_width, const torch::Device& device) const {
-  TORCH_CHECK(static_cast<int64_t>(grid_sizes.size()) == num_levels(), "AnchorGenerator: ",
-              grid_sizes.size(), " feature levels but anchors are defined for ", num_levels());
+  TORCH_CHECK(static_cast<int64_t>(grid_sizes.size()) == num_levels(),
+              "AnchorGenerator: ", grid_sizes.size(),
+              " feature levels but anchors are defined for ", num_levels());
   std::vector<torch::Tensor> levels;
   for (size_t l = 0; l < grid_sizes.size(); ++l) {
     const auto [gh, gw] = grid_sizes[l];

@@ -19,16 +19,17 @@ torch::Tensor box_area(const torch::Tensor& boxes) {
 torch::Tensor box_iou(const torch::Tensor& a, const torch::Tensor& b) {
   check_boxes("box_iou", "a", a);
   check_boxes("box_iou", "b", b);
-  TORCH_CHECK(a.dim() == 2 && b.dim() == 2, "box_iou: a and b must be 2-D, got ", a.sizes(), " and ",
-              b.sizes());
+  TORCH_CHECK(a.dim() == 2 && b.dim() == 2, "box_iou: a and b must be 2-D, got ", a.sizes(),
+              " and ", b.sizes());
   return batched_box_iou(a.unsqueeze(0), b).squeeze(0);
 }
 
 torch::Tensor batched_box_iou(const torch::Tensor& a, const torch::Tensor& b) {
   check_boxes("batched_box_iou", "a", a);
   check_boxes("batched_box_iou", "b", b);
-  TORCH_CHECK(a.dim() == 3 && b.dim() == 2, "batched_box_iou: a must be [B, N, 4] and b [M, 4], got ",
-              a.sizes(), " and ", b.sizes());
+  TORCH_CHECK(a.dim() == 3 && b.dim() == 2,
+              "batched_box_iou: a must be [B, N, 4] and b [M, 4], got ", a.sizes(), " and ",
+              b.sizes());
   const auto area_a = box_area(a);  // [B, N]
   const auto area_b = box_area(b);  // [M]
   const auto aa = a.unsqueeze(2);   // [B, N, 1, 4]

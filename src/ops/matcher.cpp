@@ -22,10 +22,10 @@ torch::Tensor Matcher::operator()(const torch::Tensor& iou, const torch::Tensor&
   auto [vals, all_matches] = q.max(/*dim=*/1);  // [B, A]
   const auto below = vals < options_.low_threshold();
   const auto between = (vals >= options_.low_threshold()) & (vals < options_.high_threshold());
-  auto matches = all_matches.masked_fill(below, kBelowLowThreshold)
-                     .masked_fill(between, kBetweenThresholds);
+  auto matches =
+      all_matches.masked_fill(below, kBelowLowThreshold).masked_fill(between, kBetweenThresholds);
   if (options_.allow_low_quality_matches()) {
-    const auto best_per_gt = std::get<0>(q.max(/*dim=*/2, /*keepdim=*/true));  // [B, G, 1]
+    const auto best_per_gt = std::get<0>(q.max(/*dim=*/2, /*keepdim=*/true));    // [B, G, 1]
     const auto ties = ((q == best_per_gt) & valid.unsqueeze(2)).any(/*dim=*/1);  // [B, A]
     matches = torch::where(ties, all_matches, matches);
   }

@@ -36,8 +36,8 @@ void greedy_nms(const float* x1, const float* y1, const float* x2, const float* 
 }
 
 void check_inputs(const char* fn, const torch::Tensor& boxes, const torch::Tensor& scores) {
-  TORCH_CHECK(boxes.dim() == 2 && boxes.size(1) == 4 && boxes.scalar_type() == torch::kFloat32,
-              fn, ": boxes must be [N, 4] float32, got ", boxes.sizes(), " ", boxes.scalar_type());
+  TORCH_CHECK(boxes.dim() == 2 && boxes.size(1) == 4 && boxes.scalar_type() == torch::kFloat32, fn,
+              ": boxes must be [N, 4] float32, got ", boxes.sizes(), " ", boxes.scalar_type());
   TORCH_CHECK(scores.dim() == 1 && scores.size(0) == boxes.size(0) &&
                   scores.scalar_type() == torch::kFloat32,
               fn, ": scores must be [N] float32 with N = ", boxes.size(0), ", got ", scores.sizes(),
@@ -70,7 +70,8 @@ torch::Tensor batched_nms(const torch::Tensor& boxes, const torch::Tensor& score
   // Score order (stable), then grouped by class keeping score order inside each class.
   std::vector<int64_t> order(n);
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [sp](int64_t i, int64_t j) { return sp[i] > sp[j]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [sp](int64_t i, int64_t j) { return sp[i] > sp[j]; });
   std::vector<int64_t> rank(n);
   for (int64_t r = 0; r < n; ++r) rank[order[r]] = r;
   std::vector<int64_t> grouped = order;

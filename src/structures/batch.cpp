@@ -17,9 +17,10 @@ void Batch::check(int64_t stride) const {
               images.size(2), "x", images.size(3), " is not a multiple of stride ", stride);
   for (int64_t i = 0; i < b; ++i) {
     const auto& s = image_sizes[i];
-    TORCH_CHECK(s.height > 0 && s.width > 0 && s.height <= images.size(2) && s.width <= images.size(3),
-                "Batch: image ", i, " (image_id=", targets[i].image_id, ") size ", s.height, "x",
-                s.width, " does not fit the padded ", images.size(2), "x", images.size(3));
+    TORCH_CHECK(
+        s.height > 0 && s.width > 0 && s.height <= images.size(2) && s.width <= images.size(3),
+        "Batch: image ", i, " (image_id=", targets[i].image_id, ") size ", s.height, "x", s.width,
+        " does not fit the padded ", images.size(2), "x", images.size(3));
   }
 }
 

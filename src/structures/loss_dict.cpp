@@ -14,13 +14,15 @@ LossDict::LossDict(std::vector<std::string> keys) : keys_(std::move(keys)), valu
 
 size_t LossDict::index_of(const std::string& key) const {
   const auto it = std::find(keys_.begin(), keys_.end(), key);
-  TORCH_CHECK(it != keys_.end(), "LossDict: unknown key '", key, "'; keys are ", c10::Join(", ", keys_));
+  TORCH_CHECK(it != keys_.end(), "LossDict: unknown key '", key, "'; keys are ",
+              c10::Join(", ", keys_));
   return static_cast<size_t>(it - keys_.begin());
 }
 
 void LossDict::set(const std::string& key, torch::Tensor value) {
   const size_t i = index_of(key);
-  TORCH_CHECK(value.defined() && value.dim() == 0, "LossDict: '", key, "' must be a 0-dim tensor, got ",
+  TORCH_CHECK(value.defined() && value.dim() == 0, "LossDict: '", key,
+              "' must be a 0-dim tensor, got ",
               value.defined() ? value.sizes() : torch::IntArrayRef{});
   values_[i] = std::move(value);
 }
@@ -38,8 +40,8 @@ void LossDict::check_complete() const {
   for (size_t i = 0; i < keys_.size(); ++i) {
     if (!values_[i].defined()) missing.push_back(keys_[i]);
   }
-  TORCH_CHECK(missing.empty(), "LossDict: unset keys ", c10::Join(", ", missing), " (every forward must set ",
-              c10::Join(", ", keys_), ")");
+  TORCH_CHECK(missing.empty(), "LossDict: unset keys ", c10::Join(", ", missing),
+              " (every forward must set ", c10::Join(", ", keys_), ")");
 }
 
 torch::Tensor LossDict::total(const std::vector<double>& weights) const {
@@ -47,7 +49,8 @@ torch::Tensor LossDict::total(const std::vector<double>& weights) const {
   TORCH_CHECK(weights.empty() || weights.size() == keys_.size(), "LossDict: ", weights.size(),
               " weights for ", keys_.size(), " keys");
   torch::Tensor sum = values_[0] * (weights.empty() ? 1.0 : weights[0]);
-  for (size_t i = 1; i < keys_.size(); ++i) sum = sum + values_[i] * (weights.empty() ? 1.0 : weights[i]);
+  for (size_t i = 1; i < keys_.size(); ++i)
+    sum = sum + values_[i] * (weights.empty() ? 1.0 : weights[i]);
   return sum;
 }
 

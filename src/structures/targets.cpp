@@ -20,7 +20,8 @@ Targets::Targets(int64_t image_id_, Boxes boxes_, torch::Tensor labels_, torch::
               boxes.size(), " boxes (image_id=", image_id, ")");
   TORCH_CHECK(iscrowd.dim() == 1 && iscrowd.size(0) == boxes.size() &&
                   iscrowd.scalar_type() == torch::kBool,
-              "Targets: iscrowd must be [N] bool, got ", iscrowd.sizes(), " ", iscrowd.scalar_type());
+              "Targets: iscrowd must be [N] bool, got ", iscrowd.sizes(), " ",
+              iscrowd.scalar_type());
 }
 
 void Targets::validate(int64_t num_classes) const {
@@ -38,7 +39,8 @@ void Targets::validate(int64_t num_classes) const {
     }
     const float* r = b + 4 * i;
     const std::string value = str("[", r[0], ",", r[1], ",", r[2], ",", r[3], "]");
-    if (!(std::isfinite(r[0]) && std::isfinite(r[1]) && std::isfinite(r[2]) && std::isfinite(r[3]))) {
+    if (!(std::isfinite(r[0]) && std::isfinite(r[1]) && std::isfinite(r[2]) &&
+          std::isfinite(r[3]))) {
       throw_data_error({"bbox.non_finite", image_id, file_name, std::nullopt, "box_xyxy", value,
                         str("box ", i, ": coordinates must be finite")});
     }

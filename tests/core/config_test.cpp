@@ -13,8 +13,9 @@ namespace {
 using testing::TempDir;
 
 TEST(Config, TypedGettersReadValues) {
-  const Config c = Config::parse("train:\n  epochs: 12\n  lr: 0.01\n  amp: true\n  name: r50\n"
-                                 "  steps: [8, 11]\n  scales: [0.5, 1.0]\n  tags: [a, b]\n");
+  const Config c = Config::parse(
+      "train:\n  epochs: 12\n  lr: 0.01\n  amp: true\n  name: r50\n"
+      "  steps: [8, 11]\n  scales: [0.5, 1.0]\n  tags: [a, b]\n");
   const ConfigNode t = c.root().child("train");
   EXPECT_EQ(t.required<int64_t>("epochs"), 12);
   EXPECT_EQ(t.required<int>("epochs"), 12);
@@ -48,14 +49,17 @@ TEST(Config, WrongTypeNamesKeyAndValue) {
                     "<command line> train.epochs: expected an integer, got 'abc'");
   EXPECT_THROW_WITH(t.required<std::vector<int64_t>>("steps"), ConfigError,
                     f + ":3 train.steps: expected a list of integers, got '3'");
-  EXPECT_THROW_WITH(t.required<double>("lr"), ConfigError, f + ":4 train.lr: expected a number, got 'fast'");
-  EXPECT_THROW_WITH(c.root().child("train").child("epochs"), ConfigError, "train.epochs: expected a map");
+  EXPECT_THROW_WITH(t.required<double>("lr"), ConfigError,
+                    f + ":4 train.lr: expected a number, got 'fast'");
+  EXPECT_THROW_WITH(c.root().child("train").child("epochs"), ConfigError,
+                    "train.epochs: expected a map");
 }
 
 TEST(Config, BaseInheritanceLaterFilesWin) {
   TempDir dir;
-  dir.write("_base_/model.yaml",
-            "model:\n  backbone: {type: resnet, depth: 50}\n  head: {num_classes: 80, num_anchors: 9}\n");
+  dir.write(
+      "_base_/model.yaml",
+      "model:\n  backbone: {type: resnet, depth: 50}\n  head: {num_classes: 80, num_anchors: 9}\n");
   dir.write("_base_/schedule.yaml", "train:\n  epochs: 12\n  steps: [8, 11]\n");
   const auto f = dir.write("exp.yaml",
                            "_base_: [_base_/model.yaml, _base_/schedule.yaml]\n"
@@ -63,21 +67,23 @@ TEST(Config, BaseInheritanceLaterFilesWin) {
                            "train:\n  steps: [20]\n");
   const Config c = Config::load(f);
   const auto model = c.root().child("model");
-  EXPECT_EQ(model.child("head").required<int64_t>("num_classes"), 3);   // child file wins
-  EXPECT_EQ(model.child("head").required<int64_t>("num_anchors"), 9);   // maps merge key by key
+  EXPECT_EQ(model.child("head").required<int64_t>("num_classes"), 3);  // child file wins
+  EXPECT_EQ(model.child("head").required<int64_t>("num_anchors"), 9);  // maps merge key by key
   EXPECT_EQ(model.child("backbone").required<int64_t>("depth"), 50);
-  EXPECT_EQ(c.root().child("train").required<std::vector<int64_t>>("steps"), std::vector<int64_t>{20});  // lists replace
+  EXPECT_EQ(c.root().child("train").required<std::vector<int64_t>>("steps"),
+            std::vector<int64_t>{20});  // lists replace
   EXPECT_EQ(c.root().child("train").required<int64_t>("epochs"), 12);
   // Locations point at the file that set each key.
-  EXPECT_EQ(model.child("head").where("num_anchors"), (dir.path() / "exp.yaml").parent_path().string() +
-                                                          "/_base_/model.yaml:3");
+  EXPECT_EQ(model.child("head").where("num_anchors"),
+            (dir.path() / "exp.yaml").parent_path().string() + "/_base_/model.yaml:3");
   EXPECT_EQ(model.child("head").where("num_classes"), f + ":4");
 }
 
 TEST(Config, DeleteReplacesInheritedMap) {
   TempDir dir;
   dir.write("base.yaml", "optimizer:\n  type: sgd\n  momentum: 0.9\n  nesterov: true\n");
-  const auto f = dir.write("exp.yaml", "_base_: base.yaml\noptimizer:\n  _delete_: true\n  type: adam\n");
+  const auto f =
+      dir.write("exp.yaml", "_base_: base.yaml\noptimizer:\n  _delete_: true\n  type: adam\n");
   const Config c = Config::load(f);
   const auto o = c.root().child("optimizer");
   EXPECT_EQ(o.keys(), std::vector<std::string>{"type"});
@@ -99,13 +105,15 @@ TEST(Config, CircularBaseIsRefused) {
   TempDir dir;
   dir.write("a.yaml", "_base_: b.yaml\nx: 1\n");
   const auto b = dir.write("b.yaml", "_base_: [a.yaml]\ny: 2\n");
-  EXPECT_THROW_WITH(Config::load(dir.path() / "a.yaml"), ConfigError, "circular _base_: a.yaml -> b.yaml -> a.yaml");
+  EXPECT_THROW_WITH(Config::load(dir.path() / "a.yaml"), ConfigError,
+                    "circular _base_: a.yaml -> b.yaml -> a.yaml");
   EXPECT_THROW_WITH(Config::load(dir.path() / "a.yaml"), ConfigError, b + ":1");
 }
 
 TEST(Config, MissingFileAndMissingBase) {
   TempDir dir;
-  EXPECT_THROW_WITH(Config::load((dir.path() / "nope.yaml").string()), ConfigError, "config file not found: ");
+  EXPECT_THROW_WITH(Config::load((dir.path() / "nope.yaml").string()), ConfigError,
+                    "config file not found: ");
   const auto f = dir.write("a.yaml", "x: 1\n_base_: [gone.yaml]\n");
   EXPECT_THROW_WITH(Config::load(f), ConfigError, f + ":2 config file not found: ");
 }
@@ -135,17 +143,20 @@ TEST(Config, UnknownKeyIsRejectedWithNearMiss) {
 }
 
 TEST(Config, UnknownSectionIsReportedAtItsTop) {
-  const Config c = Config::parse("train:\n  epochs: 1\ntrian:\n  lr: 0.1\n  epochs: 3\nseed: 1\n", "x.yaml");
+  const Config c =
+      Config::parse("train:\n  epochs: 1\ntrian:\n  lr: 0.1\n  epochs: 3\nseed: 1\n", "x.yaml");
   c.root().child("train").required<int64_t>("epochs");
   c.root().has("train");
   c.root().required<int64_t>("seed");
-  EXPECT_THROW_WITH(c.root().reject_unused(), ConfigError, "x.yaml:3 trian: unknown key (did you mean train?)");
+  EXPECT_THROW_WITH(c.root().reject_unused(), ConfigError,
+                    "x.yaml:3 trian: unknown key (did you mean train?)");
 }
 
 TEST(Config, AllUnknownKeysAreListed) {
   const Config c = Config::parse("a: 1\nb: 2\nc: 3\n", "x.yaml");
   c.root().required<int64_t>("b");
-  EXPECT_THROW_WITH(c.root().reject_unused(), ConfigError, "x.yaml:1 a: unknown key; also unknown: c");
+  EXPECT_THROW_WITH(c.root().reject_unused(), ConfigError,
+                    "x.yaml:1 a: unknown key; also unknown: c");
 }
 
 TEST(Config, MarkUsedAcceptsWholeSubtree) {
@@ -155,7 +166,8 @@ TEST(Config, MarkUsedAcceptsWholeSubtree) {
 }
 
 TEST(Config, ListOfMapsTracksIndexedPaths) {
-  const Config c = Config::parse("transforms:\n  - {type: flip, prob: 0.5}\n  - {type: resize, sizee: 3}\n", "t.yaml");
+  const Config c = Config::parse(
+      "transforms:\n  - {type: flip, prob: 0.5}\n  - {type: resize, sizee: 3}\n", "t.yaml");
   const auto items = c.root().list("transforms");
   ASSERT_EQ(items.size(), 2u);
   EXPECT_EQ(items[1].path(), "transforms[1]");
@@ -163,13 +175,14 @@ TEST(Config, ListOfMapsTracksIndexedPaths) {
   EXPECT_DOUBLE_EQ(items[0].required<double>("prob"), 0.5);
   EXPECT_EQ(items[1].required<std::string>("type"), "resize");
   items[1].optional<int64_t>("size");
-  EXPECT_THROW_WITH(c.root().reject_unused(), ConfigError, "transforms[1].sizee: unknown key (did you mean size?)");
+  EXPECT_THROW_WITH(c.root().reject_unused(), ConfigError,
+                    "transforms[1].sizee: unknown key (did you mean size?)");
 }
 
 TEST(Config, OverridesAreTypedByYaml) {
   const Config c = Config::parse("train:\n  epochs: 12\n  steps: [8, 11]\n", "x.yaml",
-                                 {"train.epochs=3", "train.steps=[1, 2, 3]", "train.lr=1e-4", "model.head.depth=4",
-                                  "train.name=r50"});
+                                 {"train.epochs=3", "train.steps=[1, 2, 3]", "train.lr=1e-4",
+                                  "model.head.depth=4", "train.name=r50"});
   const auto t = c.root().child("train");
   EXPECT_EQ(t.required<int64_t>("epochs"), 3);
   EXPECT_EQ(t.required<std::vector<int64_t>>("steps"), (std::vector<int64_t>{1, 2, 3}));
@@ -180,11 +193,14 @@ TEST(Config, OverridesAreTypedByYaml) {
 }
 
 TEST(Config, MalformedOverridesAreRefused) {
-  EXPECT_THROW_WITH(Config::parse("a: 1\n", "x.yaml", {"novalue"}), ConfigError, "must look like a.b.c=value");
-  EXPECT_THROW_WITH(Config::parse("a: 1\n", "x.yaml", {"a..b=1"}), ConfigError, "empty key segment");
+  EXPECT_THROW_WITH(Config::parse("a: 1\n", "x.yaml", {"novalue"}), ConfigError,
+                    "must look like a.b.c=value");
+  EXPECT_THROW_WITH(Config::parse("a: 1\n", "x.yaml", {"a..b=1"}), ConfigError,
+                    "empty key segment");
   EXPECT_THROW_WITH(Config::parse("a: 1\n", "x.yaml", {"a.b=2"}), ConfigError,
                     "a.b: cannot set a key inside 'a', which is not a map (x.yaml:1)");
-  EXPECT_THROW_WITH(Config::parse("a: 1\n", "x.yaml", {"a=[1,"}), ConfigError, "a: value '[1,' is not valid YAML");
+  EXPECT_THROW_WITH(Config::parse("a: 1\n", "x.yaml", {"a=[1,"}), ConfigError,
+                    "a: value '[1,' is not valid YAML");
 }
 
 TEST(Config, DumpRoundTripsAndHashIsStable) {
@@ -217,7 +233,8 @@ namespace detforge {
 namespace {
 
 TEST(Config, FlattenListsEveryLeaf) {
-  const Config c = Config::parse("train: {epochs: 3, steps: [8, 11]}\nmodel: {head: {gn: true}}\nempty: {}\n");
+  const Config c =
+      Config::parse("train: {epochs: 3, steps: [8, 11]}\nmodel: {head: {gn: true}}\nempty: {}\n");
   const auto flat = c.flatten();
   EXPECT_EQ(flat.at("train.epochs"), "3");
   EXPECT_EQ(flat.at("train.steps"), "[8, 11]");
@@ -241,13 +258,18 @@ TEST(ConfigHelpers, ReadFailOneOfAndChoices) {
   EXPECT_FALSE(d.read("prefetch", prefetch));
   EXPECT_EQ(workers, 4);
   EXPECT_EQ(prefetch, 2) << "an absent key leaves the Options default alone";
-  EXPECT_THROW_WITH(d.fail("workers", "must be even"), ConfigError, f + ":2 data.workers: must be even");
-  EXPECT_THROW_WITH(d.fail("", "needs a train section"), ConfigError, f + ":1 data: needs a train section");
+  EXPECT_THROW_WITH(d.fail("workers", "must be even"), ConfigError,
+                    f + ":2 data.workers: must be even");
+  EXPECT_THROW_WITH(d.fail("", "needs a train section"), ConfigError,
+                    f + ":1 data: needs a train section");
   EXPECT_THROW_WITH(d.one_of("on_invalid", {"error", "drop", "skip_image"}, "error"), ConfigError,
-                    f + ":3 data.on_invalid: unknown 'dropp'; allowed: error, drop, skip_image (did you mean drop?)");
+                    f + ":3 data.on_invalid: unknown 'dropp'; allowed: error, drop, skip_image "
+                        "(did you mean drop?)");
   EXPECT_EQ(d.one_of("check_images", {"none", "exists"}, "exists"), "exists");
-  EXPECT_EQ(list_choices("cosin", {"constant", "cosine", "multistep"}), "known: constant, cosine, multistep (did you mean cosine?)");
-  EXPECT_EQ(list_choices("xyz", {"constant", "cosine"}), "known: constant, cosine") << "no near miss, no suggestion";
+  EXPECT_EQ(list_choices("cosin", {"constant", "cosine", "multistep"}),
+            "known: constant, cosine, multistep (did you mean cosine?)");
+  EXPECT_EQ(list_choices("xyz", {"constant", "cosine"}), "known: constant, cosine")
+      << "no near miss, no suggestion";
   d.required<std::string>("policy");
   EXPECT_NO_THROW(d.reject_unused());
 }

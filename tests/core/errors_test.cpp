@@ -10,10 +10,12 @@ namespace detforge {
 namespace {
 
 TEST(Errors, DataErrorHasFixedFormat) {
-  DataErrorInfo info{"bbox.non_positive_size", 139, "000000000139.jpg", 2245, "bbox", "[12,40.5,0,31.2]",
-                     "width must be > 0"};
+  DataErrorInfo info{
+      "bbox.non_positive_size", 139, "000000000139.jpg", 2245, "bbox", "[12,40.5,0,31.2]",
+      "width must be > 0"};
   EXPECT_EQ(info.format(),
-            "[data:bbox.non_positive_size] image_id=139 file=000000000139.jpg ann_id=2245 bbox=[12,40.5,0,31.2]: "
+            "[data:bbox.non_positive_size] image_id=139 file=000000000139.jpg ann_id=2245 "
+            "bbox=[12,40.5,0,31.2]: "
             "width must be > 0");
   EXPECT_THROW_WITH(throw_data_error(info), DataError, "ann_id=2245");
   DataErrorInfo partial{"image.missing_file", 7, "", std::nullopt, "", "", "no such file"};

@@ -214,7 +214,8 @@ TEST_F(LoaderTest, SameBatchesForAnyWorkerCount) {
       ASSERT_EQ(a.size(), b.size());
       for (int64_t k = 0; k < a.size(); ++k) {
         EXPECT_EQ(a.targets[size_t(k)].image_id, b.targets[size_t(k)].image_id);
-        EXPECT_TRUE(torch::equal(a.targets[size_t(k)].boxes.tensor(), b.targets[size_t(k)].boxes.tensor()));
+        EXPECT_TRUE(
+            torch::equal(a.targets[size_t(k)].boxes.tensor(), b.targets[size_t(k)].boxes.tensor()));
         EXPECT_TRUE(torch::equal(a.targets[size_t(k)].labels, b.targets[size_t(k)].labels));
         flipped_or_not += a.targets[size_t(k)].size();
       }
@@ -227,7 +228,8 @@ TEST_F(LoaderTest, SameBatchesForAnyWorkerCount) {
   ASSERT_EQ(other.size(), runs[0].size());
   bool differs = false;
   for (size_t i = 0; i < other.size(); ++i) {
-    differs |= other[i].images.sizes() != runs[0][i].images.sizes() || !torch::equal(other[i].images, runs[0][i].images);
+    differs |= other[i].images.sizes() != runs[0][i].images.sizes() ||
+               !torch::equal(other[i].images, runs[0][i].images);
   }
   EXPECT_TRUE(differs);
 }
@@ -248,12 +250,15 @@ TEST_F(LoaderTest, BatchFollowsTheContract) {
       if (t.size() > 0) {
         EXPECT_GE(t.labels.min().item<int64_t>(), 0);
         EXPECT_LT(t.labels.max().item<int64_t>(), 3);
-        EXPECT_LE(t.boxes.tensor().select(1, 2).max().item<float>(), float(b.image_sizes[size_t(i)].width));
+        EXPECT_LE(t.boxes.tensor().select(1, 2).max().item<float>(),
+                  float(b.image_sizes[size_t(i)].width));
       }
       // Padding stays zero.
       const auto& s = b.image_sizes[size_t(i)];
       if (s.width < b.images.size(3)) {
-        EXPECT_EQ(b.images[i].narrow(2, s.width, b.images.size(3) - s.width).abs().max().item<float>(), 0.0f);
+        EXPECT_EQ(
+            b.images[i].narrow(2, s.width, b.images.size(3) - s.width).abs().max().item<float>(),
+            0.0f);
       }
     }
   }
@@ -315,7 +320,8 @@ TEST(Collate, LastLineCheckNamesImageValueAndRange) {
   s.iscrowd = {0, 1};
   CollateOptions o;
   o.num_classes = 3;
-  EXPECT_THROW_WITH(collate({s}, o), DataError, "image_id=139 file=000000000139.jpg label=5: box 1: label outside [0, 3)");
+  EXPECT_THROW_WITH(collate({s}, o), DataError,
+                    "image_id=139 file=000000000139.jpg label=5: box 1: label outside [0, 3)");
   s.labels = {0, 2};
   s.boxes[6] = 2;  // x2 < x1
   EXPECT_THROW_WITH(collate({s}, o), DataError, "[data:bbox.non_positive_size] image_id=139");
@@ -344,11 +350,12 @@ TEST(Collate, PinnedWhenCuda) {
 
 TEST_F(LoaderTest, BuildFromConfig) {
   testing::TempDir run;
-  const std::string yaml = str("data:\n  num_classes: 3\n  root: ", root(),
-                               "\n  workers: 2\n  batch_size: 4\n  min_size: [64, 96]\n  max_size: 160\n"
-                               "  on_invalid: drop\n  pin_memory: 'false'\n"
-                               "  train: {ann: annotations/instances_train.json, images: train}\n"
-                               "  val: {ann: annotations/instances_train.json, images: train, batch_size: 5}\n");
+  const std::string yaml =
+      str("data:\n  num_classes: 3\n  root: ", root(),
+          "\n  workers: 2\n  batch_size: 4\n  min_size: [64, 96]\n  max_size: 160\n"
+          "  on_invalid: drop\n  pin_memory: 'false'\n"
+          "  train: {ann: annotations/instances_train.json, images: train}\n"
+          "  val: {ann: annotations/instances_train.json, images: train, batch_size: 5}\n");
   const auto cfg = Config::parse(yaml, "data.yaml");
   const auto opts = data_options(cfg.root().child("data"));
   ASSERT_TRUE(opts.train && opts.val);
@@ -376,7 +383,8 @@ TEST_F(LoaderTest, BuildFromConfig) {
   bad("  flip_prob: 2\n", "data.flip_prob: must lie in [0, 1]");
   const auto missing = Config::parse("data:\n  train: {ann: a.json, images: img}\n", "m.yaml");
   EXPECT_THROW_WITH(data_options(missing.root().child("data")), ConfigError, "num_classes");
-  const auto typo = Config::parse("data:\n  num_classes: 3\n  train: {ann: a.json, image: img}\n", "t.yaml");
+  const auto typo =
+      Config::parse("data:\n  num_classes: 3\n  train: {ann: a.json, image: img}\n", "t.yaml");
   EXPECT_THROW_WITH(data_options(typo.root().child("data")), ConfigError, "images");
 }
 
@@ -398,7 +406,8 @@ TEST(DataConfig, ShippedDatasetConfigsParse) {
   fs::current_path(before);
   if (!present) GTEST_SKIP() << "BCCD not present beside the repository";
   EXPECT_EQ(loader->dataset().size(), 73);
-  EXPECT_EQ(loader->dataset().categories().names(), (std::vector<std::string>{"Platelets", "RBC", "WBC"}));
+  EXPECT_EQ(loader->dataset().categories().names(),
+            (std::vector<std::string>{"Platelets", "RBC", "WBC"}));
 }
 
 }  // namespace

@@ -29,7 +29,8 @@ SynthOptions small(const fs::path& out, uint64_t seed) {
 std::map<std::string, std::string> snapshot(const fs::path& root) {
   std::map<std::string, std::string> files;
   for (const auto& e : fs::recursive_directory_iterator(root)) {
-    if (e.is_regular_file()) files[fs::relative(e.path(), root).string()] = testing::read_file(e.path());
+    if (e.is_regular_file())
+      files[fs::relative(e.path(), root).string()] = testing::read_file(e.path());
   }
   return files;
 }
@@ -39,7 +40,8 @@ TEST(Synthetic, SameSeedSameBytesOtherSeedOtherBytes) {
   generate_synthetic(small(dir.path() / "a", 7));
   generate_synthetic(small(dir.path() / "b", 7));
   generate_synthetic(small(dir.path() / "c", 8));
-  const auto a = snapshot(dir.path() / "a"), b = snapshot(dir.path() / "b"), c = snapshot(dir.path() / "c");
+  const auto a = snapshot(dir.path() / "a"), b = snapshot(dir.path() / "b"),
+             c = snapshot(dir.path() / "c");
   EXPECT_EQ(a.size(), 12u + 4u + 2u);
   EXPECT_EQ(a, b);
   EXPECT_NE(a.at("annotations/instances_train.json"), c.at("annotations/instances_train.json"));
@@ -53,7 +55,8 @@ TEST(Synthetic, ImagesDoNotDependOnSplitSize) {
   o.out_dir = (dir.path() / "b").string();
   o.num_val = 0;
   generate_synthetic(o);
-  EXPECT_EQ(testing::read_file(dir.path() / "a/train/000005.jpg"), testing::read_file(dir.path() / "b/train/000005.jpg"));
+  EXPECT_EQ(testing::read_file(dir.path() / "a/train/000005.jpg"),
+            testing::read_file(dir.path() / "b/train/000005.jpg"));
 }
 
 TEST(Synthetic, AnnotationsAreValidCoco) {
@@ -73,7 +76,8 @@ TEST(Synthetic, AnnotationsAreValidCoco) {
     for (const auto& im : doc.at("images")) {
       const auto id = im.at("id").get<int64_t>();
       EXPECT_TRUE(image_ids.insert(id).second) << "duplicate image id " << id;
-      const cv::Mat img = cv::imread((fs::path(split.image_dir) / im.at("file_name").get<std::string>()).string());
+      const cv::Mat img =
+          cv::imread((fs::path(split.image_dir) / im.at("file_name").get<std::string>()).string());
       ASSERT_FALSE(img.empty());
       EXPECT_EQ(img.cols, im.at("width").get<int>());
       EXPECT_EQ(img.rows, im.at("height").get<int>());

@@ -20,7 +20,8 @@ const std::string kHelper = std::string(DETFORGE_SOURCE_DIR) + "/tests/data/tv_t
 std::vector<std::string> python_lines(const std::string& args, const std::string& input) {
   testing::TempDir dir;
   const auto in = dir.write("in.txt", input);
-  const auto r = testing::run_command(std::string(DETFORGE_PYTHON) + " " + kHelper + " " + args + " < " + in + " 2>&1");
+  const auto r = testing::run_command(std::string(DETFORGE_PYTHON) + " " + kHelper + " " + args +
+                                      " < " + in + " 2>&1");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   std::vector<std::string> lines;
   std::istringstream is(r.output);
@@ -55,8 +56,10 @@ TEST(Decode, ExifOrientationIsApplied) {
 
 TEST(Decode, BadFilesGiveReasonsNotCrashes) {
   EXPECT_NE(try_decode_image(kImages + "empty.jpg").error.find("0-byte"), std::string::npos);
-  EXPECT_NE(try_decode_image(kImages + "corrupt.jpg").error.find("not a decodable image"), std::string::npos);
-  EXPECT_NE(try_decode_image(kImages + "truncated.jpg").error.find("not a decodable image"), std::string::npos);
+  EXPECT_NE(try_decode_image(kImages + "corrupt.jpg").error.find("not a decodable image"),
+            std::string::npos);
+  EXPECT_NE(try_decode_image(kImages + "truncated.jpg").error.find("not a decodable image"),
+            std::string::npos);
   EXPECT_NE(try_decode_image(kImages + "missing.jpg").error.find("cannot open"), std::string::npos);
   EXPECT_TRUE(try_decode_image(kImages + "missing.jpg").bgr.empty());
 }
@@ -66,9 +69,15 @@ TEST(TransformsParity, ResizedSizeMatchesTorchvision) {
     int64_t h, w, mn, mx;
     std::optional<std::array<int64_t, 2>> fixed;
   };
-  std::vector<C> cases = {{480, 640, 800, 1333, {}}, {333, 500, 800, 1333, {}}, {427, 640, 800, 1333, {}},
-                          {640, 427, 800, 1333, {}}, {375, 500, 600, 1000, {}}, {1, 1000, 800, 1333, {}},
-                          {799, 801, 800, 1333, {}}, {3000, 200, 512, 1024, {}}, {481, 640, 640, 640, {}},
+  std::vector<C> cases = {{480, 640, 800, 1333, {}},
+                          {333, 500, 800, 1333, {}},
+                          {427, 640, 800, 1333, {}},
+                          {640, 427, 800, 1333, {}},
+                          {375, 500, 600, 1000, {}},
+                          {1, 1000, 800, 1333, {}},
+                          {799, 801, 800, 1333, {}},
+                          {3000, 200, 512, 1024, {}},
+                          {481, 640, 640, 640, {}},
                           {480, 640, 800, 1333, std::array<int64_t, 2>{800, 800}},
                           {333, 500, 800, 1333, std::array<int64_t, 2>{640, 480}}};
   // A sweep over odd sizes, where float32 rounding decides the last pixel.
@@ -86,7 +95,8 @@ TEST(TransformsParity, ResizedSizeMatchesTorchvision) {
   for (size_t i = 0; i < cases.size(); ++i) {
     const auto& c = cases[i];
     const Size2 s = resized_size({c.h, c.w}, c.mn, c.mx, c.fixed);
-    EXPECT_EQ(str(s.height, " ", s.width), lines[i]) << c.h << "x" << c.w << " min " << c.mn << " max " << c.mx;
+    EXPECT_EQ(str(s.height, " ", s.width), lines[i])
+        << c.h << "x" << c.w << " min " << c.mn << " max " << c.mx;
   }
 }
 
@@ -95,10 +105,14 @@ TEST(TransformsParity, BoxesMatchTorchvision) {
     int64_t h, w;
     std::array<float, 4> box;
   };
-  const std::vector<C> cases = {{480, 640, {0, 0, 640, 480}}, {333, 500, {10.5f, 20.25f, 100, 200}},
-                                {427, 640, {3, 7, 11, 13}}, {1000, 211, {0.5f, 999, 210, 1000}}};
+  const std::vector<C> cases = {{480, 640, {0, 0, 640, 480}},
+                                {333, 500, {10.5f, 20.25f, 100, 200}},
+                                {427, 640, {3, 7, 11, 13}},
+                                {1000, 211, {0.5f, 999, 210, 1000}}};
   std::string input;
-  for (const auto& c : cases) input += str(c.h, " ", c.w, " 800 1333 ", c.box[0], " ", c.box[1], " ", c.box[2], " ", c.box[3], "\n");
+  for (const auto& c : cases)
+    input += str(c.h, " ", c.w, " 800 1333 ", c.box[0], " ", c.box[1], " ", c.box[2], " ", c.box[3],
+                 "\n");
   const auto lines = python_lines("boxes", input);
   ASSERT_EQ(lines.size(), cases.size());
   for (size_t i = 0; i < cases.size(); ++i) {
@@ -217,10 +231,10 @@ TEST(Transforms, NormalizeWritesRgbChwIntoPaddedBuffer) {
   cv::Mat bgr(2, 3, CV_8UC3, cv::Scalar(10, 20, 30));  // B=10, G=20, R=30
   std::vector<float> dst(3 * 4 * 5, -7.0f);
   normalize_into(bgr, kImageNetMean, kImageNetStd, dst.data(), 4, 5);
-  EXPECT_FLOAT_EQ(dst[0], (30 / 255.0f - 0.485f) / 0.229f);       // R plane
-  EXPECT_FLOAT_EQ(dst[20], (20 / 255.0f - 0.456f) / 0.224f);      // G plane
+  EXPECT_FLOAT_EQ(dst[0], (30 / 255.0f - 0.485f) / 0.229f);           // R plane
+  EXPECT_FLOAT_EQ(dst[20], (20 / 255.0f - 0.456f) / 0.224f);          // G plane
   EXPECT_FLOAT_EQ(dst[40 + 5 + 2], (10 / 255.0f - 0.406f) / 0.225f);  // B plane, row 1, col 2
-  EXPECT_EQ(dst[3], -7.0f);   // padding untouched
+  EXPECT_EQ(dst[3], -7.0f);                                           // padding untouched
   EXPECT_EQ(dst[2 * 5], -7.0f);
   EXPECT_EQ(round_up(800, 32), 800);
   EXPECT_EQ(round_up(801, 32), 832);

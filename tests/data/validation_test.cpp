@@ -100,22 +100,24 @@ TEST_P(RuleFixture, GivesItsCode) {
 
 INSTANTIATE_TEST_SUITE_P(
     Codes, RuleFixture,
-    ::testing::Values(Case{"bbox_non_finite.json", codes::kBboxNonFinite, 1, 2, 11},
-                      Case{"bbox_non_positive_size.json", codes::kBboxNonPositiveSize, 1, 2, 11},
-                      Case{"bbox_out_of_image.json", codes::kBboxOutOfImage, 1, 2, 11},
-                      Case{"category_unknown.json", codes::kCategoryUnknown, 1, 2, 11},
-                      Case{"category_duplicate_id.json", codes::kCategoryDuplicateId, 1, std::nullopt, std::nullopt},
-                      Case{"image_duplicate_id.json", codes::kImageDuplicateId, 1, 2, std::nullopt},
-                      Case{"ann_duplicate_id.json", codes::kAnnDuplicateId, 1, 2, 10},
-                      Case{"ann_orphan_image.json", codes::kAnnOrphanImage, 1, 99, 12},
-                      Case{"image_missing_file.json", codes::kImageMissingFile, 1, 3, std::nullopt},
-                      Case{"image_unreadable.json", codes::kImageUnreadable, 3, 3, std::nullopt},
-                      Case{"image_size_mismatch.json", codes::kImageSizeMismatch, 1, 1, std::nullopt},
-                      Case{"image_bad_path.json", codes::kImageBadPath, 2, 3, std::nullopt},
-                      Case{"json_bad_field.json", codes::kJsonBadField, 3, std::nullopt, std::nullopt},
-                      Case{"image_no_annotations.json", codes::kImageNoAnnotations, 1, 2, std::nullopt},
-                      Case{"image_crowd_only.json", codes::kImageCrowdOnly, 1, 2, std::nullopt},
-                      Case{"bbox_near_duplicate.json", codes::kBboxNearDuplicate, 1, 2, 12}),
+    ::testing::Values(
+        Case{"bbox_non_finite.json", codes::kBboxNonFinite, 1, 2, 11},
+        Case{"bbox_non_positive_size.json", codes::kBboxNonPositiveSize, 1, 2, 11},
+        Case{"bbox_out_of_image.json", codes::kBboxOutOfImage, 1, 2, 11},
+        Case{"category_unknown.json", codes::kCategoryUnknown, 1, 2, 11},
+        Case{"category_duplicate_id.json", codes::kCategoryDuplicateId, 1, std::nullopt,
+             std::nullopt},
+        Case{"image_duplicate_id.json", codes::kImageDuplicateId, 1, 2, std::nullopt},
+        Case{"ann_duplicate_id.json", codes::kAnnDuplicateId, 1, 2, 10},
+        Case{"ann_orphan_image.json", codes::kAnnOrphanImage, 1, 99, 12},
+        Case{"image_missing_file.json", codes::kImageMissingFile, 1, 3, std::nullopt},
+        Case{"image_unreadable.json", codes::kImageUnreadable, 3, 3, std::nullopt},
+        Case{"image_size_mismatch.json", codes::kImageSizeMismatch, 1, 1, std::nullopt},
+        Case{"image_bad_path.json", codes::kImageBadPath, 2, 3, std::nullopt},
+        Case{"json_bad_field.json", codes::kJsonBadField, 3, std::nullopt, std::nullopt},
+        Case{"image_no_annotations.json", codes::kImageNoAnnotations, 1, 2, std::nullopt},
+        Case{"image_crowd_only.json", codes::kImageCrowdOnly, 1, 2, std::nullopt},
+        Case{"bbox_near_duplicate.json", codes::kBboxNearDuplicate, 1, 2, 12}),
     [](const ::testing::TestParamInfo<Case>& info) {
       std::string n = info.param.fixture;
       n = n.substr(0, n.find('.'));
@@ -127,18 +129,22 @@ TEST(Validation, MessagesNameTheValues) {
   auto hit = with_code(issues, codes::kBboxNonPositiveSize);
   ASSERT_EQ(hit.size(), 1u);
   EXPECT_EQ(hit[0]->format(),
-            "[error:bbox.non_positive_size] image_id=2 file=b.jpg ann_id=11: bbox=[10,20,0,30]: width must be > 0");
+            "[error:bbox.non_positive_size] image_id=2 file=b.jpg ann_id=11: bbox=[10,20,0,30]: "
+            "width must be > 0");
   issues = check("json_bad_field.json");
   const auto bad = with_code(issues, codes::kJsonBadField);
   ASSERT_EQ(bad.size(), 3u) << dump(issues);
-  EXPECT_NE(bad[0]->message.find("images[2].id: expected an integer, got string \"three\""), std::string::npos)
+  EXPECT_NE(bad[0]->message.find("images[2].id: expected an integer, got string \"three\""),
+            std::string::npos)
       << bad[0]->message;
-  EXPECT_NE(bad[1]->message.find("annotations[1].bbox: expected [x, y, w, h], got \"abc\""), std::string::npos)
+  EXPECT_NE(bad[1]->message.find("annotations[1].bbox: expected [x, y, w, h], got \"abc\""),
+            std::string::npos)
       << bad[1]->message;
   EXPECT_EQ(bad[1]->ann_id, 11);
   EXPECT_NE(bad[2]->message.find("got [1,2,3]"), std::string::npos) << bad[2]->message;
   issues = check("bbox_non_finite.json");
-  EXPECT_NE(with_code(issues, codes::kBboxNonFinite)[0]->message.find("bbox=[nan,20,30,inf]"), std::string::npos)
+  EXPECT_NE(with_code(issues, codes::kBboxNonFinite)[0]->message.find("bbox=[nan,20,30,inf]"),
+            std::string::npos)
       << dump(issues);
 }
 
@@ -146,7 +152,8 @@ TEST(Validation, ToleranceAndPathEscape) {
   EXPECT_TRUE(check("bbox_within_tolerance.json").empty());
   ValidationOptions strict;
   strict.bbox_tolerance = 0.1;
-  EXPECT_EQ(with_code(check("bbox_within_tolerance.json", strict), codes::kBboxOutOfImage).size(), 1u);
+  EXPECT_EQ(with_code(check("bbox_within_tolerance.json", strict), codes::kBboxOutOfImage).size(),
+            1u);
   EXPECT_FALSE(resolve_image_path("/data/img", "../../etc/passwd"));
   EXPECT_FALSE(resolve_image_path("/data/img", "a/../../x.jpg"));
   EXPECT_FALSE(resolve_image_path("/data/img", "/etc/passwd"));
@@ -157,7 +164,8 @@ TEST(Validation, ToleranceAndPathEscape) {
   ASSERT_EQ(hits.size(), 2u);
   EXPECT_EQ(hits[0]->file, "../../etc/passwd");
   EXPECT_EQ(hits[1]->file, "/etc/passwd");
-  EXPECT_TRUE(with_code(issues, codes::kImageMissingFile).empty()) << "an escaping path must not be looked up";
+  EXPECT_TRUE(with_code(issues, codes::kImageMissingFile).empty())
+      << "an escaping path must not be looked up";
 }
 
 TEST(Validation, UnreadableFilesSayWhy) {
@@ -183,7 +191,8 @@ TEST(Validation, NumClassesMustMatchUnlessSubset) {
   const auto issues = check("valid.json", o);
   const auto hit = with_code(issues, codes::kCategoryCountMismatch);
   ASSERT_EQ(hit.size(), 1u);
-  EXPECT_NE(hit[0]->message.find("num_classes is 3 but the file has 2 categories (1:cat, 2:dog)"), std::string::npos)
+  EXPECT_NE(hit[0]->message.find("num_classes is 3 but the file has 2 categories (1:cat, 2:dog)"),
+            std::string::npos)
       << hit[0]->message;
   o.num_classes = 1;
   o.category_subset = {2};
@@ -200,14 +209,19 @@ TEST(Validation, NumClassesMustMatchUnlessSubset) {
 }
 
 TEST(Validation, ReadErrorsAreDataErrorsNamingTheFile) {
-  EXPECT_THROW_WITH(read_coco(kFixtures + "json_parse_truncated.json", kImages), DataError, "[data:json.parse]");
+  EXPECT_THROW_WITH(read_coco(kFixtures + "json_parse_truncated.json", kImages), DataError,
+                    "[data:json.parse]");
   EXPECT_THROW_WITH(read_coco(kFixtures + "json_parse_truncated.json", kImages), DataError,
                     "json_parse_truncated.json");
-  EXPECT_THROW_WITH(read_coco(kFixtures + "json_schema.json", kImages), DataError, "'images' must be an array");
-  EXPECT_THROW_WITH(parse_coco("[1, 2]", "x.json", "."), DataError, "[data:json.schema] file=x.json");
-  EXPECT_THROW_WITH(parse_coco("{\"images\": []}", "x.json", "."), DataError, "'annotations' is missing");
+  EXPECT_THROW_WITH(read_coco(kFixtures + "json_schema.json", kImages), DataError,
+                    "'images' must be an array");
+  EXPECT_THROW_WITH(parse_coco("[1, 2]", "x.json", "."), DataError,
+                    "[data:json.schema] file=x.json");
+  EXPECT_THROW_WITH(parse_coco("{\"images\": []}", "x.json", "."), DataError,
+                    "'annotations' is missing");
   EXPECT_THROW_WITH(parse_coco("", "x.json", "."), DataError, "[data:json.parse]");
-  EXPECT_THROW_WITH(read_coco(kFixtures + "does_not_exist.json", kImages), IoError, "does_not_exist.json");
+  EXPECT_THROW_WITH(read_coco(kFixtures + "does_not_exist.json", kImages), IoError,
+                    "does_not_exist.json");
   // NaN inside a string stays a string: a bad field, not a number.
   const auto f = parse_coco(
       R"({"images": [{"id": 1, "file_name": "NaN", "width": 2, "height": 2}], "annotations": [{"id": 1, "image_id": 1,
@@ -238,7 +252,8 @@ TEST(Policy, ErrorListsEveryIssueWithCounts) {
     const std::string m = e.what();
     EXPECT_NE(m.find("data.on_invalid=error"), std::string::npos) << m;
     EXPECT_NE(m.find("bbox.non_finite=1"), std::string::npos) << m;
-    EXPECT_NE(m.find("[error:image.bad_path] image_id=3 file=../../etc/passwd"), std::string::npos) << m;
+    EXPECT_NE(m.find("[error:image.bad_path] image_id=3 file=../../etc/passwd"), std::string::npos)
+        << m;
     EXPECT_NE(m.find("ann_id=14"), std::string::npos) << m;
   }
 }
@@ -259,7 +274,8 @@ TEST(Policy, DropRemovesAnnotationsAndSkipsBrokenImages) {
   EXPECT_EQ(drop.read(0).labels.size(), 1u);
   EXPECT_EQ(drop.read(1).labels.size(), 0u);  // its only box was dropped, the image stays
   ASSERT_EQ(drop.policy_result().dropped_annotations.size(), 1u);
-  EXPECT_EQ(drop.policy_result().dropped_annotations[0], std::make_pair(int64_t(11), std::string("bbox.out_of_image")));
+  EXPECT_EQ(drop.policy_result().dropped_annotations[0],
+            std::make_pair(int64_t(11), std::string("bbox.out_of_image")));
 
   const auto skip = dataset("bbox_out_of_image.json", OnInvalid::kSkipImage);
   ASSERT_EQ(skip.size(), 1);
@@ -334,8 +350,9 @@ TEST(Lint, BccdIsCleanAndReportsItsKnownAnomalies) {
       if (c.name == "RBC") rbc_absent += c.images_without;
     }
   }
-  EXPECT_EQ(near_files, (std::set<std::string>{"BloodImage_00013.jpg", "BloodImage_00020.jpg", "BloodImage_00100.jpg",
-                                               "BloodImage_00104.jpg", "BloodImage_00251.jpg", "BloodImage_00284.jpg",
+  EXPECT_EQ(near_files, (std::set<std::string>{"BloodImage_00013.jpg", "BloodImage_00020.jpg",
+                                               "BloodImage_00100.jpg", "BloodImage_00104.jpg",
+                                               "BloodImage_00251.jpg", "BloodImage_00284.jpg",
                                                "BloodImage_00331.jpg", "BloodImage_00403.jpg"}));
   EXPECT_EQ(touching, 1131);
   EXPECT_EQ(rbc_absent, 15);

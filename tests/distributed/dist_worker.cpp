@@ -1,8 +1,9 @@
-// A rank of a tiny training run for the multi-process tests (tests/distributed/distributed_test.cpp),
-// started by `detforge launch`, by `torchrun --no-python`, by hand with RANK=... variables, or
-// alone as one process. A model of four Linear layers with a detector's loss shape (cls, box and
-// a denoising-like term that only exists where there is foreground) trains a few SGD steps
-// through GradSync and LossReducer. Scenarios inject one fault on the last rank at step 2.
+// A rank of a tiny training run for the multi-process tests
+// (tests/distributed/distributed_test.cpp), started by `detforge launch`, by `torchrun
+// --no-python`, by hand with RANK=... variables, or alone as one process. A model of four Linear
+// layers with a detector's loss shape (cls, box and a denoising-like term that only exists where
+// there is foreground) trains a few SGD steps through GradSync and LossReducer. Scenarios inject
+// one fault on the last rank at step 2.
 //
 //   dist_worker --scenario S [--steps N] [--out DIR] [--timeout-ms T] [--stop-at K]
 //               [--empty-steps E] [--bucket-bytes B]
@@ -54,14 +55,22 @@ Args parse_args(int argc, char** argv) {
     const std::string flag = argv[i];
     if (i + 1 >= argc) throw ConfigError(str("dist_worker: ", flag, " needs a value"));
     const std::string value = argv[++i];
-    if (flag == "--scenario") a.scenario = value;
-    else if (flag == "--steps") a.steps = std::stoi(value);
-    else if (flag == "--out") a.out = value;
-    else if (flag == "--timeout-ms") a.timeout_ms = std::stoll(value);
-    else if (flag == "--stop-at") a.stop_at = std::stoi(value);
-    else if (flag == "--empty-steps") a.empty_steps = std::stoi(value);
-    else if (flag == "--bucket-bytes") a.bucket_bytes = std::stoll(value);
-    else throw ConfigError(str("dist_worker: unknown flag ", flag));
+    if (flag == "--scenario")
+      a.scenario = value;
+    else if (flag == "--steps")
+      a.steps = std::stoi(value);
+    else if (flag == "--out")
+      a.out = value;
+    else if (flag == "--timeout-ms")
+      a.timeout_ms = std::stoll(value);
+    else if (flag == "--stop-at")
+      a.stop_at = std::stoi(value);
+    else if (flag == "--empty-steps")
+      a.empty_steps = std::stoi(value);
+    else if (flag == "--bucket-bytes")
+      a.bucket_bytes = std::stoll(value);
+    else
+      throw ConfigError(str("dist_worker: unknown flag ", flag));
   }
   return a;
 }
@@ -92,7 +101,8 @@ Shard make_shard(int step, int rank, int world, int empty_steps) {
   labels.narrow(0, 0, 2).fill_(1.0f);
   if (step < empty_steps) labels.narrow(0, kGlobalBatch / 2, kGlobalBatch / 2).fill_(0.0f);
   const int64_t per = kGlobalBatch / world;
-  return {x.narrow(0, rank * per, per), labels.narrow(0, rank * per, per), boxes.narrow(0, rank * per, per)};
+  return {x.narrow(0, rank * per, per), labels.narrow(0, rank * per, per),
+          boxes.narrow(0, rank * per, per)};
 }
 
 LossDict forward(Net& net, dist::ProcessGroup& pg, const Shard& s) {
@@ -101,10 +111,12 @@ LossDict forward(Net& net, dist::ProcessGroup& pg, const Shard& s) {
   const auto box_all = net->box(h);
   LossDict losses(kKeys);
   // Mean over the local shard; shards are equal, so the mean over ranks is the global mean.
-  losses.set("loss_cls", torch::nn::functional::binary_cross_entropy_with_logits(
-                             logits, s.labels,
-                             torch::nn::functional::BinaryCrossEntropyWithLogitsFuncOptions().reduction(torch::kSum)) /
-                             static_cast<double>(s.x.size(0)));
+  losses.set(
+      "loss_cls",
+      torch::nn::functional::binary_cross_entropy_with_logits(
+          logits, s.labels,
+          torch::nn::functional::BinaryCrossEntropyWithLogitsFuncOptions().reduction(torch::kSum)) /
+          static_cast<double>(s.x.size(0)));
   const auto fg = s.labels > 0.5;
   const auto num_fg = fg.sum();
   const auto norm = dist::foreground_normalizer(pg, num_fg, "num-foreground all-reduce");
@@ -128,7 +140,8 @@ void write_weights(const Net& net, const std::string& dir, int rank) {
   std::filesystem::create_directories(dir);
   const std::string path = dir + "/weights_rank" + std::to_string(rank) + ".bin";
   std::ofstream(path, std::ios::binary)
-      .write(reinterpret_cast<const char*>(flat.data()), static_cast<std::streamsize>(flat.size() * sizeof(float)));
+      .write(reinterpret_cast<const char*>(flat.data()),
+             static_cast<std::streamsize>(flat.size() * sizeof(float)));
 }
 
 void run(const Args& a) {
@@ -141,7 +154,9 @@ void run(const Args& a) {
   const int rank = pg->rank();
   const int world = pg->world_size();
   const bool faulty = world > 1 && rank == world - 1;
-  auto say = [&](const std::string& text) { std::cout << "rank " << rank << ": " << text << std::endl; };
+  auto say = [&](const std::string& text) {
+    std::cout << "rank " << rank << ": " << text << std::endl;
+  };
 
   torch::manual_seed(1234 + rank);  // different on purpose: the broadcast must fix it
   Net net;
@@ -175,7 +190,8 @@ void run(const Args& a) {
       } else if (a.scenario == "throw-before") {
         losses.set("loss_extra", losses.at("loss_cls"));  // unknown key: throws, never reduces
       } else if (a.scenario == "stall") {
-        std::this_thread::sleep_for(std::chrono::milliseconds(a.timeout_ms + 1500));  // past the peers' timeout
+        std::this_thread::sleep_for(
+            std::chrono::milliseconds(a.timeout_ms + 1500));  // past the peers' timeout
       } else if (a.scenario == "kill") {
         ::raise(SIGKILL);
       }
@@ -183,8 +199,8 @@ void run(const Args& a) {
     const auto reduced = reducer.reduce(losses, step);
     const bool local_finite = losses.nonfinite_keys().empty();
     if (dist::any_true(*pg, !local_finite, "non-finite loss decision")) {
-      say(str("step ", step, " skipped: non-finite loss on some rank (finite here: ", local_finite ? "yes" : "no",
-              ", reduced: ", reduced.to_string(), ")"));
+      say(str("step ", step, " skipped: non-finite loss on some rank (finite here: ",
+              local_finite ? "yes" : "no", ", reduced: ", reduced.to_string(), ")"));
       continue;
     }
     losses.total().backward();
@@ -199,12 +215,14 @@ void run(const Args& a) {
   }
 
   // Variable-length blobs to rank 0, as the COCO evaluator gathers detections.
-  const std::string blob = str("rank ", rank, ":") + std::string(static_cast<size_t>(rank) * 1000 + 3, 'x');
+  const std::string blob =
+      str("rank ", rank, ":") + std::string(static_cast<size_t>(rank) * 1000 + 3, 'x');
   const auto gathered = dist::gather_bytes_to_main(*pg, blob, "result gather");
   if (rank == 0) {
     bool ok = static_cast<int>(gathered.size()) == world;
     for (int r = 0; ok && r < world; ++r) {
-      ok = gathered[static_cast<size_t>(r)] == str("rank ", r, ":") + std::string(static_cast<size_t>(r) * 1000 + 3, 'x');
+      ok = gathered[static_cast<size_t>(r)] ==
+           str("rank ", r, ":") + std::string(static_cast<size_t>(r) * 1000 + 3, 'x');
     }
     say(ok ? "gather ok" : "gather WRONG");
   } else if (!gathered.empty()) {

@@ -31,8 +31,12 @@ namespace {
 using testing::run_command;
 using testing::TempDir;
 
-const EnvMap kTorchrun = {{"RANK", "1"},        {"WORLD_SIZE", "4"},          {"LOCAL_RANK", "1"},
-                          {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_ADDR", "10.0.0.7"}, {"MASTER_PORT", "29400"}};
+const EnvMap kTorchrun = {{"RANK", "1"},
+                          {"WORLD_SIZE", "4"},
+                          {"LOCAL_RANK", "1"},
+                          {"LOCAL_WORLD_SIZE", "2"},
+                          {"MASTER_ADDR", "10.0.0.7"},
+                          {"MASTER_PORT", "29400"}};
 
 EnvMap with(EnvMap env, const std::string& key, const std::string& value) {
   env[key] = value;
@@ -58,7 +62,9 @@ int free_port() {
   return ntohs(addr.sin_port);
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 // ---------------------------------------------------------------------------------------------
 // DistEnv
@@ -92,14 +98,19 @@ TEST(DistEnv, ReadsTorchrunVariables) {
 }
 
 TEST(DistEnv, PartialSetNamesTheMissingVariable) {
-  EXPECT_THROW_WITH(DistEnv::from_env(EnvMap{{"RANK", "0"}}), DistError, "WORLD_SIZE is not set, but RANK=0 is");
-  EXPECT_THROW_WITH(DistEnv::from_env(without(kTorchrun, "MASTER_PORT")), DistError, "MASTER_PORT is not set");
-  EXPECT_THROW_WITH(DistEnv::from_env(without(kTorchrun, "LOCAL_RANK")), DistError, "LOCAL_RANK is not set");
-  EXPECT_THROW_WITH(DistEnv::from_env(EnvMap{{"MASTER_ADDR", "h"}}), DistError, "RANK is not set, but MASTER_ADDR=h is");
+  EXPECT_THROW_WITH(DistEnv::from_env(EnvMap{{"RANK", "0"}}), DistError,
+                    "WORLD_SIZE is not set, but RANK=0 is");
+  EXPECT_THROW_WITH(DistEnv::from_env(without(kTorchrun, "MASTER_PORT")), DistError,
+                    "MASTER_PORT is not set");
+  EXPECT_THROW_WITH(DistEnv::from_env(without(kTorchrun, "LOCAL_RANK")), DistError,
+                    "LOCAL_RANK is not set");
+  EXPECT_THROW_WITH(DistEnv::from_env(EnvMap{{"MASTER_ADDR", "h"}}), DistError,
+                    "RANK is not set, but MASTER_ADDR=h is");
 }
 
 TEST(DistEnv, RankMustBeBelowWorldSize) {
-  EXPECT_THROW_WITH(DistEnv::from_env(with(kTorchrun, "RANK", "4")), DistError, "RANK=4 must be < WORLD_SIZE=4");
+  EXPECT_THROW_WITH(DistEnv::from_env(with(kTorchrun, "RANK", "4")), DistError,
+                    "RANK=4 must be < WORLD_SIZE=4");
   EXPECT_THROW_WITH(DistEnv::from_env(with(kTorchrun, "LOCAL_RANK", "2")), DistError,
                     "LOCAL_RANK=2 must be < LOCAL_WORLD_SIZE=2");
   EXPECT_THROW_WITH(DistEnv::from_env(with(kTorchrun, "LOCAL_WORLD_SIZE", "5")), DistError,
@@ -107,22 +118,31 @@ TEST(DistEnv, RankMustBeBelowWorldSize) {
 }
 
 TEST(DistEnv, ValuesAreRangeCheckedNotAtoi) {
-  EXPECT_THROW_WITH(DistEnv::from_env(with(kTorchrun, "RANK", "1x")), DistError, "RANK='1x' is not an integer");
-  EXPECT_THROW_WITH(DistEnv::from_env(with(kTorchrun, "RANK", " 1")), DistError, "RANK=' 1' is not an integer");
-  EXPECT_THROW_WITH(DistEnv::from_env(with(kTorchrun, "RANK", "")), DistError, "RANK='' is not an integer");
-  EXPECT_THROW_WITH(DistEnv::from_env(with(kTorchrun, "RANK", "-1")), DistError, "RANK=-1 is outside [0,");
-  EXPECT_THROW_WITH(DistEnv::from_env(with(kTorchrun, "WORLD_SIZE", "0")), DistError, "WORLD_SIZE=0 is outside [1,");
-  EXPECT_THROW_WITH(DistEnv::from_env(with(kTorchrun, "WORLD_SIZE", "99999999999999999999")), DistError,
-                    "WORLD_SIZE=99999999999999999999 is outside");
+  EXPECT_THROW_WITH(DistEnv::from_env(with(kTorchrun, "RANK", "1x")), DistError,
+                    "RANK='1x' is not an integer");
+  EXPECT_THROW_WITH(DistEnv::from_env(with(kTorchrun, "RANK", " 1")), DistError,
+                    "RANK=' 1' is not an integer");
+  EXPECT_THROW_WITH(DistEnv::from_env(with(kTorchrun, "RANK", "")), DistError,
+                    "RANK='' is not an integer");
+  EXPECT_THROW_WITH(DistEnv::from_env(with(kTorchrun, "RANK", "-1")), DistError,
+                    "RANK=-1 is outside [0,");
+  EXPECT_THROW_WITH(DistEnv::from_env(with(kTorchrun, "WORLD_SIZE", "0")), DistError,
+                    "WORLD_SIZE=0 is outside [1,");
+  EXPECT_THROW_WITH(DistEnv::from_env(with(kTorchrun, "WORLD_SIZE", "99999999999999999999")),
+                    DistError, "WORLD_SIZE=99999999999999999999 is outside");
   EXPECT_THROW_WITH(DistEnv::from_env(with(kTorchrun, "MASTER_PORT", "70000")), DistError,
                     "MASTER_PORT=70000 is outside [1, 65535]");
-  EXPECT_THROW_WITH(DistEnv::from_env(with(kTorchrun, "MASTER_ADDR", "")), DistError, "MASTER_ADDR is set but empty");
+  EXPECT_THROW_WITH(DistEnv::from_env(with(kTorchrun, "MASTER_ADDR", "")), DistError,
+                    "MASTER_ADDR is set but empty");
 }
 
 TEST(DistEnv, SlurmFallback) {
-  const EnvMap slurm = {{"SLURM_PROCID", "5"},          {"SLURM_NTASKS", "8"},
-                        {"SLURM_LOCALID", "1"},         {"SLURM_TASKS_PER_NODE", "4(x2)"},
-                        {"SLURM_JOB_NODELIST", "node[01-04],gpu7"}, {"SLURM_JOB_ID", "123456"}};
+  const EnvMap slurm = {{"SLURM_PROCID", "5"},
+                        {"SLURM_NTASKS", "8"},
+                        {"SLURM_LOCALID", "1"},
+                        {"SLURM_TASKS_PER_NODE", "4(x2)"},
+                        {"SLURM_JOB_NODELIST", "node[01-04],gpu7"},
+                        {"SLURM_JOB_ID", "123456"}};
   auto e = DistEnv::from_env(slurm);
   EXPECT_EQ(e.source, EnvSource::kSlurm);
   EXPECT_EQ(e.rank, 5);
@@ -142,7 +162,8 @@ TEST(DistEnv, SlurmFallback) {
   both.insert(slurm.begin(), slurm.end());
   EXPECT_EQ(DistEnv::from_env(both).source, EnvSource::kTorchrun);
 
-  EXPECT_THROW_WITH(DistEnv::from_env(without(slurm, "SLURM_NTASKS")), DistError, "SLURM_NTASKS is not set");
+  EXPECT_THROW_WITH(DistEnv::from_env(without(slurm, "SLURM_NTASKS")), DistError,
+                    "SLURM_NTASKS is not set");
   EXPECT_THROW_WITH(DistEnv::from_env(with(slurm, "SLURM_PROCID", "8")), DistError,
                     "SLURM_PROCID=8 must be < SLURM_NTASKS=8");
   EXPECT_THROW_WITH(DistEnv::from_env(without(slurm, "SLURM_JOB_NODELIST")), DistError,
@@ -158,7 +179,8 @@ TEST(DistEnv, FirstSlurmHost) {
   EXPECT_EQ(first_slurm_host("n[3,5-7]"), "n3");
   EXPECT_EQ(first_slurm_host("rack[1-2]-n[3,5]"), "rack1-n3");
   EXPECT_EQ(first_slurm_host("host-[009-010].ib"), "host-009.ib");
-  EXPECT_THROW_WITH(first_slurm_host("", "SLURM_NODELIST"), DistError, "SLURM_NODELIST='' names no host");
+  EXPECT_THROW_WITH(first_slurm_host("", "SLURM_NODELIST"), DistError,
+                    "SLURM_NODELIST='' names no host");
   EXPECT_THROW_WITH(first_slurm_host("a]b"), DistError, "unbalanced brackets");
   EXPECT_THROW_WITH(first_slurm_host("n[]"), DistError, "empty range");
 }
@@ -167,13 +189,14 @@ TEST(DistEnv, FirstSlurmHost) {
 // Single-process semantics (world size 1: the same code path a trainer uses without launch)
 
 TEST(GradSync, PlanBucketsKeepsOrderAndLimits) {
-  const std::vector<torch::Tensor> params = {torch::zeros({10}), torch::zeros({20}), torch::zeros({100}),
-                                             torch::zeros({5}, torch::kFloat64), torch::zeros({5}, torch::kFloat64)};
+  const std::vector<torch::Tensor> params = {
+      torch::zeros({10}), torch::zeros({20}), torch::zeros({100}),
+      torch::zeros({5}, torch::kFloat64), torch::zeros({5}, torch::kFloat64)};
   const auto b = plan_buckets(params, /*bucket_bytes=*/30 * 4);
   ASSERT_EQ(b.size(), 3u);
   EXPECT_EQ(b[0].params, (std::vector<size_t>{0, 1}));
   EXPECT_EQ(b[0].numel, 30);
-  EXPECT_EQ(b[1].params, (std::vector<size_t>{2}));  // larger than a bucket: alone
+  EXPECT_EQ(b[1].params, (std::vector<size_t>{2}));     // larger than a bucket: alone
   EXPECT_EQ(b[2].params, (std::vector<size_t>{3, 4}));  // dtype change starts a bucket
   EXPECT_EQ(b[2].dtype, torch::kFloat64);
   EXPECT_EQ(plan_buckets(params, 1 << 20).size(), 2u);
@@ -192,7 +215,8 @@ TEST(GradSync, SingleProcessFillsCoverageAndLeavesUnusedUndefined) {
   EXPECT_EQ(coverage.total, 4u);
   EXPECT_EQ(coverage.missing, (std::vector<std::string>{"1.weight", "1.bias"}));
   EXPECT_EQ(coverage.unused, coverage.missing);
-  EXPECT_TRUE(contains(coverage.to_string(), "2 of 4 parameters had no gradient on this rank: 1.weight, 1.bias"));
+  EXPECT_TRUE(contains(coverage.to_string(),
+                       "2 of 4 parameters had no gradient on this rank: 1.weight, 1.bias"));
   EXPECT_TRUE(torch::equal(first->weight.grad(), expected));
   EXPECT_FALSE(net->ptr(1)->as<torch::nn::Linear>()->weight.grad().defined());
 }
@@ -224,7 +248,8 @@ TEST(Collectives, SingleProcessDecisionsAndNormaliser) {
   EXPECT_FALSE(any_true(*pg, false, "t"));
   EXPECT_TRUE(all_true(*pg, true, "t"));
   EXPECT_EQ(any_true(*pg, std::vector<bool>{false, true}, "t"), (std::vector<bool>{false, true}));
-  EXPECT_FLOAT_EQ(foreground_normalizer(*pg, torch::tensor(0), "n").item<float>(), 1.0f);  // max(1, 0)
+  EXPECT_FLOAT_EQ(foreground_normalizer(*pg, torch::tensor(0), "n").item<float>(),
+                  1.0f);  // max(1, 0)
   EXPECT_FLOAT_EQ(foreground_normalizer(*pg, torch::tensor(7), "n").item<float>(), 7.0f);
   EXPECT_EQ(foreground_normalizer(*pg, torch::tensor(7), "n").dim(), 0);
   const std::string blob("a\0b", 3);
@@ -233,16 +258,20 @@ TEST(Collectives, SingleProcessDecisionsAndNormaliser) {
 }
 
 TEST(ProcessGroup, UnreachableMasterFailsClearlyAfterTimeout) {
-  DistEnv env = DistEnv::from_env(
-      EnvMap{{"RANK", "1"},          {"WORLD_SIZE", "2"},    {"LOCAL_RANK", "1"},
-             {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(free_port())}});
+  DistEnv env = DistEnv::from_env(EnvMap{{"RANK", "1"},
+                                         {"WORLD_SIZE", "2"},
+                                         {"LOCAL_RANK", "1"},
+                                         {"LOCAL_WORLD_SIZE", "2"},
+                                         {"MASTER_ADDR", "127.0.0.1"},
+                                         {"MASTER_PORT", std::to_string(free_port())}});
   ProcessGroupOptions o;
   o.timeout = std::chrono::milliseconds(1500);
   o.backend = BackendKind::kGloo;
   const auto start = std::chrono::steady_clock::now();
-  EXPECT_THROW_WITH(ProcessGroup::create(env, o), DistError,
-                    str("[rank 1/2] cannot reach the rendezvous at MASTER_ADDR=127.0.0.1 MASTER_PORT=", env.master_port,
-                        " within 1500 ms"));
+  EXPECT_THROW_WITH(
+      ProcessGroup::create(env, o), DistError,
+      str("[rank 1/2] cannot reach the rendezvous at MASTER_ADDR=127.0.0.1 MASTER_PORT=",
+          env.master_port, " within 1500 ms"));
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_GE(s, 1.0);
   EXPECT_LT(s, 15.0);
@@ -291,9 +320,10 @@ std::string df() { return testing::detforge_binary(); }
 
 TEST(Launch, PrefixesOutputAndSetsVariables) {
   const int port = free_port();
-  const auto r = run_command(str("timeout 50 ", df(), " launch --nproc-per-node 2 --master-port ", port,
-                                 " -- sh -c 'echo vars $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $MASTER_ADDR "
-                                 "$MASTER_PORT; echo to-stderr >&2; printf no-newline'"));
+  const auto r = run_command(
+      str("timeout 50 ", df(), " launch --nproc-per-node 2 --master-port ", port,
+          " -- sh -c 'echo vars $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $MASTER_ADDR "
+          "$MASTER_PORT; echo to-stderr >&2; printf no-newline'"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, str("[rank 0] vars 0 2 0 2 127.0.0.1 ", port, "\n"))) << r.output;
   EXPECT_TRUE(contains(r.output, str("[rank 1] vars 1 2 1 2 127.0.0.1 ", port, "\n"))) << r.output;
@@ -304,13 +334,16 @@ TEST(Launch, PrefixesOutputAndSetsVariables) {
 TEST(Launch, FailingRankStopsTheOthersWithSigkillAfterGrace) {
   const auto start = std::chrono::steady_clock::now();
   // Rank 0 ignores SIGTERM, so only the SIGKILL after the grace period can stop it.
-  const auto r = run_command(str("timeout 50 ", df(), " launch --nproc-per-node 2 --grace-period 1 --master-port ",
-                                 free_port(), " -- sh -c 'if [ $RANK = 1 ]; then sleep 0.5; exit 3; fi; "
-                                 "trap \"\" TERM; sleep 40'"));
+  const auto r =
+      run_command(str("timeout 50 ", df(),
+                      " launch --nproc-per-node 2 --grace-period 1 --master-port ", free_port(),
+                      " -- sh -c 'if [ $RANK = 1 ]; then sleep 0.5; exit 3; fi; "
+                      "trap \"\" TERM; sleep 40'"));
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(r.exit_code, 3) << r.output;
-  EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(launch: rank 1 \(pid \d+\) exited with code 3; stopped )"
-                                                     R"(the other ranks: 0 \(was killed by signal 9 \(SIGKILL)")))
+  EXPECT_TRUE(std::regex_search(
+      r.output, std::regex(R"(launch: rank 1 \(pid \d+\) exited with code 3; stopped )"
+                           R"(the other ranks: 0 \(was killed by signal 9 \(SIGKILL)")))
       << r.output;
   EXPECT_LT(s, 20.0);
 }
@@ -326,7 +359,8 @@ TEST(Launch, MissingCommandIsAConfigError) {
 
 const std::string kWorker = DETFORGE_DIST_WORKER;
 const std::string kClean =
-    "env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u LOCAL_WORLD_SIZE -u MASTER_ADDR -u MASTER_PORT -u SLURM_PROCID ";
+    "env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u LOCAL_WORLD_SIZE -u MASTER_ADDR -u MASTER_PORT -u "
+    "SLURM_PROCID ";
 
 struct RankRun {
   int exit_code = -1;
@@ -340,10 +374,10 @@ std::vector<RankRun> run_ranks(const TempDir& dir, int world, const std::string&
   const int port = free_port();
   std::string script = "start=$(date +%s%N)\n";
   for (int r = 0; r < world; ++r) {
-    script += str("( ", kClean, "RANK=", r, " WORLD_SIZE=", world, " LOCAL_RANK=", r, " LOCAL_WORLD_SIZE=", world,
-                  " MASTER_ADDR=127.0.0.1 MASTER_PORT=", port, " timeout 50 ", kWorker, " ", args, " > out", r,
-                  ".txt 2>&1; echo $? > rc", r, ".txt; echo $(( ($(date +%s%N) - start) / 1000000 )) > ms", r,
-                  ".txt ) &\n");
+    script += str("( ", kClean, "RANK=", r, " WORLD_SIZE=", world, " LOCAL_RANK=", r,
+                  " LOCAL_WORLD_SIZE=", world, " MASTER_ADDR=127.0.0.1 MASTER_PORT=", port,
+                  " timeout 50 ", kWorker, " ", args, " > out", r, ".txt 2>&1; echo $? > rc", r,
+                  ".txt; echo $(( ($(date +%s%N) - start) / 1000000 )) > ms", r, ".txt ) &\n");
   }
   script += "wait\n";
   const auto path = dir.write("run.sh", script);
@@ -383,13 +417,17 @@ void expect_matches_single_process(const TempDir& dir, const std::string& distri
   const auto w1 = read_weights(dir.path() / "weights_rank1.bin");
   ASSERT_FALSE(w_single.empty());
   EXPECT_EQ(max_abs_diff(w0, w1), 0.0f) << "ranks' weights differ";
-  EXPECT_LT(max_abs_diff(w0, w_single), 1e-5f) << "2 ranks differ from 1 process on the same global batch";
+  EXPECT_LT(max_abs_diff(w0, w_single), 1e-5f)
+      << "2 ranks differ from 1 process on the same global batch";
   // Rank 1 had no foreground for the first steps: same keys, dn unused there and zero-filled.
   EXPECT_TRUE(contains(distributed_output,
-                       "rank 1: step 0 coverage: 2 of 8 parameters had no gradient on this rank: dn.weight, dn.bias"))
+                       "rank 1: step 0 coverage: 2 of 8 parameters had no gradient on this rank: "
+                       "dn.weight, dn.bias"))
       << distributed_output;
-  EXPECT_TRUE(contains(distributed_output, "rank 0: stopping after step 4 (decided by rank 0)")) << distributed_output;
-  EXPECT_TRUE(contains(distributed_output, "rank 1: stopping after step 4 (decided by rank 0)")) << distributed_output;
+  EXPECT_TRUE(contains(distributed_output, "rank 0: stopping after step 4 (decided by rank 0)"))
+      << distributed_output;
+  EXPECT_TRUE(contains(distributed_output, "rank 1: stopping after step 4 (decided by rank 0)"))
+      << distributed_output;
   EXPECT_TRUE(contains(distributed_output, "rank 0: gather ok")) << distributed_output;
   EXPECT_FALSE(contains(single.output, "coverage")) << single.output;
 }
@@ -397,8 +435,8 @@ void expect_matches_single_process(const TempDir& dir, const std::string& distri
 TEST(Dist, LaunchedTwoRanksMatchOneProcessWithEmptyRank) {
   TempDir dir;
   const auto r = run_command(str("cd ", dir.path().string(), " && ", kClean, "timeout 50 ", df(),
-                                 " launch --nproc-per-node 2 --master-port ", free_port(), " -- ", kWorker, " ",
-                                 kTrainArgs, " --out ", dir.path().string()));
+                                 " launch --nproc-per-node 2 --master-port ", free_port(), " -- ",
+                                 kWorker, " ", kTrainArgs, " --out ", dir.path().string()));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "[rank 1] rank 1: done")) << r.output;
   expect_matches_single_process(dir, r.output);
@@ -408,9 +446,10 @@ TEST(Dist, TorchrunTwoRanksMatchOneProcess) {
   const std::string torchrun = std::filesystem::path(DETFORGE_PYTHON).parent_path() / "torchrun";
   ASSERT_TRUE(std::filesystem::exists(torchrun)) << torchrun;
   TempDir dir;
-  const auto r = run_command(str("cd ", dir.path().string(), " && ", kClean, "timeout 50 ", torchrun,
-                                 " --no-python --nproc-per-node 2 --master-addr 127.0.0.1 --master-port ", free_port(),
-                                 " ", kWorker, " ", kTrainArgs, " --out ", dir.path().string()));
+  const auto r =
+      run_command(str("cd ", dir.path().string(), " && ", kClean, "timeout 50 ", torchrun,
+                      " --no-python --nproc-per-node 2 --master-addr 127.0.0.1 --master-port ",
+                      free_port(), " ", kWorker, " ", kTrainArgs, " --out ", dir.path().string()));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   expect_matches_single_process(dir, r.output);
 }
@@ -420,8 +459,10 @@ TEST(Dist, LossKeysDifferingAtStartupFailOnBothRanks) {
   const auto runs = run_ranks(dir, 2, "--scenario keys-startup --timeout-ms 10000");
   for (const auto& r : runs) {
     EXPECT_EQ(r.exit_code, static_cast<int>(ExitCode::kDist)) << r.output;
-    EXPECT_TRUE(contains(r.output, "the loss keys differ across ranks; rank 0: [loss_cls, loss_box, loss_dn]; "
-                                   "rank 1: [loss_cls, loss_box, loss_dn, loss_extra] (vs rank 0: extra loss_extra)"))
+    EXPECT_TRUE(
+        contains(r.output,
+                 "the loss keys differ across ranks; rank 0: [loss_cls, loss_box, loss_dn]; "
+                 "rank 1: [loss_cls, loss_box, loss_dn, loss_extra] (vs rank 0: extra loss_extra)"))
         << r.output;
     EXPECT_LT(r.seconds, 10.0) << "must not wait for the timeout";
   }
@@ -432,8 +473,10 @@ TEST(Dist, LossDictWithExtraKeyFailsOnBothRanks) {
   const auto runs = run_ranks(dir, 2, "--scenario keys-extra --timeout-ms 10000");
   for (const auto& r : runs) {
     EXPECT_EQ(r.exit_code, static_cast<int>(ExitCode::kDist)) << r.output;
-    EXPECT_TRUE(contains(r.output, "LossDict refused at step 2, no loss was reduced; rank 1: keys differ from the "
-                                   "run's loss keys: extra loss_extra"))
+    EXPECT_TRUE(
+        contains(r.output,
+                 "LossDict refused at step 2, no loss was reduced; rank 1: keys differ from the "
+                 "run's loss keys: extra loss_extra"))
         << r.output;
     EXPECT_LT(r.seconds, 10.0) << "must not wait for the timeout";
   }
@@ -444,8 +487,10 @@ TEST(Dist, LossDictWithMissingKeyFailsOnBothRanks) {
   const auto runs = run_ranks(dir, 2, "--scenario keys-missing --timeout-ms 10000");
   for (const auto& r : runs) {
     EXPECT_EQ(r.exit_code, static_cast<int>(ExitCode::kDist)) << r.output;
-    EXPECT_TRUE(contains(r.output, "LossDict refused at step 2, no loss was reduced; rank 1: LossDict: unset keys "
-                                   "loss_dn"))
+    EXPECT_TRUE(
+        contains(r.output,
+                 "LossDict refused at step 2, no loss was reduced; rank 1: LossDict: unset keys "
+                 "loss_dn"))
         << r.output;
   }
 }
@@ -456,8 +501,11 @@ TEST(Dist, RankThatFailsBeforeReducingDoesNotHangTheOther) {
   EXPECT_EQ(runs[1].exit_code, static_cast<int>(ExitCode::kInternal)) << runs[1].output;
   EXPECT_TRUE(contains(runs[1].output, "unknown key 'loss_extra'")) << runs[1].output;
   EXPECT_EQ(runs[0].exit_code, static_cast<int>(ExitCode::kDist)) << runs[0].output;
-  EXPECT_TRUE(contains(runs[0].output, "[rank 0/2] loss all-reduce (step 2) failed after")) << runs[0].output;
-  EXPECT_TRUE(std::regex_search(runs[0].output, std::regex("another rank (left the run|did not join)"))) << runs[0].output;
+  EXPECT_TRUE(contains(runs[0].output, "[rank 0/2] loss all-reduce (step 2) failed after"))
+      << runs[0].output;
+  EXPECT_TRUE(
+      std::regex_search(runs[0].output, std::regex("another rank (left the run|did not join)")))
+      << runs[0].output;
   EXPECT_LT(runs[0].seconds, 4.0 + 8.0);
 }
 
@@ -465,8 +513,10 @@ TEST(Dist, StalledRankTimesOutInsteadOfHanging) {
   TempDir dir;
   const auto runs = run_ranks(dir, 2, "--scenario stall --timeout-ms 3000");
   EXPECT_EQ(runs[0].exit_code, static_cast<int>(ExitCode::kDist)) << runs[0].output;
-  EXPECT_TRUE(contains(runs[0].output, "[rank 0/2] loss all-reduce (step 2) failed after")) << runs[0].output;
-  EXPECT_TRUE(contains(runs[0].output, "another rank did not join this collective in time")) << runs[0].output;
+  EXPECT_TRUE(contains(runs[0].output, "[rank 0/2] loss all-reduce (step 2) failed after"))
+      << runs[0].output;
+  EXPECT_TRUE(contains(runs[0].output, "another rank did not join this collective in time"))
+      << runs[0].output;
   EXPECT_GE(runs[0].seconds, 2.5);
   EXPECT_LT(runs[0].seconds, 3.0 + 8.0);
   EXPECT_NE(runs[1].exit_code, 0) << runs[1].output;  // woke up to a group without rank 0
@@ -478,8 +528,9 @@ TEST(Dist, NanOnOneRankSkipsTheStepOnBoth) {
   for (int r = 0; r < 2; ++r) {
     const auto& run = runs[static_cast<size_t>(r)];
     EXPECT_EQ(run.exit_code, 0) << run.output;
-    EXPECT_TRUE(contains(run.output, str("rank ", r, ": step 2 skipped: non-finite loss on some rank (finite here: ",
-                                         r == 1 ? "no" : "yes")))
+    EXPECT_TRUE(contains(
+        run.output, str("rank ", r, ": step 2 skipped: non-finite loss on some rank (finite here: ",
+                        r == 1 ? "no" : "yes")))
         << run.output;
     EXPECT_TRUE(contains(run.output, str("rank ", r, ": step 3 "))) << run.output;
   }
@@ -491,11 +542,13 @@ TEST(Dist, NanOnOneRankSkipsTheStepOnBoth) {
 
 TEST(Dist, KilledRankMakesTheLauncherStopTheOtherAndFail) {
   const auto start = std::chrono::steady_clock::now();
-  const auto r = run_command(str(kClean, "timeout 50 ", df(), " launch --nproc-per-node 2 --grace-period 2 ",
-                                 "--master-port ", free_port(), " -- ", kWorker, " --scenario kill --timeout-ms 20000"));
+  const auto r = run_command(
+      str(kClean, "timeout 50 ", df(), " launch --nproc-per-node 2 --grace-period 2 ",
+          "--master-port ", free_port(), " -- ", kWorker, " --scenario kill --timeout-ms 20000"));
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(r.exit_code, 128 + 9) << r.output;
-  EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(launch: rank 1 \(pid \d+\) was killed by signal 9 \(SIGKILL)")))
+  EXPECT_TRUE(std::regex_search(
+      r.output, std::regex(R"(launch: rank 1 \(pid \d+\) was killed by signal 9 \(SIGKILL)")))
       << r.output;
   EXPECT_TRUE(contains(r.output, "stopped the other ranks: 0")) << r.output;
   EXPECT_LT(s, 20.0) << "the surviving rank must be stopped, not left to its 20 s timeout";
@@ -504,21 +557,27 @@ TEST(Dist, KilledRankMakesTheLauncherStopTheOtherAndFail) {
 TEST(Dist, BadEnvironmentGivesClearErrors) {
   auto r = run_command(kClean + "RANK=0 timeout 50 " + kWorker + " --scenario train");
   EXPECT_EQ(r.exit_code, static_cast<int>(ExitCode::kDist)) << r.output;
-  EXPECT_TRUE(contains(r.output, "distributed error: WORLD_SIZE is not set, but RANK=0 is")) << r.output;
+  EXPECT_TRUE(contains(r.output, "distributed error: WORLD_SIZE is not set, but RANK=0 is"))
+      << r.output;
 
-  r = run_command(kClean + "RANK=2 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 "
-                           "MASTER_PORT=29500 timeout 50 " + kWorker + " --scenario train");
+  r = run_command(kClean +
+                  "RANK=2 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 "
+                  "MASTER_PORT=29500 timeout 50 " +
+                  kWorker + " --scenario train");
   EXPECT_EQ(r.exit_code, static_cast<int>(ExitCode::kDist)) << r.output;
   EXPECT_TRUE(contains(r.output, "RANK=2 must be < WORLD_SIZE=2")) << r.output;
 
   const int port = free_port();
   const auto start = std::chrono::steady_clock::now();
-  r = run_command(str(kClean, "RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=",
-                      port, " timeout 50 ", kWorker, " --scenario train --timeout-ms 2000"));
+  r = run_command(
+      str(kClean,
+          "RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=",
+          port, " timeout 50 ", kWorker, " --scenario train --timeout-ms 2000"));
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(r.exit_code, static_cast<int>(ExitCode::kDist)) << r.output;
-  EXPECT_TRUE(contains(r.output, str("cannot reach the rendezvous at MASTER_ADDR=127.0.0.1 MASTER_PORT=", port,
-                                     " within 2000 ms")))
+  EXPECT_TRUE(contains(
+      r.output, str("cannot reach the rendezvous at MASTER_ADDR=127.0.0.1 MASTER_PORT=", port,
+                    " within 2000 ms")))
       << r.output;
   EXPECT_LT(s, 20.0);
 }

@@ -22,7 +22,8 @@ RunSpec spec_of(const std::string& yaml, const std::vector<std::string>& overrid
   return read_run_spec(Config::parse(yaml, "run.yaml", overrides), RunPurpose::kInference, env);
 }
 
-const std::string kModel = "model: {type: retinanet, backbone: {type: resnet18}, fpn: {channels: 16}}\n";
+const std::string kModel =
+    "model: {type: retinanet, backbone: {type: resnet18}, fpn: {channels: 16}}\n";
 const std::string kData = "data: {val: {ann: a.json, images: img}}\n";
 
 TEST(RunSpec, NumClassesComesFromEitherSectionAndMustAgree) {
@@ -32,10 +33,13 @@ TEST(RunSpec, NumClassesComesFromEitherSectionAndMustAgree) {
   s = spec_of(kModel + kData, {"model.num_classes=4"});
   EXPECT_EQ(s.data.num_classes, 4);
   EXPECT_EQ(s.data.val->loader.collate.num_classes, 4);
-  EXPECT_THROW_WITH(spec_of(kModel + "data: {num_classes: 5, val: {ann: a.json, images: img}}\n", {"model.num_classes=4"}),
-                    ConfigError, "<command line> model.num_classes: 4 but data.num_classes is 5 (run.yaml:2)");
+  EXPECT_THROW_WITH(spec_of(kModel + "data: {num_classes: 5, val: {ann: a.json, images: img}}\n",
+                            {"model.num_classes=4"}),
+                    ConfigError,
+                    "<command line> model.num_classes: 4 but data.num_classes is 5 (run.yaml:2)");
   EXPECT_THROW_WITH(spec_of(kModel + kData), ConfigError,
-                    "run.yaml:1 model.num_classes: required key is missing (give model.num_classes or data.num_classes)");
+                    "run.yaml:1 model.num_classes: required key is missing (give model.num_classes "
+                    "or data.num_classes)");
 }
 
 TEST(RunSpec, SizeDivisibleFollowsOrMatchesTheDetectorStride) {
@@ -44,8 +48,10 @@ TEST(RunSpec, SizeDivisibleFollowsOrMatchesTheDetectorStride) {
   EXPECT_EQ(s.data.val->loader.collate.size_divisible, 32);
   s = spec_of(kModel + kData, {"model.num_classes=3", "data.size_divisible=64"});
   EXPECT_EQ(s.data.val->loader.collate.size_divisible, 64);
-  EXPECT_THROW_WITH(spec_of(kModel + kData, {"model.num_classes=3", "data.size_divisible=48"}), ConfigError,
-                    "<command line> data.size_divisible: 48 is not a multiple of the retinanet detector's stride 32");
+  EXPECT_THROW_WITH(spec_of(kModel + kData, {"model.num_classes=3", "data.size_divisible=48"}),
+                    ConfigError,
+                    "<command line> data.size_divisible: 48 is not a multiple of the retinanet "
+                    "detector's stride 32");
 }
 
 TEST(RunSpec, DevicePrecisionAndBackendErrorsHaveTheirLocation) {
@@ -61,16 +67,18 @@ TEST(RunSpec, DevicePrecisionAndBackendErrorsHaveTheirLocation) {
                     "run.yaml:2 train.precision: fp16 needs a CUDA device");
   EXPECT_THROW_WITH(spec_of(kModel, {"model.num_classes=3", "dist.backend=nccl"}), ConfigError,
                     "<command line> dist.backend: nccl needs a CUDA device, but device is cpu");
-  EXPECT_THROW_WITH(spec_of(kModel, {"model.num_classes=3", "dist.backend=mpi"}), ConfigError,
-                    "<command line> dist.backend: distributed backend 'mpi' is not one of auto, gloo, nccl");
+  EXPECT_THROW_WITH(
+      spec_of(kModel, {"model.num_classes=3", "dist.backend=mpi"}), ConfigError,
+      "<command line> dist.backend: distributed backend 'mpi' is not one of auto, gloo, nccl");
 }
 
 TEST(RunSpec, TrainerSectionsAreReadWithDefaultsFromTheOptions) {
-  const auto s = spec_of(kModel +
-                             "optimizer:\n  type: adamw\n  param_groups:\n"
-                             "    - {pattern: backbone, lr_mult: 0.1}\n    - {pattern: 'norm|bias', weight_decay: 0}\n"
-                             "eval: {best_metric: AP50}\n",
-                         {"model.num_classes=3"});
+  const auto s = spec_of(
+      kModel +
+          "optimizer:\n  type: adamw\n  param_groups:\n"
+          "    - {pattern: backbone, lr_mult: 0.1}\n    - {pattern: 'norm|bias', weight_decay: 0}\n"
+          "eval: {best_metric: AP50}\n",
+      {"model.num_classes=3"});
   const TrainerOptions defaults;
   EXPECT_EQ(s.trainer.epochs, defaults.epochs);
   EXPECT_EQ(s.trainer.optimizer.type, OptimizerType::kAdamW);
@@ -83,18 +91,22 @@ TEST(RunSpec, TrainerSectionsAreReadWithDefaultsFromTheOptions) {
   EXPECT_EQ(s.trainer.optimizer.param_groups[1].where, "run.yaml:6 optimizer.param_groups[1]");
   EXPECT_EQ(s.trainer.best_metric, "AP50");
   EXPECT_THROW_WITH(spec_of(kModel, {"model.num_classes=3", "eval.best_metric=AP5"}), ConfigError,
-                    "eval.best_metric: unknown 'AP5'; known: AP, AP50, AP75, APs, APm, APl, AR1, AR10, AR100, ARs, "
+                    "eval.best_metric: unknown 'AP5'; known: AP, AP50, AP75, APs, APm, APl, AR1, "
+                    "AR10, AR100, ARs, "
                     "ARm, ARl (did you mean AP?), or AP/<category name>");
-  EXPECT_THROW_WITH(spec_of(kModel, {"model.num_classes=3", "optimizer.param_groups=[{lr_mult: 2}]"}), ConfigError,
-                    "optimizer.param_groups[0].pattern: required key is missing");
-  EXPECT_THROW_WITH(spec_of(kModel, {"model.num_classes=3", "optimizer.param_groups=[{pattern: x, lr: 2}]"}),
-                    ConfigError, "optimizer.param_groups[0].lr: unknown key");
+  EXPECT_THROW_WITH(
+      spec_of(kModel, {"model.num_classes=3", "optimizer.param_groups=[{lr_mult: 2}]"}),
+      ConfigError, "optimizer.param_groups[0].pattern: required key is missing");
+  EXPECT_THROW_WITH(
+      spec_of(kModel, {"model.num_classes=3", "optimizer.param_groups=[{pattern: x, lr: 2}]"}),
+      ConfigError, "optimizer.param_groups[0].lr: unknown key");
 }
 
 TEST(RunSpec, TrainingNeedsBothSplits) {
-  EXPECT_THROW_WITH(read_run_spec(Config::parse(kModel + kData, "run.yaml", {"model.num_classes=3"}), RunPurpose::kTrain,
-                                  kCpuOnly),
-                    ConfigError, "run.yaml:2 data: training needs both data.train and data.val");
+  EXPECT_THROW_WITH(
+      read_run_spec(Config::parse(kModel + kData, "run.yaml", {"model.num_classes=3"}),
+                    RunPurpose::kTrain, kCpuOnly),
+      ConfigError, "run.yaml:2 data: training needs both data.train and data.val");
 }
 
 // A run reads its validation file once; the evaluator's ground truth built from the data
@@ -113,8 +125,9 @@ TEST(RunSpec, ValGroundTruthFromTheDataReaderEqualsEvalsReader) {
   ASSERT_EQ(ours.annotations.size(), theirs.annotations.size());
   for (size_t i = 0; i < ours.annotations.size(); ++i) {
     const auto &a = ours.annotations[i], &b = theirs.annotations[i];
-    EXPECT_TRUE(a.id == b.id && a.image_id == b.image_id && a.category_id == b.category_id && a.x == b.x &&
-                a.y == b.y && a.w == b.w && a.h == b.h && a.area == b.area && a.iscrowd == b.iscrowd)
+    EXPECT_TRUE(a.id == b.id && a.image_id == b.image_id && a.category_id == b.category_id &&
+                a.x == b.x && a.y == b.y && a.w == b.w && a.h == b.h && a.area == b.area &&
+                a.iscrowd == b.iscrowd)
         << "annotation " << i;
   }
   const auto no_area = data::parse_coco(
@@ -122,7 +135,8 @@ TEST(RunSpec, ValGroundTruthFromTheDataReaderEqualsEvalsReader) {
           "annotations": [{"id": 7, "image_id": 1, "category_id": 1, "bbox": [0, 0, 2, 2]}],
           "categories": [{"id": 1, "name": "x"}]})",
       "no_area.json", "");
-  EXPECT_THROW_WITH(ground_truth(no_area), DataError, "[data:ann.missing_key] no_area.json ann_id=7 image_id=1: no 'area'");
+  EXPECT_THROW_WITH(ground_truth(no_area), DataError,
+                    "[data:ann.missing_key] no_area.json ann_id=7 image_id=1: no 'area'");
 }
 
 }  // namespace

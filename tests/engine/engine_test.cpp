@@ -82,7 +82,8 @@ TEST(Optimizer, NoDecayGroupHoldsBiasesAndNormWeights) {
   ASSERT_EQ(opt->param_groups().size(), 2u);
   EXPECT_EQ(opt->param_groups()[0].params().size(), 2u);  // fc1.weight, fc2.weight
   EXPECT_EQ(opt->param_groups()[1].params().size(), 4u);  // biases and bn weight
-  EXPECT_DOUBLE_EQ(static_cast<torch::optim::SGDOptions&>(opt->param_groups()[1].options()).weight_decay(), 0.0);
+  EXPECT_DOUBLE_EQ(
+      static_cast<torch::optim::SGDOptions&>(opt->param_groups()[1].options()).weight_decay(), 0.0);
   set_lr(*opt, 0.5);
   for (auto& g : opt->param_groups()) EXPECT_DOUBLE_EQ(g.options().get_lr(), 0.5);
   EXPECT_THROW_WITH(parse_optimizer("lamb"), ConfigError, "'lamb' is not one of sgd, adam, adamw");
@@ -97,7 +98,9 @@ TEST(Optimizer, ParamGroupsMatchTorchOptim) {
   {
     torch::NoGradGuard no_grad;
     int k = 0;
-    for (auto& p : net->parameters()) p.copy_(torch::sin(torch::arange(p.numel()).to(torch::kFloat32) * 0.37 + k++).view(p.sizes()));
+    for (auto& p : net->parameters())
+      p.copy_(
+          torch::sin(torch::arange(p.numel()).to(torch::kFloat32) * 0.37 + k++).view(p.sizes()));
   }
   const auto params = named(*net);
   models::write_state_dict(params, (dir.path() / "init.pth").string());
@@ -114,7 +117,8 @@ TEST(Optimizer, ParamGroupsMatchTorchOptim) {
     o.param_groups = {{"^fc1\\.", 0.1, std::nullopt, "rule 0"}, {"bn", 1.0, 0.0, "rule 1"}};
     std::vector<ParamGroupInfo> infos;
     std::vector<std::pair<std::string, torch::Tensor>> ours;
-    for (const auto& [name, p] : params) ours.emplace_back(name, p.detach().clone().requires_grad_(true));
+    for (const auto& [name, p] : params)
+      ours.emplace_back(name, p.detach().clone().requires_grad_(true));
     auto opt = make_optimizer(ours, o, &infos);
     std::vector<double> mult;
     for (const auto& g : infos) mult.push_back(g.lr_mult);
@@ -122,7 +126,8 @@ TEST(Optimizer, ParamGroupsMatchTorchOptim) {
       set_lr(*opt, 0.05 * (step + 1) / 5, mult);
       opt->zero_grad();
       auto loss = torch::zeros({});
-      for (size_t k = 0; k < ours.size(); ++k) loss = loss + static_cast<double>(k + 1) * (ours[k].second - 0.3).pow(2).sum();
+      for (size_t k = 0; k < ours.size(); ++k)
+        loss = loss + static_cast<double>(k + 1) * (ours[k].second - 0.3).pow(2).sum();
       loss.backward();
       opt->step();
     }
@@ -132,7 +137,8 @@ TEST(Optimizer, ParamGroupsMatchTorchOptim) {
     for (size_t k = 0; k < ours.size(); ++k) {
       const auto& [name, p] = ours[k];
       EXPECT_LT(testing::max_abs_diff(p.detach(), ref.at(name)), 1e-6) << kind << " " << name;
-      EXPECT_GT(testing::max_abs_diff(p.detach(), params[k].second.detach()), 1e-3) << "the steps moved " << name;
+      EXPECT_GT(testing::max_abs_diff(p.detach(), params[k].second.detach()), 1e-3)
+          << "the steps moved " << name;
     }
     // default, default (no decay), fc1 (decayed, no decay), bn (own decay 0)
     ASSERT_EQ(infos.size(), 5u);
@@ -143,10 +149,12 @@ TEST(Optimizer, ParamGroupsMatchTorchOptim) {
   }
   OptimizerOptions bad;
   bad.param_groups = {{"^backbone\\.", 0.1, std::nullopt, "x.yaml:4 optimizer.param_groups[0]"}};
-  EXPECT_THROW_WITH(make_optimizer(named(*net), bad), ConfigError,
-                    "x.yaml:4 optimizer.param_groups[0].pattern: '^backbone\\.' matches no trainable parameter");
+  EXPECT_THROW_WITH(
+      make_optimizer(named(*net), bad), ConfigError,
+      "x.yaml:4 optimizer.param_groups[0].pattern: '^backbone\\.' matches no trainable parameter");
   bad.param_groups = {{"(", 0.1, std::nullopt, "x.yaml:4 optimizer.param_groups[0]"}};
-  EXPECT_THROW_WITH(make_optimizer(named(*net), bad), ConfigError, "'(' is not a valid regular expression");
+  EXPECT_THROW_WITH(make_optimizer(named(*net), bad), ConfigError,
+                    "'(' is not a valid regular expression");
 }
 
 TEST(Optimizer, ClipGradNormMatchesDefinition) {
@@ -161,7 +169,9 @@ TEST(Optimizer, ClipGradNormMatchesDefinition) {
 // resolve_device is a pure function of (spec, LOCAL_RANK, visible devices): every case runs
 // without a GPU.
 TEST(Device, ResolutionFromConfigLauncherAndVisibleDevices) {
-  const auto cuda = [](int i) { return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(i)); };
+  const auto cuda = [](int i) {
+    return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(i));
+  };
   const DeviceEnv none{std::nullopt, 0, std::nullopt};
   const DeviceEnv alone{std::nullopt, 4, std::nullopt};
   const DeviceEnv rank2{2, 4, std::nullopt};
@@ -170,27 +180,32 @@ TEST(Device, ResolutionFromConfigLauncherAndVisibleDevices) {
   EXPECT_EQ(resolve_device("cpu", rank2), torch::Device(torch::kCPU));
   EXPECT_THROW_WITH(resolve_device("gpu", alone), ConfigError, "'gpu' is not cpu, cuda or cuda:N");
   EXPECT_THROW_WITH(resolve_device("cuda:x", alone), ConfigError, "is not cpu, cuda or cuda:N");
-  EXPECT_THROW_WITH(resolve_device("cuda:3", none), ConfigError, "cuda:3 requested but CUDA is not available");
+  EXPECT_THROW_WITH(resolve_device("cuda:3", none), ConfigError,
+                    "cuda:3 requested but CUDA is not available");
   EXPECT_EQ(resolve_device("cuda", alone), cuda(0));
   EXPECT_EQ(resolve_device("cuda:3", alone), cuda(3));
-  EXPECT_THROW_WITH(resolve_device("cuda:4", alone), ConfigError, "cuda:4 requested but only 4 CUDA device(s) visible");
+  EXPECT_THROW_WITH(resolve_device("cuda:4", alone), ConfigError,
+                    "cuda:4 requested but only 4 CUDA device(s) visible");
   // Under a launcher: "cuda" is cuda:LOCAL_RANK, an explicit other index is refused naming both.
   EXPECT_EQ(resolve_device("cuda", rank2), cuda(2));
   EXPECT_EQ(resolve_device("cuda:2", rank2), cuda(2));
   EXPECT_THROW_WITH(resolve_device("cuda:1", rank2), ConfigError,
-                    "cuda:1 but this rank has LOCAL_RANK=2 and 4 CUDA device(s) visible (CUDA_VISIBLE_DEVICES=<unset>), "
+                    "cuda:1 but this rank has LOCAL_RANK=2 and 4 CUDA device(s) visible "
+                    "(CUDA_VISIBLE_DEVICES=<unset>), "
                     "so it owns cuda:2");
   EXPECT_THROW_WITH(resolve_device("cuda", DeviceEnv{5, 4, std::nullopt}), ConfigError,
                     "cuda:5 requested (LOCAL_RANK=5) but only 4 CUDA device(s) visible");
   // One visible device per rank (CUDA_VISIBLE_DEVICES set per rank): cuda:0 is that device.
   EXPECT_EQ(resolve_device("cuda", rank2_own_gpu), cuda(0));
   EXPECT_EQ(resolve_device("cuda:0", rank2_own_gpu), cuda(0));
-  EXPECT_THROW_WITH(resolve_device("cuda:2", rank2_own_gpu), ConfigError, "CUDA_VISIBLE_DEVICES=5), so it owns cuda:0");
+  EXPECT_THROW_WITH(resolve_device("cuda:2", rank2_own_gpu), ConfigError,
+                    "CUDA_VISIBLE_DEVICES=5), so it owns cuda:0");
 }
 
 TEST(Amp, PrecisionParsingAndBf16AutocastOnCpu) {
   EXPECT_THROW_WITH(parse_precision("fp16", torch::kCPU), ConfigError, "fp16 needs a CUDA device");
-  EXPECT_THROW_WITH(parse_precision("half", torch::kCPU), ConfigError, "'half' is not one of fp32, fp16, bf16");
+  EXPECT_THROW_WITH(parse_precision("half", torch::kCPU), ConfigError,
+                    "'half' is not one of fp32, fp16, bf16");
   const auto a = torch::randn({4, 4}), b = torch::randn({4, 4});
   {
     AutocastScope scope(torch::kCPU, parse_precision("bf16", torch::kCPU));
@@ -285,7 +300,8 @@ TEST(Checkpoint, EveryRankRestoresItsOwnRngState) {
   torch::manual_seed(7);
   load_checkpoint(path, {net.get()}, nullptr, {2, 3, torch::kCPU});
   EXPECT_TRUE(torch::equal(torch::rand({4}), own));
-  EXPECT_THROW_WITH(restore_rng_state(states[0].substr(0, 10), torch::kCPU), IoError, "RNG state record is truncated");
+  EXPECT_THROW_WITH(restore_rng_state(states[0].substr(0, 10), torch::kCPU), IoError,
+                    "RNG state record is truncated");
 }
 
 TEST(Checkpoint, OtherModelNamesMismatchedKeys) {
@@ -297,8 +313,10 @@ TEST(Checkpoint, OtherModelNamesMismatchedKeys) {
   EXPECT_THROW_WITH(load_checkpoint(path, {wider.get()}, nullptr), TrainingError,
                     "shape mismatch: fc1.weight (checkpoint [4, 3], model [6, 3])");
   torch::nn::Sequential other(torch::nn::Linear(3, 4));
-  EXPECT_THROW_WITH(load_checkpoint(path, {other.ptr().get()}, nullptr), TrainingError, "missing: 0.weight, 0.bias");
-  EXPECT_THROW_WITH(load_checkpoint(path, {other.ptr().get()}, nullptr), TrainingError, "unexpected: bn.bias");
+  EXPECT_THROW_WITH(load_checkpoint(path, {other.ptr().get()}, nullptr), TrainingError,
+                    "missing: 0.weight, 0.bias");
+  EXPECT_THROW_WITH(load_checkpoint(path, {other.ptr().get()}, nullptr), TrainingError,
+                    "unexpected: bn.bias");
 }
 
 TEST(Checkpoint, TruncatedOrMissingFileIsIoError) {
@@ -308,9 +326,10 @@ TEST(Checkpoint, TruncatedOrMissingFileIsIoError) {
   save_checkpoint(path, {net.get()}, {}, "");
   const std::string bytes = testing::read_file(path);
   const auto cut = dir.write("cut.ckpt", bytes.substr(0, bytes.size() / 2));
-  EXPECT_THROW_WITH(load_checkpoint(cut, {net.get()}, nullptr), IoError, "is truncated or not a detforge checkpoint");
-  EXPECT_THROW_WITH(load_checkpoint((dir.path() / "none.ckpt").string(), {net.get()}, nullptr), IoError,
-                    "checkpoint not found");
+  EXPECT_THROW_WITH(load_checkpoint(cut, {net.get()}, nullptr), IoError,
+                    "is truncated or not a detforge checkpoint");
+  EXPECT_THROW_WITH(load_checkpoint((dir.path() / "none.ckpt").string(), {net.get()}, nullptr),
+                    IoError, "checkpoint not found");
 }
 
 TEST(Checkpoint, FailedWriteKeepsPreviousFile) {
@@ -329,7 +348,10 @@ TEST(Checkpoint, FailedWriteKeepsPreviousFile) {
     try {
       save_checkpoint(path, {bigger.get()}, {}, std::string(100000, 'x'));
     } catch (const IoError& e) {
-      ::_exit(std::string(e.what()).find("the previous file, if any, is intact") != std::string::npos ? 0 : 2);
+      ::_exit(std::string(e.what()).find("the previous file, if any, is intact") !=
+                      std::string::npos
+                  ? 0
+                  : 2);
     }
     ::_exit(3);
   }

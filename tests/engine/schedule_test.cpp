@@ -14,12 +14,13 @@ namespace {
 // Learning rates from torch.optim.lr_scheduler for the same schedule, one per line.
 std::vector<double> torch_rates(const std::string& setup, int steps) {
   testing::TempDir dir;
-  const auto script = dir.write("s.py",
-                                "import torch\n"
-                                "p = [torch.nn.Parameter(torch.zeros(1))]\n"
-                                "opt = torch.optim.SGD(p, lr=0.02)\n" +
-                                    setup + "\nfor _ in range(" + std::to_string(steps) +
-                                    "):\n    print(repr(opt.param_groups[0]['lr']))\n    opt.step()\n    sched.step()\n");
+  const auto script = dir.write(
+      "s.py",
+      "import torch\n"
+      "p = [torch.nn.Parameter(torch.zeros(1))]\n"
+      "opt = torch.optim.SGD(p, lr=0.02)\n" +
+          setup + "\nfor _ in range(" + std::to_string(steps) +
+          "):\n    print(repr(opt.param_groups[0]['lr']))\n    opt.step()\n    sched.step()\n");
   const auto r = testing::run_command(std::string(DETFORGE_PYTHON) + " " + script);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   std::vector<double> out;
@@ -54,7 +55,8 @@ TEST(LrSchedule, CosineMatchesTorch) {
   o.total_steps = 25;
   o.min_lr_ratio = 0.05;
   const LrSchedule s(o);
-  const auto ref = torch_rates("sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=25, eta_min=0.001)", 25);
+  const auto ref = torch_rates(
+      "sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=25, eta_min=0.001)", 25);
   ASSERT_EQ(ref.size(), 25u);
   for (int i = 0; i < 25; ++i) EXPECT_NEAR(s.lr_at(i), ref[i], 1e-9) << "step " << i;
 }
@@ -80,7 +82,8 @@ TEST(LrSchedule, BadOptionsAreRefused) {
   o.milestones = {};
   o.base_lr = 0;
   EXPECT_THROW_WITH(LrSchedule{o}, ConfigError, "base lr must be > 0");
-  EXPECT_THROW_WITH(parse_policy("step"), ConfigError, "'step' is not one of constant, multistep, cosine");
+  EXPECT_THROW_WITH(parse_policy("step"), ConfigError,
+                    "'step' is not one of constant, multistep, cosine");
   EXPECT_THROW_WITH(parse_warmup("exp"), ConfigError, "'exp' is not one of none, linear, constant");
 }
 

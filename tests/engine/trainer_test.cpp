@@ -9,9 +9,9 @@
 #include <filesystem>
 
 #include <gtest/gtest.h>
+#include <torch/torch.h>
 #include <nlohmann/json.hpp>
 #include <opencv2/imgcodecs.hpp>
-#include <torch/torch.h>
 
 #include "core/config_node.h"
 #include "core/errors.h"
@@ -39,13 +39,16 @@ class TrainerTest : public ::testing::Test {
     o.max_objects = 3;
     data::generate_synthetic(o);
   }
-  static fs::path data_dir() { return fs::path(DETFORGE_BINARY_DIR) / "test_tmp" / "trainer_synth"; }
+  static fs::path data_dir() {
+    return fs::path(DETFORGE_BINARY_DIR) / "test_tmp" / "trainer_synth";
+  }
 
   // A RetinaNet small enough to train a few steps in seconds; 4 batches of 4 per epoch.
   std::string yaml(const fs::path& out) const {
     return "seed: 0\ndevice: cpu\noutput_dir: " + out.string() +
            "\n"
-           "model: {type: retinanet, num_classes: 3, backbone: {type: resnet18, trainable_layers: 5},\n"
+           "model: {type: retinanet, num_classes: 3, backbone: {type: resnet18, trainable_layers: "
+           "5},\n"
            "        fpn: {channels: 16}, head: {norm_groups: 4}}\n"
            "data: {root: " +
            data_dir().string() +
@@ -86,7 +89,8 @@ TEST_F(TrainerTest, ResumeMidEpochIsBitwiseIdentical) {
     const auto a = stored_tensors((dir_.path() / "straight" / "last.ckpt").string(), part);
     const auto b = stored_tensors((dir_.path() / "resumed" / "last.ckpt").string(), part);
     ASSERT_EQ(a.size(), b.size());
-    for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << part << " tensor " << i;
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_TRUE(torch::equal(a[i], b[i])) << part << " tensor " << i;
   }
   EXPECT_EQ(straight.last_metrics.at("AP"), resumed.last_metrics.at("AP"));
 }
@@ -110,14 +114,17 @@ TEST_F(TrainerTest, NonFiniteLossInARowAborts) {
   hooks.after_forward = [](LossDict& losses, int64_t) {
     losses.set("bbox_regression", losses.at("bbox_regression") * INFINITY);
   };
-  EXPECT_THROW_WITH(train(config(dir_.path() / "inf", {"train.max_nonfinite_steps=3"}), "", hooks), TrainingError,
-                    "loss was non-finite for 3 steps in a row (train.max_nonfinite_steps=3); last at epoch 0 step 0");
+  EXPECT_THROW_WITH(train(config(dir_.path() / "inf", {"train.max_nonfinite_steps=3"}), "", hooks),
+                    TrainingError,
+                    "loss was non-finite for 3 steps in a row (train.max_nonfinite_steps=3); last "
+                    "at epoch 0 step 0");
 }
 
 TEST_F(TrainerTest, RunDirectoryHoldsConfigMetricsCheckpointsAndCurves) {
   const auto out = dir_.path() / "outputs";
   // A low score floor: after 8 steps few detections clear the default 0.05.
-  const std::vector<std::string> overrides = {"eval.interval=1", "model.inference.score_threshold=0.02"};
+  const std::vector<std::string> overrides = {"eval.interval=1",
+                                              "model.inference.score_threshold=0.02"};
   const auto r = train(config(out, overrides));
   EXPECT_TRUE(fs::exists(out / "last.ckpt"));
   EXPECT_TRUE(fs::exists(out / "best.ckpt"));
@@ -130,22 +137,27 @@ TEST_F(TrainerTest, RunDirectoryHoldsConfigMetricsCheckpointsAndCurves) {
     const auto rec = nlohmann::json::parse(line);
     if (rec.at("type") == "train") {
       ++train_records;
-      EXPECT_TRUE(rec.contains("classification") && rec.contains("bbox_regression") && rec.contains("lr"));
+      EXPECT_TRUE(rec.contains("classification") && rec.contains("bbox_regression") &&
+                  rec.contains("lr"));
     } else {
       evals.insert({rec.at("weights").get<std::string>(), rec.at("epoch").get<int>()});
       EXPECT_GE(rec.at("AP50").get<double>(), 0.0);
     }
   }
   EXPECT_EQ(train_records, 8);
-  EXPECT_EQ(evals, (std::set<std::pair<std::string, int>>{{"live", 0}, {"live", 1}, {"ema", 0}, {"ema", 1}}));
+  EXPECT_EQ(evals, (std::set<std::pair<std::string, int>>{
+                       {"live", 0}, {"live", 1}, {"ema", 0}, {"ema", 1}}));
   // best_regular / best_ema: the best evaluation of each set of weights; best: of both.
-  for (const auto& [file, weights] : {std::pair<std::string, std::string>{"best_regular.ckpt", "live"}, {"best_ema.ckpt", "ema"}}) {
+  for (const auto& [file, weights] :
+       {std::pair<std::string, std::string>{"best_regular.ckpt", "live"},
+        {"best_ema.ckpt", "ema"}}) {
     double best = -1;
     int best_epoch = -1;
     std::istringstream again(testing::read_file(out / "metrics.jsonl"));
     for (std::string line; std::getline(again, line);) {
       const auto rec = nlohmann::json::parse(line);
-      if (rec.at("type") == "eval" && rec.at("weights") == weights && rec.at("AP").get<double>() > best) {
+      if (rec.at("type") == "eval" && rec.at("weights") == weights &&
+          rec.at("AP").get<double>() > best) {
         best = rec.at("AP").get<double>();
         best_epoch = rec.at("epoch").get<int>();
       }
@@ -161,7 +173,8 @@ TEST_F(TrainerTest, RunDirectoryHoldsConfigMetricsCheckpointsAndCurves) {
     // The file holds the weights of that evaluation's epoch: its step counter says which.
     c10::IValue counters;
     archive.read("counters", counters);
-    EXPECT_EQ(counters.toIntList().get(0), best_epoch + 1) << file << " is the checkpoint written after that epoch";
+    EXPECT_EQ(counters.toIntList().get(0), best_epoch + 1)
+        << file << " is the checkpoint written after that epoch";
   }
   const cv::Mat png = cv::imread(plot_run(out.string()));
   EXPECT_EQ(png.cols, 1200);
@@ -169,11 +182,12 @@ TEST_F(TrainerTest, RunDirectoryHoldsConfigMetricsCheckpointsAndCurves) {
 
   // `detforge predict` on the training checkpoint reproduces the final evaluation's detections.
   const auto predicted = (dir_.path() / "predicted.json").string();
-  const auto p = testing::run_command(testing::detforge_binary() + " predict --config " + dir_.write("p.yaml", yaml(out)) +
-                                      " --weights " + (out / "last.ckpt").string() + " --ann " +
-                                      (data_dir() / "annotations/instances_val.json").string() + " --images " +
-                                      (data_dir() / "val").string() + " --out " + predicted +
-                                      " --batch-size 4 model.inference.score_threshold=0.02");
+  const auto p = testing::run_command(
+      testing::detforge_binary() + " predict --config " + dir_.write("p.yaml", yaml(out)) +
+      " --weights " + (out / "last.ckpt").string() + " --ann " +
+      (data_dir() / "annotations/instances_val.json").string() + " --images " +
+      (data_dir() / "val").string() + " --out " + predicted +
+      " --batch-size 4 model.inference.score_threshold=0.02");
   ASSERT_EQ(p.exit_code, 0) << p.output;
   const auto mine = nlohmann::json::parse(testing::read_file(predicted));
   const auto trained = nlohmann::json::parse(testing::read_file(out / "results_live.json"));
@@ -189,13 +203,15 @@ TEST_F(TrainerTest, RunDirectoryHoldsConfigMetricsCheckpointsAndCurves) {
     EXPECT_EQ(a[i].at("image_id"), b[i].at("image_id"));
     EXPECT_EQ(a[i].at("category_id"), b[i].at("category_id"));
     EXPECT_NEAR(a[i].at("score").get<double>(), b[i].at("score").get<double>(), 1e-4);
-    for (int k = 0; k < 4; ++k) EXPECT_NEAR(a[i].at("bbox")[k].get<double>(), b[i].at("bbox")[k].get<double>(), 1e-2);
+    for (int k = 0; k < 4; ++k)
+      EXPECT_NEAR(a[i].at("bbox")[k].get<double>(), b[i].at("bbox")[k].get<double>(), 1e-2);
   }
 
   // `detforge export --ema` writes the checkpoint's EMA weights as a plain state dict.
   const auto exported = (dir_.path() / "ema.pth").string();
-  const auto e = testing::run_command(testing::detforge_binary() + " export --config " + dir_.write("e.yaml", yaml(out)) +
-                                      " --weights " + (out / "last.ckpt").string() + " --ema --out " + exported);
+  const auto e = testing::run_command(testing::detforge_binary() + " export --config " +
+                                      dir_.write("e.yaml", yaml(out)) + " --weights " +
+                                      (out / "last.ckpt").string() + " --ema --out " + exported);
   ASSERT_EQ(e.exit_code, 0) << e.output;
   const auto file = models::read_state_dict(exported);
   auto ema = models::build_detector(config(out).root().child("model"));
@@ -217,12 +233,15 @@ TEST_F(TrainerTest, BadRunsFailWithClearMessages) {
   auto r = testing::run_command(df + " train -c " + cfg + " device=cuda:3");
   if (!torch::cuda::is_available()) {
     EXPECT_EQ(r.exit_code, static_cast<int>(ExitCode::kConfig)) << r.output;
-    EXPECT_NE(r.output.find("<command line> device: cuda:3 requested but CUDA is not available"), std::string::npos)
+    EXPECT_NE(r.output.find("<command line> device: cuda:3 requested but CUDA is not available"),
+              std::string::npos)
         << r.output;
   }
-  r = testing::run_command(df + " train -c " + cfg + " model.fpn.channels=8 --resume " + (base / "last.ckpt").string());
+  r = testing::run_command(df + " train -c " + cfg + " model.fpn.channels=8 --resume " +
+                           (base / "last.ckpt").string());
   EXPECT_EQ(r.exit_code, static_cast<int>(ExitCode::kTraining)) << r.output;
-  EXPECT_NE(r.output.find("shape mismatch: backbone.fpn.inner_blocks.0.0.weight (checkpoint [16, 128, 1, 1], model [8, 128, 1, 1])"),
+  EXPECT_NE(r.output.find("shape mismatch: backbone.fpn.inner_blocks.0.0.weight (checkpoint [16, "
+                          "128, 1, 1], model [8, 128, 1, 1])"),
             std::string::npos)
       << r.output;
 
@@ -230,14 +249,17 @@ TEST_F(TrainerTest, BadRunsFailWithClearMessages) {
   const auto cut = dir_.write("cut.ckpt", bytes.substr(0, bytes.size() / 3));
   r = testing::run_command(df + " train -c " + cfg + " --resume " + cut);
   EXPECT_EQ(r.exit_code, static_cast<int>(ExitCode::kIo)) << r.output;
-  EXPECT_NE(r.output.find("is truncated or not a detforge checkpoint"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("is truncated or not a detforge checkpoint"), std::string::npos)
+      << r.output;
 
   r = testing::run_command(df + " train -c " + cfg + " train.epoch=3");
   EXPECT_EQ(r.exit_code, static_cast<int>(ExitCode::kConfig)) << r.output;
-  EXPECT_NE(r.output.find("train.epoch: unknown key (did you mean epochs?)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("train.epoch: unknown key (did you mean epochs?)"), std::string::npos)
+      << r.output;
 
-  EXPECT_THROW_WITH(train(config(dir_.path() / "c", {"model.num_classes=4"})), ConfigError,
-                    "<command line> model.num_classes: 4 but data.num_classes is 3 (trainer_test.yaml:6)");
+  EXPECT_THROW_WITH(
+      train(config(dir_.path() / "c", {"model.num_classes=4"})), ConfigError,
+      "<command line> model.num_classes: 4 but data.num_classes is 3 (trainer_test.yaml:6)");
 }
 
 // `train`, `predict` and `export` read configs through engine/build.h: the same typo is the same
@@ -252,14 +274,17 @@ TEST_F(TrainerTest, TrainPredictAndExportRefuseTheSameUnknownKey) {
       df + " predict --config " + cfg + " --images " + (data_dir() / "val").string() + tail,
       df + " export --config " + cfg + " --weights " + (dir_.path() / "none.pth").string() + tail};
   const std::vector<std::pair<std::string, std::string>> typos = {
-      {"model.head.prior_prb=0.02", "<command line> model.head.prior_prb: unknown key (did you mean prior_prob?)"},
-      {"optimizer.momentun=0.8", "<command line> optimizer.momentun: unknown key (did you mean momentum?)"},
+      {"model.head.prior_prb=0.02",
+       "<command line> model.head.prior_prb: unknown key (did you mean prior_prob?)"},
+      {"optimizer.momentun=0.8",
+       "<command line> optimizer.momentun: unknown key (did you mean momentum?)"},
       {"", cfg + ":14 trian: unknown key (did you mean train?)"}};
   for (const auto& command : commands) {
     for (const auto& [override_, message] : typos) {
       const auto r = testing::run_command(command + " " + override_);
       EXPECT_EQ(r.exit_code, static_cast<int>(ExitCode::kConfig)) << command << "\n" << r.output;
-      EXPECT_NE(r.output.find("config error: " + message), std::string::npos) << command << "\n" << r.output;
+      EXPECT_NE(r.output.find("config error: " + message), std::string::npos) << command << "\n"
+                                                                              << r.output;
     }
   }
   EXPECT_FALSE(fs::exists(out)) << "nothing was started";
@@ -272,14 +297,15 @@ TEST_F(TrainerTest, TwoRanksUnderLaunchAndTorchrunMatchOneProcessWithTheSameGlob
   const auto one = train(config(dir_.path() / "one"));
   const std::string cfg = write_config(dir_.path() / "two");
   const std::string port = std::to_string(20000 + ::getpid() % 20000);
-  const auto r = testing::run_command(testing::detforge_binary() + " launch --nproc-per-node 2 --master-port " + port +
-                                      " -- " + testing::detforge_binary() + " train -c " + cfg +
-                                      " data.batch_size=2 dist.timeout_s=60");
+  const auto r = testing::run_command(
+      testing::detforge_binary() + " launch --nproc-per-node 2 --master-port " + port + " -- " +
+      testing::detforge_binary() + " train -c " + cfg + " data.batch_size=2 dist.timeout_s=60");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto a = stored_tensors((dir_.path() / "one" / "last.ckpt").string(), "model");
   const auto b = stored_tensors((dir_.path() / "two" / "last.ckpt").string(), "model");
   ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::allclose(a[i], b[i], 1e-4, 1e-5)) << "tensor " << i;
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_TRUE(torch::allclose(a[i], b[i], 1e-4, 1e-5)) << "tensor " << i;
   torch::serialize::InputArchive archive;
   archive.load_from((dir_.path() / "two" / "last.ckpt").string());
   c10::IValue rng_ranks;
@@ -287,15 +313,17 @@ TEST_F(TrainerTest, TwoRanksUnderLaunchAndTorchrunMatchOneProcessWithTheSameGlob
   EXPECT_EQ(rng_ranks.toInt(), 2) << "the checkpoint holds every rank's RNG state";
   // The same run under the real torchrun trains the same weights.
   const std::string torchrun = (fs::path(DETFORGE_PYTHON).parent_path() / "torchrun").string();
-  const auto t = testing::run_command("env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u MASTER_ADDR -u MASTER_PORT " + torchrun +
-                                      " --no-python --nproc-per-node 2 --master-addr 127.0.0.1 --master-port " +
-                                      std::to_string(20001 + ::getpid() % 20000) + " " + testing::detforge_binary() +
-                                      " train -c " + cfg + " data.batch_size=2 dist.timeout_s=60 output_dir=" +
-                                      (dir_.path() / "two_torchrun").string());
+  const auto t = testing::run_command(
+      "env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u MASTER_ADDR -u MASTER_PORT " + torchrun +
+      " --no-python --nproc-per-node 2 --master-addr 127.0.0.1 --master-port " +
+      std::to_string(20001 + ::getpid() % 20000) + " " + testing::detforge_binary() + " train -c " +
+      cfg +
+      " data.batch_size=2 dist.timeout_s=60 output_dir=" + (dir_.path() / "two_torchrun").string());
   ASSERT_EQ(t.exit_code, 0) << t.output;
   const auto c = stored_tensors((dir_.path() / "two_torchrun" / "last.ckpt").string(), "model");
   ASSERT_EQ(c.size(), b.size());
-  for (size_t i = 0; i < c.size(); ++i) EXPECT_TRUE(torch::allclose(b[i], c[i], 1e-5, 1e-6)) << "tensor " << i;
+  for (size_t i = 0; i < c.size(); ++i)
+    EXPECT_TRUE(torch::allclose(b[i], c[i], 1e-5, 1e-6)) << "tensor " << i;
   std::ostringstream ap;
   ap << "final (live weights): AP " << one.last_metrics.at("AP");
   EXPECT_NE(r.output.find(ap.str()), std::string::npos) << r.output;
@@ -325,9 +353,12 @@ TEST_F(TrainerTest, MlperfLogPassesTheComplianceChecker) {
   const auto cfg = Config::parse(
       "seed: 0\ndevice: cpu\noutput_dir: " + out.string() +
           "\n"
-          "model: {type: retinanet, num_classes: 3, backbone: {type: resnet18, trainable_layers: 5, norm: gn, norm_groups: 8},\n"
-          "        fpn: {channels: 16}, head: {norm_groups: 4}, anchors: {base_sizes: [8, 16, 32, 64, 128]}}\n"
-          "data: {root: " + data.string() +
+          "model: {type: retinanet, num_classes: 3, backbone: {type: resnet18, trainable_layers: "
+          "5, norm: gn, norm_groups: 8},\n"
+          "        fpn: {channels: 16}, head: {norm_groups: 4}, anchors: {base_sizes: [8, 16, 32, "
+          "64, 128]}}\n"
+          "data: {root: " +
+          data.string() +
           ", num_classes: 3, workers: 0, batch_size: 4, min_size: 128, max_size: 128,\n"
           "       flip_prob: 0.5, aspect_ratio_group_factor: -1,\n"
           "       train: {ann: annotations/instances_train.json, images: train},\n"
@@ -339,14 +370,17 @@ TEST_F(TrainerTest, MlperfLogPassesTheComplianceChecker) {
           "mlperf: {enabled: true}\n",
       "mlperf.yaml");
   const auto r = train(cfg);
-  ASSERT_TRUE(r.reached_target) << "AP " << r.last_metrics.at("AP") << " after " << r.epochs_done << " epochs";
+  ASSERT_TRUE(r.reached_target) << "AP " << r.last_metrics.at("AP") << " after " << r.epochs_done
+                                << " epochs";
   EXPECT_LT(r.epochs_done, 100);
-  const auto check = testing::run_command("cd " + out.string() + " && " + DETFORGE_PYTHON +
-                                          " -m mlperf_logging.compliance_checker --usage training --ruleset 5.1.0 "
-                                          "mlperf.log");
+  const auto check =
+      testing::run_command("cd " + out.string() + " && " + DETFORGE_PYTHON +
+                           " -m mlperf_logging.compliance_checker --usage training --ruleset 5.1.0 "
+                           "mlperf.log");
   EXPECT_EQ(check.exit_code, 0) << check.output;
   EXPECT_NE(check.output.find("SUCCESS"), std::string::npos) << check.output;
-  EXPECT_NE(check.output.find("Compliance checks: training_5.1.0/closed_retinanet.yaml"), std::string::npos)
+  EXPECT_NE(check.output.find("Compliance checks: training_5.1.0/closed_retinanet.yaml"),
+            std::string::npos)
       << check.output;
   const std::string log = testing::read_file(out / "mlperf.log");
   EXPECT_NE(log.find("\"key\":\"run_stop\""), std::string::npos);
@@ -357,8 +391,8 @@ TEST_F(TrainerTest, ResumeWithChangedModelIsRefused) {
   const auto out = dir_.path() / "changed";
   train(config(out, {"train.stop_at_step=2"}));
   EXPECT_THROW_WITH(
-      train(config(out, {"model.head.prior_prob=0.02"}), (out / "last.ckpt").string()), TrainingError,
-      "the model config changed: model.head.prior_prob: <absent> -> 0.02;");
+      train(config(out, {"model.head.prior_prob=0.02"}), (out / "last.ckpt").string()),
+      TrainingError, "the model config changed: model.head.prior_prob: <absent> -> 0.02;");
 }
 
 }  // namespace

@@ -51,10 +51,12 @@ void generate(const CaseSpec& spec, const std::string& gt_path, const std::strin
   nlohmann::json gt = {{"images", nlohmann::json::array()},
                        {"categories", nlohmann::json::array()},
                        {"annotations", nlohmann::json::array()}};
-  for (int64_t c : spec.category_ids) gt["categories"].push_back({{"id", c}, {"name", "cat" + std::to_string(c)}});
+  for (int64_t c : spec.category_ids)
+    gt["categories"].push_back({{"id", c}, {"name", "cat" + std::to_string(c)}});
   std::vector<int64_t> gt_cats;
   for (int64_t c : spec.category_ids) {
-    if (std::find(spec.no_gt_categories.begin(), spec.no_gt_categories.end(), c) == spec.no_gt_categories.end()) {
+    if (std::find(spec.no_gt_categories.begin(), spec.no_gt_categories.end(), c) ==
+        spec.no_gt_categories.end()) {
       gt_cats.push_back(c);
     }
   }
@@ -65,7 +67,8 @@ void generate(const CaseSpec& spec, const std::string& gt_path, const std::strin
     const int64_t image_id = 1000 + 7 * i + (i % 3);
     const double W = 640, H = 480;
     gt["images"].push_back({{"id", image_id}, {"width", W}, {"height", H}, {"file_name", "x.jpg"}});
-    const int n_gt = coin(spec.empty_image_fraction) ? 0 : 1 + static_cast<int>(rng() % spec.max_gt_per_image);
+    const int n_gt =
+        coin(spec.empty_image_fraction) ? 0 : 1 + static_cast<int>(rng() % spec.max_gt_per_image);
     for (int g = 0; g < n_gt; ++g) {
       double w, h;
       const int kind = static_cast<int>(rng() % 6);
@@ -86,8 +89,12 @@ void generate(const CaseSpec& spec, const std::string& gt_path, const std::strin
       if (kind == 0 && coin(0.5)) area = (w == 32 ? 1024.0 : 9216.0) + (coin(0.5) ? 0.5 : -0.5);
       if (kind > 1 && coin(0.5)) area = std::round(w * h * uni(0.5, 1.0) * 100) / 100;
       const int64_t cat = pick(gt_cats);
-      gt["annotations"].push_back({{"id", ann_id++}, {"image_id", image_id}, {"category_id", cat},
-                                   {"bbox", {x, y, w, h}}, {"area", area}, {"iscrowd", crowd ? 1 : 0},
+      gt["annotations"].push_back({{"id", ann_id++},
+                                   {"image_id", image_id},
+                                   {"category_id", cat},
+                                   {"bbox", {x, y, w, h}},
+                                   {"area", area},
+                                   {"iscrowd", crowd ? 1 : 0},
                                    {"segmentation", nlohmann::json::array()}});
       auto score = [&] {
         const double s = uni(0, 1), p = std::pow(10.0, spec.score_decimals);
@@ -100,23 +107,27 @@ void generate(const CaseSpec& spec, const std::string& gt_path, const std::strin
       const int copies = static_cast<int>(rng() % 4);
       for (int c = 0; c < copies; ++c) {
         const double jitter = c == 0 ? 0.0 : 0.15;
-        Detection d{image_id, coin(0.9) ? cat : pick(spec.category_ids),
-                    snap(x + uni(-jitter, jitter) * w), snap(y + uni(-jitter, jitter) * h),
-                    std::max(0.5, snap(w * uni(1 - jitter, 1 + jitter))), std::max(0.5, snap(h * uni(1 - jitter, 1 + jitter))),
+        Detection d{image_id,
+                    coin(0.9) ? cat : pick(spec.category_ids),
+                    snap(x + uni(-jitter, jitter) * w),
+                    snap(y + uni(-jitter, jitter) * h),
+                    std::max(0.5, snap(w * uni(1 - jitter, 1 + jitter))),
+                    std::max(0.5, snap(h * uni(1 - jitter, 1 + jitter))),
                     score()};
         dets.push_back(d);
         if (coin(0.1)) dets.push_back(d);  // exact duplicate
       }
     }
     const bool crowded = coin(spec.crowded_dets_fraction);
-    const int n_fp = spec.perfect ? 0 : crowded ? 100 + static_cast<int>(rng() % 80)
-                                                : static_cast<int>(uni(0, 2 * spec.false_positives_per_image));
+    const int n_fp = spec.perfect ? 0
+                     : crowded    ? 100 + static_cast<int>(rng() % 80)
+                                  : static_cast<int>(uni(0, 2 * spec.false_positives_per_image));
     for (int f = 0; f < n_fp; ++f) {
       const double side = coin(0.2) ? (coin(0.5) ? 32 : 96) : snap(uni(2, 200));
       const double w = side, h = coin(0.3) ? side : snap(uni(2, 200));
       const double p = std::pow(10.0, spec.score_decimals);
-      dets.push_back({image_id, pick(spec.category_ids), snap(uni(0, W - w)), snap(uni(0, H - h)), w, h,
-                      std::round(uni(0, 1) * p) / p});
+      dets.push_back({image_id, pick(spec.category_ids), snap(uni(0, W - w)), snap(uni(0, H - h)),
+                      w, h, std::round(uni(0, 1) * p) / p});
     }
   }
   if (spec.empty_results) dets.clear();
@@ -155,7 +166,8 @@ std::vector<CaseSpec> parity_cases() {
   CaseSpec subset = varied;
   subset.name = "image_and_category_subset";
   subset.seed = 4;
-  subset.params = {{"imgIds", {1000, 1008, 1016, 1022, 1036, 1043, 1057, 1064, 1078, 1085}}, {"catIds", {3, 7, 41, 90}}};
+  subset.params = {{"imgIds", {1000, 1008, 1016, 1022, 1036, 1043, 1057, 1064, 1078, 1085}},
+                   {"catIds", {3, 7, 41, 90}}};
   cases.push_back(subset);
 
   CaseSpec ties = varied;
@@ -199,7 +211,8 @@ std::vector<CaseSpec> parity_cases() {
 
 // Every stat (bit for bit) and the printed summary equal pycocotools'; per-category APs
 // within 1e-9 and, where the case has them, the full precision/recall arrays within 1e-12.
-void expect_parity(const std::string& name, const Accumulated& acc, const Metrics& metrics, const nlohmann::json& ref) {
+void expect_parity(const std::string& name, const Accumulated& acc, const Metrics& metrics,
+                   const nlohmann::json& ref) {
   SCOPED_TRACE("case " + name);
   const auto ref_stats = ref.at("stats").get<std::vector<double>>();
   ASSERT_EQ(metrics.stats.size(), 12u);
@@ -220,7 +233,8 @@ void expect_parity(const std::string& name, const Accumulated& acc, const Metric
     ASSERT_EQ(acc.precision.size(), precision.size());
     ASSERT_EQ(acc.recall.size(), recall.size());
     size_t bad = 0;
-    for (size_t i = 0; i < precision.size(); ++i) bad += std::abs(precision[i] - acc.precision[i]) > 1e-12;
+    for (size_t i = 0; i < precision.size(); ++i)
+      bad += std::abs(precision[i] - acc.precision[i]) > 1e-12;
     for (size_t i = 0; i < recall.size(); ++i) bad += std::abs(recall[i] - acc.recall[i]) > 1e-12;
     EXPECT_EQ(bad, 0u) << "precision/recall entries differing from pycocotools";
   }
@@ -235,11 +249,15 @@ TEST(CocoParity, AllCasesMatchPycocotools) {
   for (const auto& spec : specs) {
     const auto base = (dir.path() / spec.name).string();
     generate(spec, base + "_gt.json", base + "_dt.json");
-    jobs.push_back({{"gt", base + "_gt.json"}, {"dt", base + "_dt.json"}, {"out", base + "_ref.json"},
-                    {"params", spec.params}, {"full", spec.name != "mid_size"}});
+    jobs.push_back({{"gt", base + "_gt.json"},
+                    {"dt", base + "_dt.json"},
+                    {"out", base + "_ref.json"},
+                    {"params", spec.params},
+                    {"full", spec.name != "mid_size"}});
   }
-  const auto run = detforge::testing::run_command(std::string(DETFORGE_PYTHON) + " " + DETFORGE_SOURCE_DIR +
-                                                  "/tests/eval/coco_reference.py " + dir.write("jobs.json", jobs.dump()));
+  const auto run = detforge::testing::run_command(
+      std::string(DETFORGE_PYTHON) + " " + DETFORGE_SOURCE_DIR + "/tests/eval/coco_reference.py " +
+      dir.write("jobs.json", jobs.dump()));
   ASSERT_EQ(run.exit_code, 0) << run.output;
   for (const auto& spec : specs) {
     const auto base = (dir.path() / spec.name).string();
@@ -247,7 +265,8 @@ TEST(CocoParity, AllCasesMatchPycocotools) {
     const auto dets = load_results(base + "_dt.json", gt);
     const auto acc = evaluate(gt, dets, params_from_json(spec.params));
     const auto metrics = summarize(acc, gt);
-    expect_parity(spec.name, acc, metrics, nlohmann::json::parse(detforge::testing::read_file(base + "_ref.json")));
+    expect_parity(spec.name, acc, metrics,
+                  nlohmann::json::parse(detforge::testing::read_file(base + "_ref.json")));
     // Each case exercises what it claims.
     if (spec.name == "varied") {
       EXPECT_GT(metrics.stats[0], 0.05);
@@ -293,7 +312,9 @@ class CocoBadInputTest : public ::testing::Test {
       "annotations": [{"id": 1, "image_id": 1, "category_id": 5, "bbox": [0, 0, 10, 10], "area": 100, "iscrowd": 0}]})");
     gt_ = load_ground_truth(gt_path_);
   }
-  std::vector<Detection> load(const std::string& text) { return load_results(dir_.write("dt.json", text), gt_); }
+  std::vector<Detection> load(const std::string& text) {
+    return load_results(dir_.write("dt.json", text), gt_);
+  }
   TempDir dir_;
   std::string gt_path_;
   GroundTruthSet gt_;
@@ -306,43 +327,51 @@ TEST_F(CocoBadInputTest, UnknownImageIdsAreNamed) {
 }
 
 TEST_F(CocoBadInputTest, UnknownCategoryIdsAreNamed) {
-  EXPECT_THROW_WITH(load(R"([{"image_id": 1, "category_id": 0, "bbox": [0,0,1,1], "score": 0.5}])"), DataError,
-                    "category ids not in the ground truth: 0");
+  EXPECT_THROW_WITH(load(R"([{"image_id": 1, "category_id": 0, "bbox": [0,0,1,1], "score": 0.5}])"),
+                    DataError, "category ids not in the ground truth: 0");
 }
 
 TEST_F(CocoBadInputTest, MalformedBbox) {
-  EXPECT_THROW_WITH(load(R"([{"image_id": 1, "category_id": 5, "bbox": [0,0,1], "score": 0.5}])"), DataError,
-                    "bbox must be 4 numbers");
-  EXPECT_THROW_WITH(load(R"([{"image_id": 1, "category_id": 5, "bbox": "0 0 1 1", "score": 0.5}])"), DataError,
-                    "[data:bbox.malformed]");
-  EXPECT_THROW_WITH(load(R"([{"image_id": 1, "category_id": 5, "bbox": [0,0,-2,1], "score": 0.5}])"), DataError,
-                    "w >= 0 and h >= 0");
-  EXPECT_THROW_WITH(load(R"([{"image_id": 1, "category_id": 5, "bbox": [0,0,"a",1], "score": 0.5}])"), DataError,
-                    "entry 0");
+  EXPECT_THROW_WITH(load(R"([{"image_id": 1, "category_id": 5, "bbox": [0,0,1], "score": 0.5}])"),
+                    DataError, "bbox must be 4 numbers");
+  EXPECT_THROW_WITH(load(R"([{"image_id": 1, "category_id": 5, "bbox": "0 0 1 1", "score": 0.5}])"),
+                    DataError, "[data:bbox.malformed]");
+  EXPECT_THROW_WITH(
+      load(R"([{"image_id": 1, "category_id": 5, "bbox": [0,0,-2,1], "score": 0.5}])"), DataError,
+      "w >= 0 and h >= 0");
+  EXPECT_THROW_WITH(
+      load(R"([{"image_id": 1, "category_id": 5, "bbox": [0,0,"a",1], "score": 0.5}])"), DataError,
+      "entry 0");
 }
 
 TEST_F(CocoBadInputTest, NanScores) {
   // Python's json.dump writes NaN, which is not JSON.
-  EXPECT_THROW_WITH(load(R"([{"image_id": 1, "category_id": 5, "bbox": [0,0,1,1], "score": NaN}])"), DataError,
+  EXPECT_THROW_WITH(load(R"([{"image_id": 1, "category_id": 5, "bbox": [0,0,1,1], "score": NaN}])"),
+                    DataError,
                     "score=NaN: entry 0: score must be a number (NaN and Infinity are not JSON");
   std::vector<Detection> dets = {{1, 5, 0, 0, 1, 1, std::nan("")}};
-  EXPECT_THROW_WITH(validate_detections(dets, gt_, "model output"), DataError, "[data:score.non_finite] image_id=1");
+  EXPECT_THROW_WITH(validate_detections(dets, gt_, "model output"), DataError,
+                    "[data:score.non_finite] image_id=1");
 }
 
 TEST_F(CocoBadInputTest, StructureErrors) {
   EXPECT_THROW_WITH(load(R"({"annotations": []})"), DataError, "JSON array");
-  EXPECT_THROW_WITH(load(R"([{"image_id": 1, "category_id": 5, "bbox": [0,0,1,1]}])"), DataError, "no 'score'");
-  EXPECT_THROW_WITH(load(R"([{"image_id": 1.5, "category_id": 5, "bbox": [0,0,1,1], "score": 1}])"), DataError,
-                    "image_id must be an integer");
+  EXPECT_THROW_WITH(load(R"([{"image_id": 1, "category_id": 5, "bbox": [0,0,1,1]}])"), DataError,
+                    "no 'score'");
+  EXPECT_THROW_WITH(load(R"([{"image_id": 1.5, "category_id": 5, "bbox": [0,0,1,1], "score": 1}])"),
+                    DataError, "image_id must be an integer");
   EXPECT_THROW_WITH(load("[{"), IoError, "not valid JSON");
-  EXPECT_THROW_WITH(load_results((dir_.path() / "missing.json").string(), gt_), IoError, "cannot read");
+  EXPECT_THROW_WITH(load_results((dir_.path() / "missing.json").string(), gt_), IoError,
+                    "cannot read");
 }
 
 TEST_F(CocoBadInputTest, GroundTruthErrors) {
-  EXPECT_THROW_WITH(load_ground_truth(dir_.write("g1.json", R"({"images": [{"id": 1}], "categories": [],
+  EXPECT_THROW_WITH(
+      load_ground_truth(dir_.write("g1.json", R"({"images": [{"id": 1}], "categories": [],
       "annotations": [{"id": 4, "image_id": 1, "category_id": 5, "bbox": [0, 0, 10, 10], "iscrowd": 0}]})")),
-                    DataError, "annotations[0] (id=4): no 'area'");
-  EXPECT_THROW_WITH(load_ground_truth(dir_.write("g2.json", R"({"categories": []})")), DataError, "no 'images'");
+      DataError, "annotations[0] (id=4): no 'area'");
+  EXPECT_THROW_WITH(load_ground_truth(dir_.write("g2.json", R"({"categories": []})")), DataError,
+                    "no 'images'");
 }
 
 TEST_F(CocoBadInputTest, EmptyResultsEvaluateToZeroAndMinusOne) {
@@ -356,7 +385,8 @@ TEST_F(CocoBadInputTest, EmptyResultsEvaluateToZeroAndMinusOne) {
 TEST_F(CocoBadInputTest, BadParams) {
   Params p;
   p.max_dets = {1, 10};
-  EXPECT_THROW_WITH(summarize(evaluate(gt_, {}, p), gt_), ConfigError, "summarize needs 3 max_dets");
+  EXPECT_THROW_WITH(summarize(evaluate(gt_, {}, p), gt_), ConfigError,
+                    "summarize needs 3 max_dets");
   p = Params();
   p.iou_thresholds.clear();
   EXPECT_THROW_WITH(evaluate(gt_, {}, p), ConfigError, "iou_thresholds is empty");
@@ -379,11 +409,15 @@ TEST(CocoSummaryText, MatchesPycocotoolsLayout) {
   m.stats = std::vector<double>(12, -1);
   m.stats[0] = 0.5;
   const auto text = format_summary(m, Params());
-  EXPECT_NE(text.find(" Average Precision  (AP) @[ IoU=0.50:0.95 | area=   all | maxDets=100 ] = 0.500\n"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find(
+          " Average Precision  (AP) @[ IoU=0.50:0.95 | area=   all | maxDets=100 ] = 0.500\n"),
+      std::string::npos)
       << text;
-  EXPECT_NE(text.find(" Average Recall     (AR) @[ IoU=0.50:0.95 | area= large | maxDets=100 ] = -1.000\n"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find(
+          " Average Recall     (AR) @[ IoU=0.50:0.95 | area= large | maxDets=100 ] = -1.000\n"),
+      std::string::npos)
       << text;
 }
 

@@ -4,8 +4,8 @@
 #include <vector>
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include "core/errors.h"
 #include "eval/coco_evaluator.h"
@@ -26,9 +26,12 @@ constexpr const char* kGt = R"({"images": [{"id": 10}, {"id": 20}, {"id": 30}],
     {"id": 4, "image_id": 20, "category_id": 3, "bbox": [0, 0, 300, 300], "area": 90000, "iscrowd": 1},
     {"id": 5, "image_id": 30, "category_id": 3, "bbox": [40, 40, 100, 100], "area": 10000, "iscrowd": 0}]})";
 
-Targets target(int64_t image_id) { return Targets(image_id, Boxes(), torch::zeros({0}, torch::kInt64)); }
+Targets target(int64_t image_id) {
+  return Targets(image_id, Boxes(), torch::zeros({0}, torch::kInt64));
+}
 
-Detections detections(int64_t image_id, std::vector<float> xyxy, std::vector<float> scores, std::vector<int64_t> labels) {
+Detections detections(int64_t image_id, std::vector<float> xyxy, std::vector<float> scores,
+                      std::vector<int64_t> labels) {
   const int64_t n = static_cast<int64_t>(scores.size());
   return Detections(image_id, Boxes(torch::tensor(xyxy, torch::kFloat32).reshape({n, 4})),
                     torch::tensor(scores, torch::kFloat32), torch::tensor(labels, torch::kInt64));
@@ -44,7 +47,8 @@ class CocoEvaluatorTest : public ::testing::Test {
   CocoEvaluator make() { return CocoEvaluator(gt_, {3, 8}); }
   std::vector<Targets> targets_ = {target(10), target(20)};
   std::vector<Detections> batch_ = {
-      detections(10, {10, 10, 60, 50, 100, 80, 220, 170, 12, 12, 58, 52}, {0.9f, 0.8f, 0.3f}, {0, 1, 0}),
+      detections(10, {10, 10, 60, 50, 100, 80, 220, 170, 12, 12, 58, 52}, {0.9f, 0.8f, 0.3f},
+                 {0, 1, 0}),
       detections(20, {5, 5, 25, 25, 10, 10, 200, 200}, {0.7f, 0.6f}, {1, 0})};
   TempDir dir_;
   std::string gt_path_;
@@ -59,9 +63,11 @@ TEST_F(CocoEvaluatorTest, EqualsPycocotoolsOnTheSameResults) {
   // The recorded detections, written as a results file, through pycocotools live.
   const auto dt_path = (dir_.path() / "dt.json").string();
   write_results(ev.detections(), dt_path);
-  nlohmann::json jobs = {{{"gt", gt_path_}, {"dt", dt_path}, {"out", (dir_.path() / "ref.json").string()}}};
-  const auto run = detforge::testing::run_command(std::string(DETFORGE_PYTHON) + " " + DETFORGE_SOURCE_DIR +
-                                                  "/tests/eval/coco_reference.py " + dir_.write("jobs.json", jobs.dump()));
+  nlohmann::json jobs = {
+      {{"gt", gt_path_}, {"dt", dt_path}, {"out", (dir_.path() / "ref.json").string()}}};
+  const auto run = detforge::testing::run_command(
+      std::string(DETFORGE_PYTHON) + " " + DETFORGE_SOURCE_DIR + "/tests/eval/coco_reference.py " +
+      dir_.write("jobs.json", jobs.dump()));
   ASSERT_EQ(run.exit_code, 0) << run.output;
   const auto ref = nlohmann::json::parse(detforge::testing::read_file(dir_.path() / "ref.json"));
   EXPECT_EQ(m.stats, ref.at("stats").get<std::vector<double>>());
@@ -97,11 +103,12 @@ TEST_F(CocoEvaluatorTest, OnlyProcessedImagesAreEvaluated) {
 
 TEST_F(CocoEvaluatorTest, BadInputsNameTheImage) {
   auto ev = make();
-  EXPECT_THROW_WITH(ev.process({target(99)}, {detections(99, {0, 0, 1, 1}, {0.5f}, {0})}), DataError, "image_id=99");
-  EXPECT_THROW_WITH(ev.process({target(10)}, {detections(10, {0, 0, 1, 1}, {0.5f}, {2})}), DataError,
-                    "image_id=10 label=2");
-  EXPECT_THROW_WITH(ev.process({target(10)}, {detections(20, {0, 0, 1, 1}, {0.5f}, {0})}), DataError,
-                    "detections for image id 20");
+  EXPECT_THROW_WITH(ev.process({target(99)}, {detections(99, {0, 0, 1, 1}, {0.5f}, {0})}),
+                    DataError, "image_id=99");
+  EXPECT_THROW_WITH(ev.process({target(10)}, {detections(10, {0, 0, 1, 1}, {0.5f}, {2})}),
+                    DataError, "image_id=10 label=2");
+  EXPECT_THROW_WITH(ev.process({target(10)}, {detections(20, {0, 0, 1, 1}, {0.5f}, {0})}),
+                    DataError, "detections for image id 20");
   EXPECT_THROW_WITH(ev.process({target(10)}, {detections(10, {0, 0, 1, 1}, {NAN}, {0})}), DataError,
                     "[data:score.non_finite] image_id=10");
   EXPECT_THROW_WITH(CocoEvaluator(gt_, {3, 4}), DataError, "label 1 maps to category id 4");
@@ -126,28 +133,34 @@ TEST_F(CocoEvaluatorTest, CommandPrintsSummaryAndWritesMetrics) {
   const auto dt_path = (dir_.path() / "dt.json").string();
   write_results(ev.detections(), dt_path);
   const auto out = (dir_.path() / "metrics.json").string();
-  const auto run = detforge::testing::run_command(detforge::testing::detforge_binary() + " eval --gt " + gt_path_ +
-                                                  " --dt " + dt_path + " --out " + out);
+  const auto run =
+      detforge::testing::run_command(detforge::testing::detforge_binary() + " eval --gt " +
+                                     gt_path_ + " --dt " + dt_path + " --out " + out);
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  EXPECT_NE(run.output.find(" Average Precision  (AP) @[ IoU=0.50:0.95 | area=   all | maxDets=100 ] = "),
-            std::string::npos)
+  EXPECT_NE(
+      run.output.find(" Average Precision  (AP) @[ IoU=0.50:0.95 | area=   all | maxDets=100 ] = "),
+      std::string::npos)
       << run.output;
   EXPECT_NE(run.output.find("dog"), std::string::npos) << run.output;
   const auto j = nlohmann::json::parse(detforge::testing::read_file(out));
   // The command evaluates every GT image (image 30 has no detections here).
-  EXPECT_EQ(j.at("stats").get<std::vector<double>>(), summarize(evaluate(gt_, ev.detections()), gt_).stats);
+  EXPECT_EQ(j.at("stats").get<std::vector<double>>(),
+            summarize(evaluate(gt_, ev.detections()), gt_).stats);
   EXPECT_EQ(j.at("per_category").at("3").at("name"), "cat");
 }
 
 TEST_F(CocoEvaluatorTest, CommandRejectsUnknownIds) {
-  const auto dt = dir_.write("bad.json", R"([{"image_id": 11, "category_id": 3, "bbox": [0,0,1,1], "score": 0.5},
+  const auto dt = dir_.write(
+      "bad.json", R"([{"image_id": 11, "category_id": 3, "bbox": [0,0,1,1], "score": 0.5},
       {"image_id": 12, "category_id": 3, "bbox": [0,0,1,1], "score": 0.5}])");
-  const auto run = detforge::testing::run_command(detforge::testing::detforge_binary() + " eval --gt " + gt_path_ +
-                                                  " --dt " + dt);
+  const auto run = detforge::testing::run_command(detforge::testing::detforge_binary() +
+                                                  " eval --gt " + gt_path_ + " --dt " + dt);
   EXPECT_EQ(run.exit_code, static_cast<int>(ExitCode::kData)) << run.output;
-  EXPECT_NE(run.output.find("image ids not in the ground truth: 11, 12"), std::string::npos) << run.output;
-  const auto missing = detforge::testing::run_command(detforge::testing::detforge_binary() + " eval --gt " +
-                                                      gt_path_ + " --dt " + (dir_.path() / "nope.json").string());
+  EXPECT_NE(run.output.find("image ids not in the ground truth: 11, 12"), std::string::npos)
+      << run.output;
+  const auto missing =
+      detforge::testing::run_command(detforge::testing::detforge_binary() + " eval --gt " +
+                                     gt_path_ + " --dt " + (dir_.path() / "nope.json").string());
   EXPECT_EQ(missing.exit_code, static_cast<int>(ExitCode::kIo)) << missing.output;
 }
 

@@ -20,12 +20,11 @@ using detforge::testing::max_abs_diff;
 class LossParity : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const auto path = detforge::testing::cached_reference("losses_ref.pth", "losses/losses_reference.py", /*is_dir=*/false);
+    const auto path = detforge::testing::cached_reference(
+        "losses_ref.pth", "losses/losses_reference.py", /*is_dir=*/false);
     ref_ = new std::map<std::string, torch::Tensor>(detforge::testing::read_tensor_dict(path));
   }
-  static void TearDownTestSuite() {
-    delete ref_;
-  }
+  static void TearDownTestSuite() { delete ref_; }
   static const torch::Tensor& ref(const std::string& key) { return ref_->at(key); }
 
   static inline std::map<std::string, torch::Tensor>* ref_ = nullptr;
@@ -35,11 +34,13 @@ TEST_F(LossParity, FocalLossMatchesTorchvision) {
   const auto& x = ref("focal_logits");
   const auto& t = ref("focal_targets");
   EXPECT_LE(max_abs_diff(sigmoid_focal_loss(x, t, FocalLossOptions().reduction(Reduction::kNone)),
-                         ref("focal_none")), 1e-6);
+                         ref("focal_none")),
+            1e-6);
   EXPECT_NEAR(sigmoid_focal_loss(x, t).item<double>(), ref("focal_sum").item<double>(), 1e-4);
-  EXPECT_NEAR(sigmoid_focal_loss(x, t, FocalLossOptions().alpha(0.5).gamma(1.0).reduction(Reduction::kMean))
-                  .item<double>(),
-              ref("focal_mean_a05_g1").item<double>(), 1e-6);
+  EXPECT_NEAR(
+      sigmoid_focal_loss(x, t, FocalLossOptions().alpha(0.5).gamma(1.0).reduction(Reduction::kMean))
+          .item<double>(),
+      ref("focal_mean_a05_g1").item<double>(), 1e-6);
   EXPECT_NEAR(FocalLoss(FocalLossOptions().alpha(-1))->forward(x, t).item<double>(),
               ref("focal_sum_noalpha").item<double>(), 1e-4);
 }
@@ -67,15 +68,18 @@ TEST_F(LossParity, FusedOneHotFocalLossMatchesTorchvisionValueAndGradient) {
   }
   at::set_num_threads(threads_before);
   // Bad shapes are refused before any work.
-  EXPECT_THROW(one_hot_focal_loss_sum(ref("fused_logits"), labels.narrow(1, 0, 5), weight), c10::Error);
+  EXPECT_THROW(one_hot_focal_loss_sum(ref("fused_logits"), labels.narrow(1, 0, 5), weight),
+               c10::Error);
 }
 
 TEST_F(LossParity, BoxLossesMatchTorch) {
   const auto& p = ref("reg_pred");
   const auto& t = ref("reg_target");
   EXPECT_NEAR(losses::l1_loss(p, t).item<double>(), ref("l1_sum").item<double>(), 1e-4);
-  EXPECT_NEAR(losses::smooth_l1_loss(p, t).item<double>(), ref("smooth_l1_sum").item<double>(), 1e-4);
-  EXPECT_NEAR(losses::smooth_l1_loss(p, t, 0.11).item<double>(), ref("smooth_l1_sum_b011").item<double>(), 1e-4);
+  EXPECT_NEAR(losses::smooth_l1_loss(p, t).item<double>(), ref("smooth_l1_sum").item<double>(),
+              1e-4);
+  EXPECT_NEAR(losses::smooth_l1_loss(p, t, 0.11).item<double>(),
+              ref("smooth_l1_sum_b011").item<double>(), 1e-4);
   const auto g = losses::giou_loss(ref("giou_a"), ref("giou_b"), 1e-7, Reduction::kNone);
   EXPECT_LE(max_abs_diff(g, ref("giou_none")), 1e-6);
   EXPECT_GT(g[0].item<float>(), 1.0f);  // disjoint boxes: 1 - GIoU > 1
@@ -92,17 +96,20 @@ TEST(Losses, BoxRegressionLossDispatch) {
     EXPECT_LE(l.abs().max().item<double>(), 1e-5) << box_loss_type_name(type);
   }
   EXPECT_EQ(parse_box_loss_type("giou"), BoxLossType::kGIoU);
-  EXPECT_THROW_WITH(parse_box_loss_type("iou"), std::invalid_argument, "known: l1, smooth_l1, giou");
+  EXPECT_THROW_WITH(parse_box_loss_type("iou"), std::invalid_argument,
+                    "known: l1, smooth_l1, giou");
 }
 
 TEST(Losses, EmptyInputsGiveFiniteZeroWithGradient) {
   auto x = torch::zeros({0, 5}, torch::requires_grad());
-  const auto f = sigmoid_focal_loss(x, torch::zeros({0, 5}), FocalLossOptions().reduction(Reduction::kMean));
+  const auto f =
+      sigmoid_focal_loss(x, torch::zeros({0, 5}), FocalLossOptions().reduction(Reduction::kMean));
   EXPECT_EQ(f.item<float>(), 0.0f);
   f.backward();
   ASSERT_TRUE(x.grad().defined());
   auto d = torch::zeros({0, 4}, torch::requires_grad());
-  const auto g = losses::giou_loss(d, torch::zeros({0, 4}), 1e-7, Reduction::kMean) + losses::l1_loss(d, torch::zeros({0, 4}));
+  const auto g = losses::giou_loss(d, torch::zeros({0, 4}), 1e-7, Reduction::kMean) +
+                 losses::l1_loss(d, torch::zeros({0, 4}));
   EXPECT_EQ(g.item<float>(), 0.0f);
   g.backward();
   EXPECT_TRUE(d.grad().defined());
@@ -111,41 +118,49 @@ TEST(Losses, EmptyInputsGiveFiniteZeroWithGradient) {
 TEST(Losses, ShapeMismatchIsRefused) {
   EXPECT_THROW_WITH(sigmoid_focal_loss(torch::zeros({3, 2}), torch::zeros({3, 3})), c10::Error,
                     "logits [3, 2] and targets [3, 3]");
-  EXPECT_THROW_WITH(sigmoid_focal_loss(torch::zeros({1}), torch::zeros({1}), FocalLossOptions().alpha(1.5)),
-                    c10::Error, "alpha must be in [0, 1]");
+  EXPECT_THROW_WITH(
+      sigmoid_focal_loss(torch::zeros({1}), torch::zeros({1}), FocalLossOptions().alpha(1.5)),
+      c10::Error, "alpha must be in [0, 1]");
 }
 
 Targets image(int64_t id, std::vector<float> boxes, std::vector<int64_t> labels) {
   const int64_t n = static_cast<int64_t>(labels.size());
-  return Targets(id, Boxes(torch::tensor(boxes).view({n, 4})), torch::tensor(labels, torch::kInt64));
+  return Targets(id, Boxes(torch::tensor(boxes).view({n, 4})),
+                 torch::tensor(labels, torch::kInt64));
 }
 
 TEST(TargetChecks, LabelEqualToNumClassesNamesImageValueAndRange) {
-  const std::vector<Targets> t = {image(1, {0, 0, 5, 5}, {2}), image(139, {0, 0, 5, 5, 1, 1, 4, 4}, {0, 264})};
+  const std::vector<Targets> t = {image(1, {0, 0, 5, 5}, {2}),
+                                  image(139, {0, 0, 5, 5, 1, 1, 4, 4}, {0, 264})};
   EXPECT_THROW_WITH(check_targets(t, 264, InvalidTargetPolicy::kError), DataError, "image_id=139");
   EXPECT_THROW_WITH(check_targets(t, 264, InvalidTargetPolicy::kError), DataError, "label=264");
   EXPECT_THROW_WITH(check_targets(t, 264, InvalidTargetPolicy::kError), DataError, "[0, 264)");
 }
 
 TEST(TargetChecks, NegativeLabelNaNAndZeroAreaBoxes) {
-  EXPECT_THROW_WITH(check_targets({image(7, {0, 0, 5, 5}, {-1})}, 3, InvalidTargetPolicy::kError), DataError,
-                    "label=-1");
+  EXPECT_THROW_WITH(check_targets({image(7, {0, 0, 5, 5}, {-1})}, 3, InvalidTargetPolicy::kError),
+                    DataError, "label=-1");
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  EXPECT_THROW_WITH(check_targets({image(8, {0, 0, nan, 5}, {0})}, 3, InvalidTargetPolicy::kError), DataError,
-                    "[data:bbox.non_finite] image_id=8");
-  EXPECT_THROW_WITH(check_targets({image(9, {3, 3, 3, 8}, {0})}, 3, InvalidTargetPolicy::kError), DataError,
-                    "[data:bbox.non_positive_size] image_id=9");
+  EXPECT_THROW_WITH(check_targets({image(8, {0, 0, nan, 5}, {0})}, 3, InvalidTargetPolicy::kError),
+                    DataError, "[data:bbox.non_finite] image_id=8");
+  EXPECT_THROW_WITH(check_targets({image(9, {3, 3, 3, 8}, {0})}, 3, InvalidTargetPolicy::kError),
+                    DataError, "[data:bbox.non_positive_size] image_id=9");
 }
 
 TEST(TargetChecks, SkipPolicyMarksOnlyBadImages) {
-  const std::vector<Targets> t = {image(1, {0, 0, 5, 5}, {0}), image(2, {0, 0, 5, 5}, {3}), Targets()};
-  EXPECT_EQ(check_targets(t, 3, InvalidTargetPolicy::kSkipImage), (std::vector<bool>{true, false, true}));
-  EXPECT_EQ(check_targets(t, 4, InvalidTargetPolicy::kError), (std::vector<bool>{true, true, true}));
+  const std::vector<Targets> t = {image(1, {0, 0, 5, 5}, {0}), image(2, {0, 0, 5, 5}, {3}),
+                                  Targets()};
+  EXPECT_EQ(check_targets(t, 3, InvalidTargetPolicy::kSkipImage),
+            (std::vector<bool>{true, false, true}));
+  EXPECT_EQ(check_targets(t, 4, InvalidTargetPolicy::kError),
+            (std::vector<bool>{true, true, true}));
   // C = 1: only label 0 is valid.
-  EXPECT_EQ(check_targets({image(3, {0, 0, 5, 5}, {0})}, 1, InvalidTargetPolicy::kError), std::vector<bool>{true});
-  EXPECT_THROW_WITH(check_targets({image(3, {0, 0, 5, 5}, {1})}, 1, InvalidTargetPolicy::kError), DataError,
-                    "[0, 1)");
-  EXPECT_THROW_WITH(parse_invalid_target_policy("drop"), std::invalid_argument, "known: error, skip_image");
+  EXPECT_EQ(check_targets({image(3, {0, 0, 5, 5}, {0})}, 1, InvalidTargetPolicy::kError),
+            std::vector<bool>{true});
+  EXPECT_THROW_WITH(check_targets({image(3, {0, 0, 5, 5}, {1})}, 1, InvalidTargetPolicy::kError),
+                    DataError, "[0, 1)");
+  EXPECT_THROW_WITH(parse_invalid_target_policy("drop"), std::invalid_argument,
+                    "known: error, skip_image");
 }
 
 }  // namespace

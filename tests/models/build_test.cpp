@@ -29,7 +29,8 @@ TEST(ModelBuild, ShippedR50ConfigGivesTorchvisionDefaults) {
 }
 
 TEST(ModelBuild, MlperfAndV2Configs) {
-  const auto mlperf = Config::load(configs() + "_base_/models/retinanet_resnext50_32x4d_fpn_mlperf.yaml");
+  const auto mlperf =
+      Config::load(configs() + "_base_/models/retinanet_resnext50_32x4d_fpn_mlperf.yaml");
   const auto o = retinanet_options(mlperf.root().child("model"));
   EXPECT_EQ(o.num_classes(), 264);
   EXPECT_EQ(o.backbone().arch(), "resnext50_32x4d");
@@ -42,7 +43,8 @@ TEST(ModelBuild, MlperfAndV2Configs) {
 
 TEST(ModelBuild, BuildsADetectorWithFixedLossKeys) {
   const auto cfg = Config::parse(
-      "model:\n  type: retinanet\n  num_classes: 3\n  backbone: {type: resnet18, trainable_layers: 0}\n"
+      "model:\n  type: retinanet\n  num_classes: 3\n  backbone: {type: resnet18, trainable_layers: "
+      "0}\n"
       "  fpn: {channels: 32}\n");
   auto d = build_detector(cfg.root().child("model"));
   EXPECT_EQ(d->loss_keys(), (std::vector<std::string>{"classification", "bbox_regression"}));
@@ -56,26 +58,34 @@ TEST(ModelBuild, ConfigErrorsNameTheKey) {
   auto build = [](const std::string& yaml) {
     return build_detector(Config::parse(yaml, "m.yaml").root().child("model"));
   };
-  EXPECT_THROW_WITH(build("model:\n  type: retinanet\n  num_classes: 3\n  num_anchor: 9\n"), ConfigError,
-                    "model.num_anchor: unknown key");
-  EXPECT_THROW_WITH(build("model:\n  type: yolo\n  num_classes: 3\n"), ConfigError, "known: retinanet");
-  EXPECT_THROW_WITH(build("model:\n  type: retinanett\n  num_classes: 3\n"), ConfigError,
-                    "m.yaml:2 model.type: unknown 'retinanett'; known: retinanet (did you mean retinanet?)");
-  EXPECT_THROW_WITH(build("model:\n  type: retinanet\n  num_classes: 3\n  backbone: {type: resnet5}\n"),
-                    ConfigError, "model.backbone.type: unknown 'resnet5'; known: resnet18");
+  EXPECT_THROW_WITH(build("model:\n  type: retinanet\n  num_classes: 3\n  num_anchor: 9\n"),
+                    ConfigError, "model.num_anchor: unknown key");
+  EXPECT_THROW_WITH(build("model:\n  type: yolo\n  num_classes: 3\n"), ConfigError,
+                    "known: retinanet");
+  EXPECT_THROW_WITH(
+      build("model:\n  type: retinanett\n  num_classes: 3\n"), ConfigError,
+      "m.yaml:2 model.type: unknown 'retinanett'; known: retinanet (did you mean retinanet?)");
+  EXPECT_THROW_WITH(
+      build("model:\n  type: retinanet\n  num_classes: 3\n  backbone: {type: resnet5}\n"),
+      ConfigError, "model.backbone.type: unknown 'resnet5'; known: resnet18");
   EXPECT_THROW_WITH(build("model:\n  type: retinanet\n  num_classes: 0\n"), ConfigError,
                     "model.num_classes: 0 must be >= 1");
-  EXPECT_THROW_WITH(build("model:\n  type: retinanet\n  num_classes: 2\n  backbone: {trainable_layers: 6}\n"),
-                    ConfigError, "trainable_layers: 6 must be in [0, 5]");
+  EXPECT_THROW_WITH(
+      build("model:\n  type: retinanet\n  num_classes: 2\n  backbone: {trainable_layers: 6}\n"),
+      ConfigError, "trainable_layers: 6 must be in [0, 5]");
   EXPECT_THROW_WITH(build("model:\n  type: retinanet\n  num_classes: 2\n  backbone: {norm: bn}\n"),
-                    ConfigError, "model.backbone.norm: unknown 'bn'; allowed: frozen_bn, gn (did you mean gn?)");
-  EXPECT_THROW_WITH(build("model:\n  type: retinanet\n  num_classes: 2\n  backbone: {norm: gn, norm_groups: 24}\n"),
-                    ConfigError, "model.backbone.norm_groups: 24 must divide 64");
+                    ConfigError,
+                    "model.backbone.norm: unknown 'bn'; allowed: frozen_bn, gn (did you mean gn?)");
+  EXPECT_THROW_WITH(
+      build(
+          "model:\n  type: retinanet\n  num_classes: 2\n  backbone: {norm: gn, norm_groups: 24}\n"),
+      ConfigError, "model.backbone.norm_groups: 24 must divide 64");
   EXPECT_THROW_WITH(build("model:\n  type: retinanet\n  num_classes: 2\n  loss: {box_loss: iou}\n"),
                     ConfigError, "model.loss.box_loss: unknown box loss 'iou'");
-  EXPECT_THROW_WITH(build("model:\n  type: retinanet\n  num_classes: 2\n  weights: /nonexistent.pth\n"
-                          "  backbone: {type: resnet18}\n  fpn: {channels: 32}\n"),
-                    IoError, "/nonexistent.pth: cannot open weights file");
+  EXPECT_THROW_WITH(
+      build("model:\n  type: retinanet\n  num_classes: 2\n  weights: /nonexistent.pth\n"
+            "  backbone: {type: resnet18}\n  fpn: {channels: 32}\n"),
+      IoError, "/nonexistent.pth: cannot open weights file");
 }
 
 }  // namespace

@@ -32,9 +32,12 @@ struct Case {
 
 const std::vector<Case>& cases() {
   static const std::vector<Case> c = {
-      {"r18_mixed", "r18", "resnet18", 5, false}, {"r18_many", "r18", "resnet18", 5, false},
-      {"r18_empty", "r18", "resnet18", 5, false}, {"r18_v2", "r18_v2", "resnet18", 1, true},
-      {"r50", "r50", "resnet50", 91, false},      {"mlperf", "mlperf", "resnext50_32x4d", 264, false},
+      {"r18_mixed", "r18", "resnet18", 5, false},
+      {"r18_many", "r18", "resnet18", 5, false},
+      {"r18_empty", "r18", "resnet18", 5, false},
+      {"r18_v2", "r18_v2", "resnet18", 1, true},
+      {"r50", "r50", "resnet50", 91, false},
+      {"mlperf", "mlperf", "resnext50_32x4d", 264, false},
   };
   return c;
 }
@@ -43,7 +46,8 @@ RetinaNetOptions options_for(const Case& c) {
   RetinaNetOptions o(c.num_classes);
   o.backbone(ResNetOptions(c.arch));
   if (c.v2) {
-    o.p6_from_p5(false).head_norm_groups(32).box_loss(losses::BoxLossOptions().type(losses::BoxLossType::kGIoU));
+    o.p6_from_p5(false).head_norm_groups(32).box_loss(
+        losses::BoxLossOptions().type(losses::BoxLossType::kGIoU));
   }
   return o;
 }
@@ -52,8 +56,8 @@ class RetinaNetParity : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new detforge::testing::TempDir();
-    ref_dir_ = new std::string(
-        detforge::testing::cached_reference("retinanet", "models/retinanet_reference.py", /*is_dir=*/true));
+    ref_dir_ = new std::string(detforge::testing::cached_reference(
+        "retinanet", "models/retinanet_reference.py", /*is_dir=*/true));
   }
   static void TearDownTestSuite() {
     delete dir_;
@@ -97,8 +101,8 @@ class RetinaNetParity : public ::testing::Test {
 // Pairs every reference detection with an unused one of ours of the same label, nearest in
 // max(|score diff|, |box diff|), and returns the largest such distance (infinity if a
 // reference detection finds no partner). Order-free: near-equal scores may come in either order.
-double match_detections(const Detections& ours, const torch::Tensor& boxes, const torch::Tensor& scores,
-                        const torch::Tensor& labels) {
+double match_detections(const Detections& ours, const torch::Tensor& boxes,
+                        const torch::Tensor& scores, const torch::Tensor& labels) {
   const auto ob = ours.boxes.tensor().to(torch::kFloat64), os = ours.scores.to(torch::kFloat64);
   const auto tb = boxes.to(torch::kFloat64), ts = scores.to(torch::kFloat64);
   std::vector<bool> used(ours.size(), false);
@@ -108,7 +112,8 @@ double match_detections(const Detections& ours, const torch::Tensor& boxes, cons
     int64_t best_i = -1;
     for (int64_t i = 0; i < ours.size(); ++i) {
       if (used[i] || ours.labels[i].item<int64_t>() != labels[j].item<int64_t>()) continue;
-      const double d = std::max((os[i] - ts[j]).abs().item<double>(), (ob[i] - tb[j]).abs().max().item<double>());
+      const double d = std::max((os[i] - ts[j]).abs().item<double>(),
+                                (ob[i] - tb[j]).abs().max().item<double>());
       if (d < best) best = d, best_i = i;
     }
     if (best_i >= 0) used[best_i] = true;
@@ -139,19 +144,23 @@ void RetinaNetParity::check_case(const Case& c, bool through_predict) {
     EXPECT_TRUE(torch::equal(matched[i], io.at("matched_" + std::to_string(i)))) << "image " << i;
   }
   const auto losses = model->compute_loss(batch.targets, out, anchors, keep);
-  EXPECT_NEAR(losses.at("classification").item<double>(), io.at("loss_classification").item<double>(), kTol);
-  EXPECT_NEAR(losses.at("bbox_regression").item<double>(), io.at("loss_bbox_regression").item<double>(), kTol);
+  EXPECT_NEAR(losses.at("classification").item<double>(),
+              io.at("loss_classification").item<double>(), kTol);
+  EXPECT_NEAR(losses.at("bbox_regression").item<double>(),
+              io.at("loss_bbox_regression").item<double>(), kTol);
   // predict() runs the network again; the other cases post-process the outputs above.
   std::vector<int64_t> level_sizes;
   for (const auto& f : feats) level_sizes.push_back(f.size(2) * f.size(3) * 9);
-  const auto dets = through_predict ? model->predict(batch) : model->postprocess(out, anchors, level_sizes, batch);
+  const auto dets = through_predict ? model->predict(batch)
+                                    : model->postprocess(out, anchors, level_sizes, batch);
   ASSERT_EQ(static_cast<int64_t>(dets.size()), batch.size());
   int64_t total = 0;
   for (int64_t i = 0; i < batch.size(); ++i) {
     const auto s = std::to_string(i);
     const auto& theirs = io.at("det_scores_" + s);
     ASSERT_EQ(dets[i].size(), theirs.size(0)) << "image " << i;
-    EXPECT_LE(match_detections(dets[i], io.at("det_boxes_" + s), theirs, io.at("det_labels_" + s)), kTol)
+    EXPECT_LE(match_detections(dets[i], io.at("det_boxes_" + s), theirs, io.at("det_labels_" + s)),
+              kTol)
         << "image " << i;
     EXPECT_EQ(dets[i].image_id, 100 + i);
     total += dets[i].size();
@@ -159,7 +168,9 @@ void RetinaNetParity::check_case(const Case& c, bool through_predict) {
   EXPECT_GT(total, 0) << "the case must produce detections to compare";
 }
 
-TEST_F(RetinaNetParity, BatchOfTwoSizesWithTinyBoxesAndAnEmptyImage) { check_case(cases()[0], true); }
+TEST_F(RetinaNetParity, BatchOfTwoSizesWithTinyBoxesAndAnEmptyImage) {
+  check_case(cases()[0], true);
+}
 TEST_F(RetinaNetParity, ManyBoxes) { check_case(cases()[1]); }
 TEST_F(RetinaNetParity, EveryImageEmpty) { check_case(cases()[2]); }
 TEST_F(RetinaNetParity, V2GroupNormHeadGiouP6FromC5SingleClass) { check_case(cases()[3]); }
@@ -220,9 +231,10 @@ TEST(ResNetOptionsCheck, UnknownNormAndBadGroupsAreRefused) {
 TEST_F(RetinaNetParity, GoldenKeyListsEqualTorchvision) {
   std::ifstream in(file("keys.json"));
   const auto keys = nlohmann::json::parse(in);
-  const std::vector<std::pair<const char*, Case>> models = {
-      {"r18_state_dict", cases()[0]}, {"r18_v2_state_dict", cases()[3]},
-      {"r50_state_dict", cases()[4]}, {"mlperf_state_dict", cases()[5]}};
+  const std::vector<std::pair<const char*, Case>> models = {{"r18_state_dict", cases()[0]},
+                                                            {"r18_v2_state_dict", cases()[3]},
+                                                            {"r50_state_dict", cases()[4]},
+                                                            {"mlperf_state_dict", cases()[5]}};
   for (const auto& [key, c] : models) {
     RetinaNet m(options_for(c));
     std::set<std::string> ours;
@@ -232,7 +244,8 @@ TEST_F(RetinaNetParity, GoldenKeyListsEqualTorchvision) {
     EXPECT_EQ(ours.size(), theirs.size()) << key;
   }
   // Parameter order (the gradient all-reduce order) and the frozen set, as torchvision's.
-  for (const auto& [key, c] : std::vector<std::pair<const char*, Case>>{{"r18", cases()[0]}, {"r50", cases()[4]}}) {
+  for (const auto& [key, c] :
+       std::vector<std::pair<const char*, Case>>{{"r18", cases()[0]}, {"r50", cases()[4]}}) {
     RetinaNet m(options_for(c));
     std::vector<std::string> names, trainable;
     for (const auto& p : m->named_parameters()) {
@@ -261,14 +274,18 @@ TEST_F(RetinaNetParity, WeightsRoundTripThroughPython) {
   }
   // And detforge reads its own files.
   RetinaNet again(options_for(cases()[3]));
-  EXPECT_EQ(load_named_tensors(*again, read_state_dict(ours), ours).loaded, static_cast<int64_t>(state.size()));
+  EXPECT_EQ(load_named_tensors(*again, read_state_dict(ours), ours).loaded,
+            static_cast<int64_t>(state.size()));
   // `detforge export` of torchvision's file gives a file torchvision loads strictly, unchanged.
   const auto config = scratch("r18_v2.yaml");
-  std::ofstream(config) << "model: {type: retinanet, num_classes: 1, backbone: {type: resnet18},\n"
-                           "        fpn: {p6_from: c5}, head: {norm_groups: 32}, loss: {box_loss: giou}}\n";
-  const auto exported = scratch("exported_r18_v2.pth"), reloaded = scratch("python_exported_r18_v2.pth");
-  const auto r = detforge::testing::run_command(detforge::testing::detforge_binary() + " export --config " + config +
-                                                " --weights " + file("weights_r18_v2.pth") + " --out " + exported);
+  std::ofstream(config)
+      << "model: {type: retinanet, num_classes: 1, backbone: {type: resnet18},\n"
+         "        fpn: {p6_from: c5}, head: {norm_groups: 32}, loss: {box_loss: giou}}\n";
+  const auto exported = scratch("exported_r18_v2.pth"),
+             reloaded = scratch("python_exported_r18_v2.pth");
+  const auto r = detforge::testing::run_command(detforge::testing::detforge_binary() +
+                                                " export --config " + config + " --weights " +
+                                                file("weights_r18_v2.pth") + " --out " + exported);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   detforge::testing::run_reference("models/load_check.py", exported + " resnet18 1 1 " + reloaded);
   const auto python = detforge::testing::read_tensor_dict(reloaded);
@@ -276,8 +293,9 @@ TEST_F(RetinaNetParity, WeightsRoundTripThroughPython) {
   ASSERT_EQ(python.size(), original.size());
   for (const auto& [name, t] : original) EXPECT_TRUE(torch::equal(python.at(name), t)) << name;
   // --ema asks for a checkpoint.
-  const auto bad = detforge::testing::run_command(detforge::testing::detforge_binary() + " export --config " + config +
-                                                  " --weights " + file("weights_r18_v2.pth") + " --ema --out " + exported);
+  const auto bad = detforge::testing::run_command(
+      detforge::testing::detforge_binary() + " export --config " + config + " --weights " +
+      file("weights_r18_v2.pth") + " --ema --out " + exported);
   EXPECT_EQ(bad.exit_code, 3) << bad.output;
   EXPECT_NE(bad.output.find("--ema needs a training checkpoint"), std::string::npos) << bad.output;
 }
@@ -287,7 +305,8 @@ TEST_F(RetinaNetParity, ImportsImageNetBackbone) {
   const auto path = file("imagenet_resnet18.pth");
   const auto tensors = read_state_dict(path);
   const auto report = load_named_tensors(
-      *m, tensors, path, LoadOptions().prefix("backbone.body.").ignore_prefixes({"fc."}).require_all(false));
+      *m, tensors, path,
+      LoadOptions().prefix("backbone.body.").ignore_prefixes({"fc."}).require_all(false));
   EXPECT_TRUE(report.unexpected.empty());
   std::map<std::string, torch::Tensor> file_tensors(tensors.begin(), tensors.end());
   for (const auto& [name, t] : module_state(*m->backbone()->body())) {

@@ -19,12 +19,11 @@ using detforge::testing::max_abs_diff;
 class OpsParity : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const auto path = detforge::testing::cached_reference("ops_ref.pth", "ops/ops_reference.py", /*is_dir=*/false);
+    const auto path = detforge::testing::cached_reference("ops_ref.pth", "ops/ops_reference.py",
+                                                          /*is_dir=*/false);
     ref_ = new std::map<std::string, torch::Tensor>(detforge::testing::read_tensor_dict(path));
   }
-  static void TearDownTestSuite() {
-    delete ref_;
-  }
+  static void TearDownTestSuite() { delete ref_; }
   static const torch::Tensor& ref(const std::string& key) { return ref_->at(key); }
 
   static inline std::map<std::string, torch::Tensor>* ref_ = nullptr;
@@ -38,12 +37,14 @@ TEST_F(OpsParity, BoxIouAndGiouMatchTorchvision) {
 
 TEST_F(OpsParity, BoxCoderMatchesTorchvision) {
   BoxCoder coder;
-  EXPECT_LE(max_abs_diff(coder.encode(ref("coder_gt"), ref("coder_anchors")), ref("coder_encoded")), 1e-6);
+  EXPECT_LE(max_abs_diff(coder.encode(ref("coder_gt"), ref("coder_anchors")), ref("coder_encoded")),
+            1e-6);
   const auto decoded = coder.decode(ref("coder_deltas"), ref("coder_anchors"));
-  EXPECT_TRUE(torch::isfinite(decoded).all().item<bool>());  // dw = 20 is clamped
+  EXPECT_TRUE(torch::isfinite(decoded).all().item<bool>());      // dw = 20 is clamped
   EXPECT_LE(max_abs_diff(decoded, ref("coder_decoded")), 1e-3);  // pixels, exp() of up to 4.1
   // Round trip.
-  const auto back = coder.decode(coder.encode(ref("coder_gt"), ref("coder_anchors")), ref("coder_anchors"));
+  const auto back =
+      coder.decode(coder.encode(ref("coder_gt"), ref("coder_anchors")), ref("coder_anchors"));
   EXPECT_LE(max_abs_diff(back, ref("coder_gt")), 1e-3);
 }
 
@@ -80,7 +81,8 @@ TEST_F(OpsParity, MatcherMatchesTorchvision) {
 
 TEST_F(OpsParity, AnchorsMatchTorchvision) {
   AnchorGenerator gen;
-  const auto a = gen.grid_anchors({{20, 28}, {10, 14}, {5, 7}, {3, 4}, {2, 2}}, 160, 224, torch::kCPU);
+  const auto a =
+      gen.grid_anchors({{20, 28}, {10, 14}, {5, 7}, {3, 4}, {2, 2}}, 160, 224, torch::kCPU);
   EXPECT_TRUE(torch::equal(a, ref("anchors_160x224")));
 }
 
@@ -103,7 +105,8 @@ TEST(Ops, NmsThresholdIsStrict) {
   // Different classes never suppress each other.
   EXPECT_EQ(batched_nms(b, s, torch::tensor({0, 1}, torch::kInt64), 0.1).size(0), 2);
   // Order: descending score.
-  EXPECT_TRUE(torch::equal(nms(b, torch::tensor({0.1f, 0.8f}), 0.5), torch::tensor({1, 0}, torch::kInt64)));
+  EXPECT_TRUE(
+      torch::equal(nms(b, torch::tensor({0.1f, 0.8f}), 0.5), torch::tensor({1, 0}, torch::kInt64)));
 }
 
 TEST(Ops, EmptyInputs) {
@@ -117,14 +120,17 @@ TEST(Ops, EmptyInputs) {
 }
 
 TEST(Ops, BadShapesAreRefused) {
-  EXPECT_THROW_WITH(box_iou(torch::zeros({3, 3}), torch::zeros({2, 4})), c10::Error, "box_iou: a must be");
-  EXPECT_THROW_WITH(nms(torch::zeros({3, 4}), torch::zeros({2}), 0.5), c10::Error, "scores must be [N] float32");
+  EXPECT_THROW_WITH(box_iou(torch::zeros({3, 3}), torch::zeros({2, 4})), c10::Error,
+                    "box_iou: a must be");
+  EXPECT_THROW_WITH(nms(torch::zeros({3, 4}), torch::zeros({2}), 0.5), c10::Error,
+                    "scores must be [N] float32");
   EXPECT_THROW_WITH(Matcher(MatcherOptions().low_threshold(0.6)), c10::Error, "low_threshold 0.6");
 }
 
 TEST(Ops, ClipBoxes) {
   const auto b = torch::tensor({-5.f, -1.f, 300.f, 50.f}).view({1, 4});
-  EXPECT_TRUE(torch::equal(clip_boxes(b, 40, 200), torch::tensor({0.f, 0.f, 200.f, 40.f}).view({1, 4})));
+  EXPECT_TRUE(
+      torch::equal(clip_boxes(b, 40, 200), torch::tensor({0.f, 0.f, 200.f, 40.f}).view({1, 4})));
 }
 
 }  // namespace

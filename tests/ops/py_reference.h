@@ -31,7 +31,8 @@ inline void run_reference(const std::string& script, const std::string& args) {
 /// when `is_dir`), kept under the build tree as test_reference/<name> and regenerated only when
 /// the script's text changes. ctest runs every test in its own process; this keeps the
 /// reference run to once per build instead of once per test.
-inline std::string cached_reference(const std::string& name, const std::string& script, bool is_dir) {
+inline std::string cached_reference(const std::string& name, const std::string& script,
+                                    bool is_dir) {
   namespace fs = std::filesystem;
   const fs::path root = fs::path(DETFORGE_BINARY_DIR) / "test_reference";
   fs::create_directories(root);
@@ -39,7 +40,8 @@ inline std::string cached_reference(const std::string& name, const std::string& 
   const fs::path stamp = root / (name + ".stamp");
   const std::string text = read_file(fs::path(DETFORGE_SOURCE_DIR) / "tests" / script);
   const std::string key = std::to_string(std::hash<std::string>{}(text));
-  if (fs::exists(final_path) && fs::exists(stamp) && read_file(stamp) == key) return final_path.string();
+  if (fs::exists(final_path) && fs::exists(stamp) && read_file(stamp) == key)
+    return final_path.string();
   const fs::path tmp = root / (name + ".tmp" + std::to_string(::getpid()));
   fs::remove_all(tmp);
   if (is_dir) fs::create_directories(tmp);

@@ -20,13 +20,17 @@ TEST(Boxes, ShapeAndDtypeAreChecked) {
 
 TEST(Boxes, GeometryOps) {
   Boxes b = Boxes::from_xywh(torch::tensor({{10.f, 20.f, 30.f, 40.f}, {-5.f, -5.f, 10.f, 0.f}}));
-  EXPECT_TRUE(torch::equal(b.tensor(), torch::tensor({{10.f, 20.f, 40.f, 60.f}, {-5.f, -5.f, 5.f, -5.f}})));
+  EXPECT_TRUE(
+      torch::equal(b.tensor(), torch::tensor({{10.f, 20.f, 40.f, 60.f}, {-5.f, -5.f, 5.f, -5.f}})));
   EXPECT_TRUE(torch::equal(b.area(), torch::tensor({1200.f, 0.f})));
   EXPECT_TRUE(torch::equal(b.nonempty(), torch::tensor({true, false})));
-  EXPECT_TRUE(torch::equal(b.to_xywh(), torch::tensor({{10.f, 20.f, 30.f, 40.f}, {-5.f, -5.f, 10.f, 0.f}})));
+  EXPECT_TRUE(torch::equal(b.to_xywh(),
+                           torch::tensor({{10.f, 20.f, 30.f, 40.f}, {-5.f, -5.f, 10.f, 0.f}})));
   b.clip(/*height=*/50, /*width=*/35);
-  EXPECT_TRUE(torch::equal(b.tensor(), torch::tensor({{10.f, 20.f, 35.f, 50.f}, {0.f, 0.f, 5.f, 0.f}})));
-  EXPECT_TRUE(torch::equal(b.scale(2.0, 0.5).tensor(), torch::tensor({{20.f, 10.f, 70.f, 25.f}, {0.f, 0.f, 10.f, 0.f}})));
+  EXPECT_TRUE(
+      torch::equal(b.tensor(), torch::tensor({{10.f, 20.f, 35.f, 50.f}, {0.f, 0.f, 5.f, 0.f}})));
+  EXPECT_TRUE(torch::equal(b.scale(2.0, 0.5).tensor(),
+                           torch::tensor({{20.f, 10.f, 70.f, 25.f}, {0.f, 0.f, 10.f, 0.f}})));
   const Boxes nan(torch::tensor({{0.f, 0.f, 1.f, 1.f}, {0.f, NAN, 1.f, 1.f}}));
   EXPECT_TRUE(torch::equal(nan.finite(), torch::tensor({true, false})));
   EXPECT_EQ(nan.index(nan.finite()).size(), 1);
@@ -34,8 +38,10 @@ TEST(Boxes, GeometryOps) {
 
 TEST(Targets, ConstructorChecksShapes) {
   Boxes two(torch::rand({2, 4}));
-  EXPECT_THROW_WITH(Targets(5, two, torch::zeros({3}, torch::kInt64)), c10::Error, "3 labels for 2 boxes (image_id=5)");
-  EXPECT_THROW_WITH(Targets(5, two, torch::zeros({2}, torch::kInt32)), c10::Error, "labels must be [N] int64");
+  EXPECT_THROW_WITH(Targets(5, two, torch::zeros({3}, torch::kInt64)), c10::Error,
+                    "3 labels for 2 boxes (image_id=5)");
+  EXPECT_THROW_WITH(Targets(5, two, torch::zeros({2}, torch::kInt32)), c10::Error,
+                    "labels must be [N] int64");
   const Targets t(5, two, torch::zeros({2}, torch::kInt64));
   EXPECT_EQ(t.iscrowd.size(0), 2);
   EXPECT_FALSE(t.iscrowd.any().item<bool>());
@@ -47,12 +53,15 @@ TEST(Targets, ValidateNamesImageValueAndRange) {
   const Boxes ok(torch::tensor({{0.f, 0.f, 4.f, 4.f}, {1.f, 1.f, 3.f, 5.f}}));
   const Targets high(139, ok, torch::tensor({0, 3}, torch::kInt64), {}, "000139.jpg");
   EXPECT_THROW_WITH(high.validate(3), DataError,
-                    "[data:label.out_of_range] image_id=139 file=000139.jpg label=3: box 1: label outside [0, 3)");
+                    "[data:label.out_of_range] image_id=139 file=000139.jpg label=3: box 1: label "
+                    "outside [0, 3)");
   const Targets negative(7, ok, torch::tensor({-1, 0}, torch::kInt64));
   EXPECT_THROW_WITH(negative.validate(3), DataError, "label=-1");
-  const Targets nan(8, Boxes(torch::tensor({{0.f, 0.f, NAN, 4.f}})), torch::tensor({0}, torch::kInt64));
+  const Targets nan(8, Boxes(torch::tensor({{0.f, 0.f, NAN, 4.f}})),
+                    torch::tensor({0}, torch::kInt64));
   EXPECT_THROW_WITH(nan.validate(3), DataError, "[data:bbox.non_finite] image_id=8");
-  const Targets flat(9, Boxes(torch::tensor({{0.f, 0.f, 0.f, 4.f}})), torch::tensor({0}, torch::kInt64));
+  const Targets flat(9, Boxes(torch::tensor({{0.f, 0.f, 0.f, 4.f}})),
+                     torch::tensor({0}, torch::kInt64));
   EXPECT_THROW_WITH(flat.validate(3), DataError, "[data:bbox.non_positive_size] image_id=9");
   EXPECT_NO_THROW(Targets(1, ok, torch::tensor({0, 2}, torch::kInt64)).validate(3));
 }
@@ -62,14 +71,16 @@ Batch make_batch(int64_t h, int64_t w) {
   b.images = torch::zeros({2, 3, h, w});
   b.image_sizes = {{h, w}, {h - 8, w}};
   b.original_sizes = {{h * 2, w * 2}, {h, w}};
-  b.targets = {Targets(1, Boxes(), torch::zeros({0}, torch::kInt64)),
-               Targets(2, Boxes(torch::tensor({{0.f, 0.f, 4.f, 4.f}})), torch::tensor({1}, torch::kInt64))};
+  b.targets = {
+      Targets(1, Boxes(), torch::zeros({0}, torch::kInt64)),
+      Targets(2, Boxes(torch::tensor({{0.f, 0.f, 4.f, 4.f}})), torch::tensor({1}, torch::kInt64))};
   return b;
 }
 
 TEST(Batch, InvariantsAreChecked) {
   EXPECT_NO_THROW(make_batch(64, 96).check(32));
-  EXPECT_THROW_WITH(make_batch(64, 80).check(32), c10::Error, "padded size 64x80 is not a multiple of stride 32");
+  EXPECT_THROW_WITH(make_batch(64, 80).check(32), c10::Error,
+                    "padded size 64x80 is not a multiple of stride 32");
   Batch b = make_batch(64, 96);
   b.image_sizes[1] = {65, 96};
   EXPECT_THROW_WITH(b.check(), c10::Error, "image 1 (image_id=2) size 65x96 does not fit");
@@ -81,9 +92,11 @@ TEST(Batch, InvariantsAreChecked) {
 }
 
 TEST(Detections, ShapesAreChecked) {
-  EXPECT_THROW_WITH(Detections(3, Boxes(torch::rand({2, 4})), torch::rand({3}), torch::zeros({2}, torch::kInt64)),
-                    c10::Error, "scores must be [2] float32");
-  const Detections d(3, Boxes(torch::rand({2, 4})), torch::rand({2}), torch::zeros({2}, torch::kInt64));
+  EXPECT_THROW_WITH(
+      Detections(3, Boxes(torch::rand({2, 4})), torch::rand({3}), torch::zeros({2}, torch::kInt64)),
+      c10::Error, "scores must be [2] float32");
+  const Detections d(3, Boxes(torch::rand({2, 4})), torch::rand({2}),
+                     torch::zeros({2}, torch::kInt64));
   EXPECT_EQ(d.size(), 2);
 }
 
@@ -92,7 +105,8 @@ TEST(LossDict, KeysAreFixedAndComplete) {
   LossDict d({"classification", "bbox_regression"});
   EXPECT_THROW_WITH(d.set("cls", torch::tensor(1.f)), c10::Error,
                     "unknown key 'cls'; keys are classification, bbox_regression");
-  EXPECT_THROW_WITH(d.set("classification", torch::ones({2})), c10::Error, "must be a 0-dim tensor");
+  EXPECT_THROW_WITH(d.set("classification", torch::ones({2})), c10::Error,
+                    "must be a 0-dim tensor");
   d.set("classification", torch::tensor(2.f));
   EXPECT_THROW_WITH(d.total(), c10::Error, "unset keys bbox_regression");
   EXPECT_THROW_WITH(d.stacked(), c10::Error, "unset keys bbox_regression");

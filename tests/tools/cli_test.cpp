@@ -29,7 +29,8 @@ TEST(Cli, HelpListsCommandsAndOptions) {
 TEST(Cli, UnknownCommandIsOneClearLine) {
   const auto r = run_command(df() + " trian");
   EXPECT_EQ(r.exit_code, code(ExitCode::kUsage));
-  EXPECT_EQ(r.output.rfind("detforge: usage error: unknown command 'trian'; known: train, ", 0), 0u) << r.output;
+  EXPECT_EQ(r.output.rfind("detforge: usage error: unknown command 'trian'; known: train, ", 0), 0u)
+      << r.output;
   EXPECT_NE(r.output.find(", synth, config, "), std::string::npos) << r.output;
   EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
 }
@@ -73,7 +74,8 @@ TEST(Cli, ConfigPrintsResolvedYaml) {
 TEST(Cli, SynthWritesDatasetAndSummary) {
   TempDir dir;
   const auto out = (dir.path() / "synth").string();
-  const auto r = run_command(df() + " synth --out " + out + " --train 6 --val 2 --size 96 --seed 4");
+  const auto r =
+      run_command(df() + " synth --out " + out + " --train 6 --val 2 --size 96 --seed 4");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("train: 6 images"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("val: 2 images"), std::string::npos) << r.output;
