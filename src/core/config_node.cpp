@@ -70,21 +70,26 @@ YAML::Node clean_clone(const YAML::Node& node) {
   return out;
 }
 
+// Records where every key below `node` was set: `file:line`, or `file` alone when
+// `with_lines` is false (a value given on the command line).
 void record_where(const YAML::Node& node, const std::string& prefix, const std::string& file,
-                  std::map<std::string, std::string>& where) {
+                  std::map<std::string, std::string>& where, bool with_lines = true) {
+  const auto at = [&](const YAML::Mark& m) {
+    return with_lines ? str(file, ":", m.line + 1) : file;
+  };
   if (node.IsSequence()) {  // lists of maps: `key[i]` (optimizer.param_groups[1].pattern)
     for (size_t i = 0; i < node.size(); ++i) {
       if (!node[i].IsMap()) continue;
       const auto path = str(prefix, "[", i, "]");
-      where[path] = str(file, ":", node[i].Mark().line + 1);
-      record_where(node[i], path, file, where);
+      where[path] = at(node[i].Mark());
+      record_where(node[i], path, file, where, with_lines);
     }
   }
   if (!node.IsMap()) return;
   for (const auto& kv : node) {
     const auto path = join(prefix, kv.first.as<std::string>());
-    where[path] = str(file, ":", kv.first.Mark().line + 1);
-    record_where(kv.second, path, file, where);
+    where[path] = at(kv.first.Mark());
+    record_where(kv.second, path, file, where, with_lines);
   }
 }
 
@@ -231,6 +236,7 @@ void apply_override(YAML::Node root, std::map<std::string, std::string>& where,
   chain.back()[parts.back()] = value;
   erase_under(where, key);
   where[key] = kCommandLine;
+  record_where(value, key, kCommandLine, where, /*with_lines=*/false);
 }
 
 template <typename T>

@@ -96,10 +96,10 @@ TEST(RunSpec, TrainerSectionsAreReadWithDefaultsFromTheOptions) {
                     "ARm, ARl (did you mean AP?), or AP/<category name>");
   EXPECT_THROW_WITH(
       spec_of(kModel, {"model.num_classes=3", "optimizer.param_groups=[{lr_mult: 2}]"}),
-      ConfigError, "optimizer.param_groups[0].pattern: required key is missing");
+      ConfigError, "<command line> optimizer.param_groups[0].pattern: required key is missing");
   EXPECT_THROW_WITH(
       spec_of(kModel, {"model.num_classes=3", "optimizer.param_groups=[{pattern: x, lr: 2}]"}),
-      ConfigError, "optimizer.param_groups[0].lr: unknown key");
+      ConfigError, "<command line> optimizer.param_groups[0].lr: unknown key");
 }
 
 TEST(RunSpec, TrainingNeedsBothSplits) {
