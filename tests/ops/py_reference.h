@@ -28,30 +28,28 @@ inline void run_reference(const std::string& script, const std::string& args) {
 }
 
 /// The output of tests/<script> run with one argument, the output path (a file, or a folder
-/// when `is_dir`), kept under the build tree as test_reference/<name> and regenerated only when
-/// the script's text changes. ctest runs every test in its own process; this keeps the
-/// reference run to once per build instead of once per test.
+/// when `is_dir`), kept under the build tree as test_reference/<name>.<hash of the script> and
+/// regenerated only when the script's text changes. ctest runs every test in its own process;
+/// this keeps the reference run to once per build instead of once per test. The name holds the
+/// script's hash, so a finished output is never replaced or removed: two processes that both
+/// generate it (ctest -j on a fresh build) each rename a complete copy into place, and a reader
+/// never sees a half-written or deleted one.
 inline std::string cached_reference(const std::string& name, const std::string& script,
                                     bool is_dir) {
   namespace fs = std::filesystem;
   const fs::path root = fs::path(DETFORGE_BINARY_DIR) / "test_reference";
   fs::create_directories(root);
-  const fs::path final_path = root / name;
-  const fs::path stamp = root / (name + ".stamp");
   const std::string text = read_file(fs::path(DETFORGE_SOURCE_DIR) / "tests" / script);
-  const std::string key = std::to_string(std::hash<std::string>{}(text));
-  if (fs::exists(final_path) && fs::exists(stamp) && read_file(stamp) == key)
-    return final_path.string();
+  const fs::path final_path = root / (name + "." + std::to_string(std::hash<std::string>{}(text)));
+  if (fs::exists(final_path)) return final_path.string();
   const fs::path tmp = root / (name + ".tmp" + std::to_string(::getpid()));
   fs::remove_all(tmp);
   if (is_dir) fs::create_directories(tmp);
   run_reference(script, tmp.string());
   if (::testing::Test::HasFatalFailure()) return final_path.string();
-  fs::remove_all(final_path);
   std::error_code ec;
-  fs::rename(tmp, final_path, ec);
-  if (ec) fs::remove_all(tmp);  // another process got there first: use its output
-  std::ofstream(stamp) << key;
+  fs::rename(tmp, final_path, ec);  // a folder that another process put there first stays
+  if (ec) fs::remove_all(tmp);
   return final_path.string();
 }
 
