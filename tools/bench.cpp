@@ -1,12 +1,12 @@
 // detforge bench: speed measurements, each printed as a table beside the peer measured in the
 // same run. One file per kind: tools/bench_<kind>.cpp.
+#include "cli.h"
 #include "commands.h"
 
 namespace detforge::tools {
 
 void add_bench_command(CLI::App& app) {
-  auto* bench = app.add_subcommand(
-      "bench", "Benchmarks against the peer frameworks, measured in the same run");
+  auto* bench = app.add_subcommand("bench", command_help("bench"));
   bench->require_subcommand(1);
   add_bench_loader(*bench);
   add_bench_eval(*bench);

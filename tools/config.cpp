@@ -1,6 +1,7 @@
 // detforge config: prints a config file with every _base_ and override resolved.
 #include <iostream>
 
+#include "cli.h"
 #include "commands.h"
 #include "core/config_node.h"
 
@@ -12,8 +13,7 @@ void add_config_command(CLI::App& app) {
     std::vector<std::string> overrides;
   };
   auto args = std::make_shared<Args>();
-  auto* cmd = app.add_subcommand(
-      "config", "Print a config with _base_ files and a.b=value overrides resolved");
+  auto* cmd = app.add_subcommand("config", command_help("config"));
   cmd->add_option("--config,-c", args->file, "YAML config file")->required();
   cmd->add_option("overrides", args->overrides, "overrides a.b.c=value (typed by YAML)");
   cmd->callback([args] {

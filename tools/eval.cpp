@@ -4,6 +4,7 @@
 #include <iostream>
 #include <memory>
 
+#include "cli.h"
 #include "commands.h"
 #include "core/errors.h"
 #include "core/logging.h"
@@ -24,8 +25,7 @@ struct EvalArgs {
 
 void add_eval_command(CLI::App& app) {
   auto args = std::make_shared<EvalArgs>();
-  auto* cmd = app.add_subcommand(
-      "eval", "COCO bbox evaluation of a results json (numbers identical to pycocotools)");
+  auto* cmd = app.add_subcommand("eval", command_help("eval"));
   cmd->add_option("--gt", args->gt, "COCO instances json (ground truth)")->required();
   cmd->add_option("--dt", args->dt,
                   "results json: [{image_id, category_id, bbox: [x,y,w,h], score}, ...]")

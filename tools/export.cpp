@@ -7,6 +7,7 @@
 
 #include <torch/torch.h>
 
+#include "cli.h"
 #include "commands.h"
 #include "core/config_node.h"
 #include "core/errors.h"
@@ -44,9 +45,7 @@ void run_export(const ExportArgs& a) {
 
 void add_export_command(CLI::App& app) {
   auto a = std::make_shared<ExportArgs>();
-  auto* cmd = app.add_subcommand(
-      "export",
-      "Write a checkpoint's (or any loadable) weights as a torchvision-compatible state dict");
+  auto* cmd = app.add_subcommand("export", command_help("export"));
   cmd->add_option("--config", a->config, "config file whose model the weights belong to")
       ->required();
   cmd->add_option("--weights", a->weights,

@@ -2,6 +2,7 @@
 #include <chrono>
 #include <memory>
 
+#include "cli.h"
 #include "commands.h"
 #include "core/errors.h"
 #include "core/logging.h"
@@ -12,9 +13,7 @@ namespace detforge::tools {
 void add_launch_command(CLI::App& app) {
   auto opts = std::make_shared<dist::LaunchOptions>();
   auto grace_s = std::make_shared<double>(10.0);
-  auto* cmd = app.add_subcommand("launch",
-                                 "Start N ranks of a command with torchrun's variables: detforge "
-                                 "launch --nproc-per-node 2 -- CMD ...");
+  auto* cmd = app.add_subcommand("launch", command_help("launch"));
   cmd->add_option("--nproc-per-node,--nproc_per_node", opts->nproc_per_node, "ranks on this node")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));

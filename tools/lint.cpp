@@ -3,6 +3,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "cli.h"
 #include "commands.h"
 #include "core/errors.h"
 #include "data/lint.h"
@@ -18,8 +19,7 @@ void add_lint_command(CLI::App& app) {
     std::vector<int64_t> category_ids;
   };
   auto a = std::make_shared<Args>();
-  auto* cmd = app.add_subcommand(
-      "lint", "Check a COCO dataset: every rule, a summary, a JSON report; exit 4 on errors");
+  auto* cmd = app.add_subcommand("lint", command_help("lint"));
   cmd->add_option("--ann", a->lint.annotation_file, "COCO instances json")->required();
   cmd->add_option("--images", a->lint.image_root, "folder the file_name entries are relative to")
       ->required();

@@ -13,6 +13,7 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "cli.h"
 #include "commands.h"
 #include "core/config_node.h"
 #include "core/errors.h"
@@ -183,8 +184,7 @@ void run_predict(const PredictArgs& a) {
 
 void add_predict_command(CLI::App& app) {
   auto a = std::make_shared<PredictArgs>();
-  auto* cmd = app.add_subcommand(
-      "predict", "Run a detector on images; write COCO results json (and drawings)");
+  auto* cmd = app.add_subcommand("predict", command_help("predict"));
   cmd->add_option("--config", a->config, "config file (model section; data section for resizing)")
       ->required();
   cmd->add_option(

@@ -1,6 +1,7 @@
 // detforge synth: writes the synthetic shapes dataset and prints its summary.
 #include <iostream>
 
+#include "cli.h"
 #include "commands.h"
 #include "core/logging.h"
 #include "data/synthetic.h"
@@ -10,8 +11,7 @@ namespace detforge::tools {
 void add_synth_command(CLI::App& app) {
   auto opts = std::make_shared<data::SynthOptions>();
   opts->out_dir = "data/synth";
-  auto* cmd =
-      app.add_subcommand("synth", "Generate the deterministic synthetic COCO detection dataset");
+  auto* cmd = app.add_subcommand("synth", command_help("synth"));
   cmd->add_option("--out", opts->out_dir, "output folder")->capture_default_str();
   cmd->add_option("--train", opts->num_train, "training images")
       ->capture_default_str()

@@ -1,11 +1,11 @@
-// detforge train: trains the detector a config describes; `detforge plot RUN_DIR` draws its curves.
+// detforge train: trains the detector a config describes.
 #include <iostream>
 
+#include "cli.h"
 #include "commands.h"
 #include "core/config_node.h"
 #include "core/logging.h"
 #include "engine/build.h"
-#include "engine/plot.h"
 
 namespace detforge::tools {
 
@@ -16,7 +16,7 @@ void add_train_command(CLI::App& app) {
     std::vector<std::string> overrides;
   };
   auto args = std::make_shared<Args>();
-  auto* cmd = app.add_subcommand("train", "Train a detector from a YAML config");
+  auto* cmd = app.add_subcommand("train", command_help("train"));
   cmd->add_option("--config,-c", args->config, "YAML config file")->required();
   cmd->add_option("--resume", args->resume, "checkpoint to continue from (e.g. RUN_DIR/last.ckpt)");
   cmd->add_option("overrides", args->overrides, "overrides a.b.c=value (typed by YAML)");
@@ -39,15 +39,6 @@ void add_train_command(CLI::App& app) {
       std::cout << "best: " << result.best_metric << " (" << result.best_weights << " weights)\n";
     }
   });
-}
-
-void add_plot_command(CLI::App& app) {
-  auto run_dir = std::make_shared<std::string>();
-  auto out = std::make_shared<std::string>();
-  auto* cmd = app.add_subcommand("plot", "Draw loss and mAP curves of a run directory into a PNG");
-  cmd->add_option("run_dir", *run_dir, "run directory (holds metrics.jsonl)")->required();
-  cmd->add_option("--out", *out, "PNG path (default RUN_DIR/curves.png)");
-  cmd->callback([run_dir, out] { std::cout << engine::plot_run(*run_dir, *out) << "\n"; });
 }
 
 }  // namespace detforge::tools

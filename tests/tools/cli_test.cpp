@@ -91,5 +91,39 @@ TEST(Cli, UnwritableOutputIsIoError) {
   EXPECT_NE(r.output.find("io error: synth: cannot create"), std::string::npos) << r.output;
 }
 
+// tools/cli.h: commands that need no tensors never load LibTorch. Neither the front nor the data
+// helper links it, and at run time the dynamic loader opens no libtorch / libc10 for `eval`,
+// `lint` or `config` (LD_DEBUG=files lists every object it loads, dlopen included), while
+// `train --help` does (so the check can fail).
+TEST(Cli, CommandsWithoutTensorsNeverLoadLibTorch) {
+  const std::string bin = DETFORGE_BINARY_DIR;
+  for (const std::string& exe : {bin + "/detforge", bin + "/libexec/detforge-data"}) {
+    const auto r = run_command("ldd " + exe);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(r.output.find("libtorch"), std::string::npos) << exe << " links LibTorch:\n"
+                                                            << r.output;
+    EXPECT_EQ(r.output.find("libc10"), std::string::npos) << exe << " links c10:\n" << r.output;
+  }
+  TempDir dir;
+  const std::string fixtures = std::string(DETFORGE_SOURCE_DIR) + "/tests/fixtures/coco";
+  const auto dt = dir.write(
+      "dt.json", R"([{"image_id": 1, "category_id": 1, "bbox": [10, 10, 20, 20], "score": 0.9}])");
+  const auto loaded = [](const std::string& command) {
+    const auto r = run_command("LD_DEBUG=files " + command);
+    return std::make_pair(r.output.find("libtorch_cpu.so") != std::string::npos, r.output);
+  };
+  for (const std::string& command :
+       {df() + " eval --gt " + fixtures + "/valid.json --dt " + dt,
+        df() + " lint --ann " + fixtures + "/valid.json --images " + fixtures + "/images",
+        df() + " config --config " + std::string(DETFORGE_SOURCE_DIR) +
+            "/configs/retinanet/synth_r18.yaml"}) {
+    const auto [torch, output] = loaded(command);
+    EXPECT_FALSE(torch) << command << "\n" << output.substr(0, 2000);
+    EXPECT_NE(output.find("file="), std::string::npos)
+        << "LD_DEBUG printed nothing: " << output.substr(0, 500);
+  }
+  EXPECT_TRUE(loaded(df() + " train --help").first) << "the torch helper runs train";
+}
+
 }  // namespace
 }  // namespace detforge

@@ -1,0 +1,104 @@
+#include "cli.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <iostream>
+
+#include "core/errors.h"
+#include "core/logging.h"
+
+namespace detforge::tools {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kData = "detforge-data";
+constexpr const char* kTorch = "detforge-torch";
+
+// This executable's folder: the build folder or an install's bin/ for the front, its libexec/
+// for the helpers.
+fs::path self_dir() { return fs::read_symlink("/proc/self/exe").parent_path(); }
+
+std::string known_commands() {
+  std::string known;
+  for (const auto& c : commands()) known += (known.empty() ? "" : ", ") + std::string(c.name);
+  return known;
+}
+
+}  // namespace
+
+const std::vector<CommandInfo>& commands() {
+  static const std::vector<CommandInfo> all = {
+      {"train", "Train a detector from a YAML config", kTorch},
+      {"synth", "Generate the deterministic synthetic COCO detection dataset", kData},
+      {"config", "Print a config with _base_ files and a.b=value overrides resolved", ""},
+      {"lint", "Check a COCO dataset: every rule, a summary, a JSON report; exit 4 on errors",
+       kData},
+      {"launch",
+       "Start N ranks of a command with torchrun's variables: detforge launch --nproc-per-node 2 "
+       "-- "
+       "CMD ...",
+       ""},
+      {"bench", "Benchmarks against the peer frameworks, measured in the same run", kTorch},
+      {"eval", "COCO bbox evaluation of a results json (numbers identical to pycocotools)", ""},
+      {"predict", "Run a detector on images; write COCO results json (and drawings)", kTorch},
+      {"export",
+       "Write a checkpoint's (or any loadable) weights as a torchvision-compatible state dict",
+       kTorch},
+      {"plot", "Draw loss and mAP curves of a run directory into a PNG", kData},
+  };
+  return all;
+}
+
+std::string command_help(const std::string& name) {
+  for (const auto& c : commands()) {
+    if (name == c.name) return c.help;
+  }
+  throw Error("command_help: unknown command " + name);
+}
+
+std::string helper_path(const std::string& helper) {
+  const fs::path dir = self_dir();
+  return ((dir.filename() == "libexec" ? dir : dir / "libexec") / helper).string();
+}
+
+std::string front_path() {
+  const fs::path dir = self_dir();
+  return ((dir.filename() == "libexec" ? dir.parent_path() : dir) / "detforge").string();
+}
+
+int run_cli(CLI::App& app, int argc, char** argv) {
+  app.name("detforge");
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "detforge 0.1.0");
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level, "debug | info | warn | error")->capture_default_str();
+  app.parse_complete_callback([&] { logging::set_level(logging::parse_level(log_level)); });
+  if (argc > 1 && argv[1][0] != '-') {
+    const auto& all = commands();
+    if (std::none_of(all.begin(), all.end(),
+                     [&](const CommandInfo& c) { return c.name == std::string(argv[1]); })) {
+      std::cerr << "detforge: usage error: unknown command '" << argv[1]
+                << "'; known: " << known_commands() << " (see detforge --help)\n";
+      return static_cast<int>(ExitCode::kUsage);
+    }
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::cerr << "detforge: usage error: " << e.what() << " (see detforge --help)\n";
+    return static_cast<int>(ExitCode::kUsage);
+  } catch (const Error& e) {
+    logging::error(std::string(e.category()) + ": " + e.what());
+    return static_cast<int>(e.exit_code());
+  } catch (const std::exception& e) {
+    logging::error(std::string("internal error: ") + e.what());
+    return static_cast<int>(ExitCode::kInternal);
+  }
+  return 0;
+}
+
+}  // namespace detforge::tools
