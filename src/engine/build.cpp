@@ -244,6 +244,14 @@ Run build_run(const RunSpec& spec) {
   run.pg = spec.dist_env.launched() ? dist::ProcessGroup::create(spec.dist_env, pgo)
                                     : dist::ProcessGroup::single(run.device);
   logging::set_rank(run.pg->rank(), run.pg->world_size());
+  fs::create_directories(o.output_dir);
+  if (o.mlperf.enabled) {
+    // MLPerf's init interval covers building the model and indexing the data.
+    run.mlperf = MlperfLogger((fs::path(o.output_dir) / "mlperf.log").string(), run.pg->rank(),
+                              /*echo=*/false);
+    run.mlperf.event("cache_clear", true);
+    run.mlperf.start("init_start");
+  }
 
   // Seeds differ per rank only where randomness must differ (none in the model init: rank 0's
   // weights are broadcast anyway), so the same seed gives the same run at any world size.
@@ -251,7 +259,6 @@ Run build_run(const RunSpec& spec) {
   run.model = models::build_detector(spec.detector);
   if (o.ema) run.ema_model = run.model->copy();
 
-  fs::create_directories(o.output_dir);
   run.config_yaml = spec.config_yaml;
   run.config_hash = spec.config_hash;
   logging::add_file((fs::path(o.output_dir) / str("train_rank", run.pg->rank(), ".log")).string());

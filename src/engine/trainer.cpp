@@ -67,7 +67,6 @@ class Trainer {
   std::unique_ptr<dist::GradSync> grad_sync_;
   std::unique_ptr<dist::LossReducer> reducer_;
   MetricsFile metrics_;
-  MlperfLogger mlperf_;
   TrainProgress progress_;
   TrainResult result_;
   int64_t micro_in_step_ = 0;
@@ -83,12 +82,6 @@ Trainer::Trainer(Run& run, const std::string& resume, TrainHooks hooks)
   if (pg_.is_main()) {
     write_text_atomic((fs::path(o_.output_dir) / "config.yaml").string(), r_.config_yaml);
     metrics_ = MetricsFile((fs::path(o_.output_dir) / "metrics.jsonl").string());
-  }
-  if (o_.mlperf.enabled) {
-    mlperf_ =
-        MlperfLogger((fs::path(o_.output_dir) / "mlperf.log").string(), pg_.rank(), /*echo=*/false);
-    mlperf_.event("cache_clear", true);
-    mlperf_.start("init_start");
   }
   for (const auto& p : r_.model->parameters()) {
     if (p.requires_grad()) params_.push_back(p);
@@ -119,39 +112,40 @@ Trainer::Trainer(Run& run, const std::string& resume, TrainHooks hooks)
 
 void Trainer::mlperf_header() {
   const auto& m = o_.mlperf;
-  mlperf_.event("submission_benchmark", "retinanet");
-  mlperf_.event("submission_org", m.submission_org);
-  mlperf_.event("submission_division", m.submission_division);
-  mlperf_.event("submission_status", m.submission_status);
-  mlperf_.event("submission_platform", m.submission_platform);
-  mlperf_.event("seed", o_.seed);
-  mlperf_.event("global_batch_size",
-                r_.train_data->sampler().options().batch_size * pg_.world_size() * o_.accumulate);
-  mlperf_.event("gradient_accumulation_steps", o_.accumulate);
-  mlperf_.event("train_samples", r_.train_data->dataset().size());
-  mlperf_.event("eval_samples", r_.val_data->dataset().size());
+  r_.mlperf.event("submission_benchmark", "retinanet");
+  r_.mlperf.event("submission_org", m.submission_org);
+  r_.mlperf.event("submission_division", m.submission_division);
+  r_.mlperf.event("submission_status", m.submission_status);
+  r_.mlperf.event("submission_platform", m.submission_platform);
+  r_.mlperf.event("seed", o_.seed);
+  r_.mlperf.event("global_batch_size",
+                  r_.train_data->sampler().options().batch_size * pg_.world_size() * o_.accumulate);
+  r_.mlperf.event("gradient_accumulation_steps", o_.accumulate);
+  r_.mlperf.event("train_samples", r_.train_data->dataset().size());
+  r_.mlperf.event("eval_samples", r_.val_data->dataset().size());
   const char* names[] = {"sgd", "adam", "adamw"};
-  mlperf_.event("opt_name", names[static_cast<int>(o_.optimizer.type)]);
-  mlperf_.event("opt_base_learning_rate", o_.optimizer.lr);
-  mlperf_.event("opt_weight_decay", o_.optimizer.weight_decay);
-  mlperf_.event("opt_learning_rate_warmup_epochs", std::max(0.0, o_.warmup_epochs));
-  mlperf_.event("opt_learning_rate_warmup_factor", o_.schedule.warmup_factor);
-  mlperf_.end("init_stop");
-  mlperf_.start("run_start");
+  r_.mlperf.event("opt_name", names[static_cast<int>(o_.optimizer.type)]);
+  r_.mlperf.event("opt_base_learning_rate", o_.optimizer.lr);
+  r_.mlperf.event("opt_weight_decay", o_.optimizer.weight_decay);
+  r_.mlperf.event("opt_learning_rate_warmup_epochs", std::max(0.0, o_.warmup_epochs));
+  r_.mlperf.event("opt_learning_rate_warmup_factor", o_.schedule.warmup_factor);
+  r_.mlperf.end("init_stop");
+  r_.mlperf.start("run_start");
 }
 
 TrainResult Trainer::run() {
   r_.model->train();
   start_clock_ = Clock::now();
   for (int64_t epoch = progress_.epoch; epoch < o_.epochs && !stop_; ++epoch) {
-    mlperf_.start("epoch_start", nullptr, {{"epoch_num", epoch}});
+    r_.mlperf.start("epoch_start", nullptr, {{"epoch_num", epoch}});
     const bool finished = train_epoch(epoch);
-    mlperf_.end("epoch_stop", nullptr, {{"epoch_num", epoch}});
+    r_.mlperf.end("epoch_stop", nullptr, {{"epoch_num", epoch}});
     if (!finished) break;
     end_of_epoch(epoch);
   }
   if (o_.mlperf.enabled) {
-    mlperf_.end("run_stop", nullptr, {{"status", result_.reached_target ? "success" : "aborted"}});
+    r_.mlperf.end("run_stop", nullptr,
+                  {{"status", result_.reached_target ? "success" : "aborted"}});
   }
   result_.epochs_done = progress_.epoch;
   result_.steps_done = progress_.step;
@@ -342,7 +336,7 @@ void Trainer::end_of_epoch(int64_t epoch) {
   const bool last = epoch + 1 == o_.epochs;
   const bool eval_now = last || (o_.eval_interval > 0 && (epoch + 1) % o_.eval_interval == 0);
   if (eval_now) {
-    mlperf_.start("eval_start", nullptr, {{"epoch_num", epoch}});
+    r_.mlperf.start("eval_start", nullptr, {{"epoch_num", epoch}});
     result_.last_metrics = evaluate(*r_.model, epoch, "live");
     if (r_.ema_model) result_.last_ema_metrics = evaluate(*r_.ema_model, epoch, "ema");
     // Best only from evaluations after training steps (never a pre-training sanity check).
@@ -364,8 +358,8 @@ void Trainer::end_of_epoch(int64_t epoch) {
     const double ap =
         std::max(result_.last_metrics.at("AP"),
                  result_.last_ema_metrics.empty() ? -1.0 : result_.last_ema_metrics.at("AP"));
-    mlperf_.event("eval_accuracy", ap, {{"epoch_num", epoch}});
-    mlperf_.end("eval_stop", nullptr, {{"epoch_num", epoch}});
+    r_.mlperf.event("eval_accuracy", ap, {{"epoch_num", epoch}});
+    r_.mlperf.end("eval_stop", nullptr, {{"epoch_num", epoch}});
     if (o_.mlperf.enabled && ap >= o_.mlperf.target_map) {
       result_.reached_target = true;
       stop_ = true;

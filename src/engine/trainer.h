@@ -15,6 +15,7 @@
 #include "distributed/process_group.h"
 #include "engine/amp.h"
 #include "engine/ema.h"
+#include "engine/mlperf_log.h"
 #include "engine/optim.h"
 #include "engine/schedule.h"
 #include "eval/coco_evaluator.h"
@@ -110,6 +111,8 @@ struct Run {
   std::shared_ptr<data::DataLoader> train_data;
   std::shared_ptr<data::DataLoader> val_data;
   std::unique_ptr<eval::CocoEvaluator> evaluator;
+  /// `mlperf.log` when mlperf.enabled (init_start is logged before anything is built).
+  MlperfLogger mlperf;
   /// The resolved config (run directory, checkpoints) and its hash.
   std::string config_yaml;
   std::string config_hash;
