@@ -125,5 +125,29 @@ TEST(Cli, CommandsWithoutTensorsNeverLoadLibTorch) {
   EXPECT_TRUE(loaded(df() + " train --help").first) << "the torch helper runs train";
 }
 
+// `cmake --install` lays out bin/detforge with its helpers in bin/libexec; the front finds them
+// next to itself, and a missing helper is one clear line, not a crash.
+TEST(Cli, InstalledCommandFindsItsHelpers) {
+  TempDir dir;
+  const std::string prefix = (dir.path() / "prefix").string();
+  const auto install = run_command(std::string(DETFORGE_CMAKE) + " --install " +
+                                   DETFORGE_BINARY_DIR + " --prefix " + prefix);
+  ASSERT_EQ(install.exit_code, 0) << install.output;
+  const std::string exe = prefix + "/bin/detforge";
+  auto r = run_command(exe + " synth --help");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("Usage: detforge synth"), std::string::npos) << r.output;
+  r = run_command(exe + " --log-level warn train --help");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("Usage: detforge train"), std::string::npos) << r.output;
+  std::filesystem::remove(prefix + "/bin/libexec/detforge-data");
+  r = run_command(exe + " lint --help");
+  EXPECT_EQ(r.exit_code, code(ExitCode::kInternal)) << r.output;
+  EXPECT_NE(r.output.find("detforge: internal error: cannot run " + prefix +
+                          "/bin/libexec/detforge-data for 'lint': No such file or directory"),
+            std::string::npos)
+      << r.output;
+}
+
 }  // namespace
 }  // namespace detforge
