@@ -33,6 +33,7 @@ install_python() {
     "pycocotools==$PYCOCOTOOLS_VERSION" "faster-coco-eval==$FASTER_COCO_EVAL_VERSION"
     "hotcoco==$HOTCOCO_VERSION" "mlperf-logging==$MLPERF_LOGGING_VERSION"
     "numpy==$NUMPY_VERSION" "pillow==$PILLOW_VERSION"
+    "scipy==$SCIPY_VERSION" "transformers==$TRANSFORMERS_VERSION"
   )
   local stamp="$venv/.detforge-pins"
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "${want[*]}" ]; then

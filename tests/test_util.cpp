@@ -5,6 +5,7 @@
 #include <array>
 #include <atomic>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include <unistd.h>
@@ -60,6 +61,30 @@ std::string read_file(const std::filesystem::path& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+void run_reference(const std::string& script, const std::string& args) {
+  const auto r = run_command(std::string(DETFORGE_PYTHON) + " " + DETFORGE_SOURCE_DIR + "/tests/" +
+                             script + " " + args);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+}
+
+std::string cached_reference(const std::string& name, const std::string& script, bool is_dir) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::path(DETFORGE_BINARY_DIR) / "test_reference";
+  fs::create_directories(root);
+  const std::string text = read_file(fs::path(DETFORGE_SOURCE_DIR) / "tests" / script);
+  const fs::path final_path = root / (name + "." + std::to_string(std::hash<std::string>{}(text)));
+  if (fs::exists(final_path)) return final_path.string();
+  const fs::path tmp = root / (name + ".tmp" + std::to_string(::getpid()));
+  fs::remove_all(tmp);
+  if (is_dir) fs::create_directories(tmp);
+  run_reference(script, tmp.string());
+  if (::testing::Test::HasFatalFailure()) return final_path.string();
+  std::error_code ec;
+  fs::rename(tmp, final_path, ec);  // a folder that another process put there first stays
+  if (ec) fs::remove_all(tmp);
+  return final_path.string();
 }
 
 }  // namespace detforge::testing

@@ -509,10 +509,13 @@ LoadReport load_named_tensors(torch::nn::Module& module, const NamedTensors& ten
   LoadReport report;
   std::map<std::string, bool> seen;
   torch::NoGradGuard no_grad;
+  // BatchNorm2d's step counter: loaded where the module keeps one, never required.
+  const auto is_counter = [](const std::string& name) {
+    return name.size() >= 20 && name.compare(name.size() - 20, 20, ".num_batches_tracked") == 0;
+  };
   for (const auto& [key, value] : tensors) {
     const std::string name = options.prefix() + key;
-    if (name.size() >= 20 && name.compare(name.size() - 20, 20, ".num_batches_tracked") == 0)
-      continue;
+    if (is_counter(name) && !targets.count(name)) continue;
     bool ignored = false;
     for (const auto& ip : options.ignore_prefixes()) ignored |= key.rfind(ip, 0) == 0;
     if (ignored) continue;
@@ -531,7 +534,7 @@ LoadReport load_named_tensors(torch::nn::Module& module, const NamedTensors& ten
     ++report.loaded;
   }
   for (const auto& [name, t] : targets) {
-    if (!seen.count(name)) report.missing.push_back(name);
+    if (!seen.count(name) && !is_counter(name)) report.missing.push_back(name);
   }
   auto listing = [](const std::vector<std::string>& keys) {
     std::string s;

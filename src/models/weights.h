@@ -51,9 +51,10 @@ struct LoadReport {
 };
 
 /// Copies `tensors` into the parameters and buffers of `module` by name. Keys ending in
-/// ".num_batches_tracked" (BatchNorm2d bookkeeping; detforge's frozen BN has none) are
-/// skipped. Throws IoError naming `source`, the key and both shapes on a shape mismatch, and
-/// listing the keys when missing / unexpected ones are refused by `options`.
+/// ".num_batches_tracked" (BatchNorm2d bookkeeping) are loaded where the module has that buffer
+/// and skipped where it has none (detforge's frozen BN); they are never required. Throws IoError
+/// naming `source`, the key and both shapes on a shape mismatch, and listing the keys when missing
+/// / unexpected ones are refused by `options`.
 LoadReport load_named_tensors(torch::nn::Module& module, const NamedTensors& tensors,
                               const std::string& source, const LoadOptions& options = {});
 

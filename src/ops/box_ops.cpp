@@ -60,6 +60,36 @@ torch::Tensor generalized_box_iou(const torch::Tensor& a, const torch::Tensor& b
   return iou - (area_c - uni) / area_c;
 }
 
+std::pair<torch::Tensor, torch::Tensor> paired_iou_giou(const torch::Tensor& a,
+                                                        const torch::Tensor& b) {
+  check_boxes("paired_iou_giou", "a", a);
+  check_boxes("paired_iou_giou", "b", b);
+  TORCH_CHECK(a.sizes() == b.sizes(), "paired_iou_giou: a and b must have the same shape, got ",
+              a.sizes(), " and ", b.sizes());
+  const auto lt = torch::max(a.narrow(-1, 0, 2), b.narrow(-1, 0, 2));
+  const auto rb = torch::min(a.narrow(-1, 2, 2), b.narrow(-1, 2, 2));
+  const auto wh = (rb - lt).clamp_min(0);
+  const auto inter = wh.select(-1, 0) * wh.select(-1, 1);
+  const auto uni = box_area(a) + box_area(b) - inter;
+  const auto iou = inter / uni;
+  const auto lt_c = torch::min(a.narrow(-1, 0, 2), b.narrow(-1, 0, 2));
+  const auto rb_c = torch::max(a.narrow(-1, 2, 2), b.narrow(-1, 2, 2));
+  const auto wh_c = (rb_c - lt_c).clamp_min(0);
+  const auto area_c = wh_c.select(-1, 0) * wh_c.select(-1, 1);
+  return {iou, iou - (area_c - uni) / area_c};
+}
+
+torch::Tensor box_cxcywh_to_xyxy(const torch::Tensor& boxes) {
+  const auto c = boxes.unbind(-1);
+  return torch::stack({c[0] - 0.5 * c[2], c[1] - 0.5 * c[3], c[0] + 0.5 * c[2], c[1] + 0.5 * c[3]},
+                      -1);
+}
+
+torch::Tensor box_xyxy_to_cxcywh(const torch::Tensor& boxes) {
+  const auto c = boxes.unbind(-1);
+  return torch::stack({(c[0] + c[2]) / 2, (c[1] + c[3]) / 2, c[2] - c[0], c[3] - c[1]}, -1);
+}
+
 torch::Tensor clip_boxes(const torch::Tensor& boxes, int64_t height, int64_t width) {
   check_boxes("clip_boxes", "boxes", boxes);
   const auto x = boxes.index({torch::indexing::Ellipsis, torch::indexing::Slice(0, 4, 2)})

@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <utility>
 
 #include <torch/torch.h>
 
@@ -23,6 +24,17 @@ torch::Tensor batched_box_iou(const torch::Tensor& a, const torch::Tensor& b);
 /// Pairwise generalized IoU (Rezatofighi et al.). a: [N, 4], b: [M, 4] -> [N, M] in [-1, 1].
 /// REQUIRES: x2 >= x1 and y2 >= y1 for every box.
 torch::Tensor generalized_box_iou(const torch::Tensor& a, const torch::Tensor& b);
+
+/// Elementwise IoU and GIoU of matched pairs: a, b [N, 4] xyxy -> [N] each (the diagonals of
+/// box_iou and generalized_box_iou without the N x N matrices).
+std::pair<torch::Tensor, torch::Tensor> paired_iou_giou(const torch::Tensor& a,
+                                                        const torch::Tensor& b);
+
+/// [..., 4] (cx, cy, w, h) -> (x1, y1, x2, y2), as transformers' center_to_corners_format.
+torch::Tensor box_cxcywh_to_xyxy(const torch::Tensor& boxes);
+
+/// [..., 4] (x1, y1, x2, y2) -> (cx, cy, w, h), as transformers' corners_to_center_format.
+torch::Tensor box_xyxy_to_cxcywh(const torch::Tensor& boxes);
 
 /// Clips [..., 4] xyxy boxes to [0, width] x [0, height]; returns a new tensor.
 torch::Tensor clip_boxes(const torch::Tensor& boxes, int64_t height, int64_t width);

@@ -1,0 +1,49 @@
+// DETR-style set matching: a one-to-one assignment of ground-truth boxes to queries that
+// minimises class + L1 + GIoU cost (RT-DETR's focal-style class cost), solved per image by
+// ops::linear_sum_assignment. Costs are computed for the whole batch at once and copied to the
+// host once.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+namespace detforge::ops {
+
+struct SetMatcherOptions {
+  TORCH_ARG(double, class_cost) = 2.0;
+  TORCH_ARG(double, bbox_cost) = 5.0;
+  TORCH_ARG(double, giou_cost) = 2.0;
+  /// Focal-style class cost: alpha * (1 - p)^gamma * -log(p) - (1 - alpha) * p^gamma *
+  /// -log(1 - p). Defaults: alpha 0.25, gamma 2
+  TORCH_ARG(double, alpha) = 0.25;
+  TORCH_ARG(double, gamma) = 2.0;
+};
+
+/// One image's matched pairs, query indices ascending: [M] int64 each, M = min(Q, targets).
+struct SetMatch {
+  torch::Tensor queries;
+  torch::Tensor targets;
+};
+
+/// The ground truth of one image as the matcher sees it.
+struct SetTarget {
+  /// Dataset image id, for error messages.
+  int64_t image_id = -1;
+  std::string file_name;
+  /// [N] int64 in [0, C).
+  torch::Tensor labels;
+  /// [N, 4] cxcywh, normalised to [0, 1].
+  torch::Tensor boxes;
+};
+
+/// logits: [B, Q, C] (sigmoid classification), boxes: [B, Q, 4] cxcywh in [0, 1] -> one match per
+/// image (on the CPU). Throws DataError naming the image id when any cost of that image is NaN or
+/// infinite (a diverged prediction or a bad box), instead of matching it arbitrarily.
+std::vector<SetMatch> match_sets(const torch::Tensor& logits, const torch::Tensor& boxes,
+                                 const std::vector<SetTarget>& targets,
+                                 const SetMatcherOptions& options = {});
+
+}  // namespace detforge::ops

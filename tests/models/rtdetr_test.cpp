@@ -1,0 +1,235 @@
+// RT-DETR against transformers' RTDetrV2ForObjectDetection run live
+// (tests/models/rtdetr_reference.py): the same random weights (saved by Python, loaded by
+// detforge) and inputs must give the same encoder maps, per-layer logits and boxes, encoder
+// proposals, detections and loss terms (with the reference's denoising noise replayed). Plus the
+// fixed loss schema on batches with no, one and many boxes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <set>
+#include <string>
+
+#include "models/rtdetr.h"
+#include "models/weights.h"
+#include "ops/box_ops.h"
+#include "ops/py_reference.h"
+#include "test_util.h"
+
+namespace detforge::models {
+namespace {
+
+using detforge::testing::max_abs_diff;
+constexpr double kTol = 1e-4;
+constexpr int64_t kSize = 96;
+
+// The reference's small config (tests/models/rtdetr_reference.py).
+RTDetrOptions small_options() {
+  return RTDetrOptions(3)
+      .backbone(ResNetVdOptions("r18vd"))
+      .hidden_expansion(0.5)
+      .encoder_hidden_dim(64)
+      .d_model(64)
+      .encoder_ffn_dim(128)
+      .decoder_ffn_dim(128)
+      .encoder_heads(4)
+      .decoder_heads(4)
+      .decoder_layers(3)
+      .num_queries(40)
+      .num_denoising(20);
+}
+
+class RTDetrParity : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(detforge::testing::cached_reference(
+        "rtdetr", "models/rtdetr_reference.py", /*is_dir=*/true));
+    ref_ = new std::map<std::string, torch::Tensor>(
+        detforge::testing::read_tensor_dict(*dir_ + "/ref.pth"));
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    delete ref_;
+  }
+  static const torch::Tensor& ref(const std::string& key) { return ref_->at(key); }
+
+  // A fresh model with the reference's weights (the tied top-level head aliases are skipped).
+  static RTDetr model() {
+    RTDetr m(small_options());
+    const auto path = *dir_ + "/weights.pth";
+    load_named_tensors(*m, read_state_dict(path), path,
+                       LoadOptions().ignore_prefixes({"class_embed.", "bbox_embed."}));
+    return m;
+  }
+
+  // The reference images with the ground truth of batch `name` in pixels.
+  static Batch batch(const std::string& name) {
+    Batch b;
+    b.images = ref("images");
+    for (int i = 0; i < 2; ++i) {
+      b.image_sizes.push_back({kSize, kSize});
+      b.original_sizes.push_back({kSize, kSize});
+      const auto key = name + "_boxes" + std::to_string(i);
+      const auto boxes =
+          ref_->count(key) ? ops::box_cxcywh_to_xyxy(ref(key)) * kSize : torch::zeros({0, 4});
+      const auto labels = ref_->count(name + "_labels" + std::to_string(i))
+                              ? ref(name + "_labels" + std::to_string(i))
+                              : torch::zeros({0}, torch::kInt64);
+      b.targets.emplace_back(100 + i, Boxes(boxes), labels);
+    }
+    return b;
+  }
+
+  static inline std::string* dir_ = nullptr;
+  static inline std::map<std::string, torch::Tensor>* ref_ = nullptr;
+};
+
+TEST_F(RTDetrParity, EvalOutputsMatchTransformers) {
+  auto m = model();
+  m->eval();
+  torch::NoGradGuard no_grad;
+  const auto out = m->forward_outputs(ref("images"));
+  for (int l = 0; l < 3; ++l) {
+    EXPECT_LE(max_abs_diff(out.encoder_maps[l], ref("encoder_map" + std::to_string(l))), kTol)
+        << "encoder level " << l;
+  }
+  EXPECT_LE(max_abs_diff(out.enc_logits, ref("enc_topk_logits")), kTol);
+  EXPECT_LE(max_abs_diff(out.enc_boxes, ref("enc_topk_bboxes")), kTol);
+  EXPECT_LE(max_abs_diff(out.decoder.logits, ref("logits_per_layer")), kTol);
+  EXPECT_LE(max_abs_diff(out.decoder.boxes, ref("boxes_per_layer")), kTol);
+}
+
+TEST_F(RTDetrParity, DetectionsMatchPostProcessObjectDetection) {
+  auto opts = small_options().score_threshold(0.3);
+  RTDetr m(opts);
+  const auto path = *dir_ + "/weights.pth";
+  load_named_tensors(*m, read_state_dict(path), path,
+                     LoadOptions().ignore_prefixes({"class_embed.", "bbox_embed."}));
+  m->eval();
+  const auto dets = m->predict(batch("none"));
+  ASSERT_EQ(dets.size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    const auto p = "det" + std::to_string(i) + "_";
+    EXPECT_EQ(dets[i].image_id, 100 + i);
+    ASSERT_EQ(dets[i].size(), ref(p + "scores").size(0)) << p;
+    EXPECT_LE(max_abs_diff(dets[i].scores, ref(p + "scores")), kTol);
+    EXPECT_TRUE(torch::equal(dets[i].labels, ref(p + "labels"))) << p;
+    EXPECT_LE(max_abs_diff(dets[i].boxes.tensor(), ref(p + "boxes")), 1e-3);  // pixels
+  }
+}
+
+// The reference's denoising draws for batch `name`, as detforge's noise struct.
+DenoisingNoise reference_noise(const std::map<std::string, torch::Tensor>& r,
+                               const std::string& name) {
+  return {r.at(name + "_label_uniform"), r.at(name + "_new_labels"), r.at(name + "_sign_bits"),
+          r.at(name + "_box_uniform")};
+}
+
+TEST_F(RTDetrParity, LossTermsMatchTransformers) {
+  for (const std::string name : {"many", "one"}) {
+    auto m = model();
+    m->train();
+    const auto b = batch(name);
+    const auto targets = m->set_targets(b, {true, true});
+    std::vector<torch::Tensor> labels, boxes;
+    int64_t count = 0;
+    for (const auto& t : targets) {
+      labels.push_back(t.labels);
+      boxes.push_back(t.boxes);
+      count += t.labels.size(0);
+    }
+    const auto group =
+        make_denoising_group(labels, boxes, m->denoising_options(), reference_noise(*ref_, name));
+    const auto out = m->forward_outputs(b.images, &group);
+    const auto losses = m->compute_loss(out, targets, &group, static_cast<double>(count));
+    for (const auto& key : losses.keys()) {
+      const double want = ref(name + "_" + key).item<double>();
+      EXPECT_NEAR(losses.at(key).item<double>(), want, 1e-5 * std::max(1.0, std::abs(want)))
+          << name << " " << key;
+    }
+    EXPECT_NEAR(losses.total().item<double>(), ref(name + "_loss").item<double>(),
+                1e-5 * ref(name + "_loss").item<double>())
+        << name;
+  }
+}
+
+// With no box in the batch the reference builds no denoising queries (and returns fewer loss
+// keys); detforge trains one masked dummy group whose terms are zeros, so every other term and
+// the total equal the reference's.
+TEST_F(RTDetrParity, EmptyBatchKeepsTheSchemaAndMatchesTheReferenceTotal) {
+  auto m = model();
+  m->train();
+  const auto losses = m->forward_train(batch("none"));
+  EXPECT_EQ(losses.keys(), m->loss_keys());
+  for (const auto& key : losses.keys()) {
+    const auto v = losses.at(key);
+    ASSERT_TRUE(std::isfinite(v.item<double>())) << key;
+    if (key.find("_dn_") != std::string::npos) {
+      EXPECT_EQ(v.item<double>(), 0.0) << key;
+      EXPECT_TRUE(v.requires_grad()) << key;
+    } else {
+      const double want = ref("none_" + key).item<double>();
+      EXPECT_NEAR(v.item<double>(), want, 1e-5 * std::max(1.0, std::abs(want))) << key;
+    }
+  }
+  EXPECT_NEAR(losses.total().item<double>(), ref("none_loss").item<double>(),
+              1e-5 * ref("none_loss").item<double>());
+}
+
+TEST(RTDetr, LossKeysNameEveryTermOnce) {
+  RTDetr m(small_options());
+  const auto& keys = m->loss_keys();
+  ASSERT_EQ(keys.size(), 3u * (1 + 3 + 3));
+  EXPECT_EQ(keys[0], "loss_vfl");
+  EXPECT_EQ(keys[3], "loss_vfl_aux_0");
+  EXPECT_EQ(keys[11], "loss_giou_aux_2");
+  EXPECT_EQ(keys.back(), "loss_giou_dn_2");
+  EXPECT_EQ(std::set<std::string>(keys.begin(), keys.end()).size(), keys.size());
+  RTDetr plain(small_options().num_denoising(0));
+  EXPECT_EQ(plain->loss_keys().size(), 3u * (1 + 3));
+}
+
+// Batches with many, one and no boxes, and images without boxes beside images with them: the
+// same keys, finite values, and a gradient for every trainable parameter.
+TEST(RTDetr, EveryBatchGivesTheSameKeysFiniteValuesAndEveryGradient) {
+  torch::manual_seed(0);
+  RTDetr m(small_options());
+  m->train();
+  const auto images = torch::randn({2, 3, 64, 64});
+  const std::vector<std::vector<std::vector<float>>> cases = {
+      {{4, 4, 30, 40, 0}, {20, 10, 60, 50, 2}},  // one image with two boxes, one empty
+      {{8, 8, 24, 30, 1}},                       // one box
+      {},                                        // no box anywhere
+  };
+  for (size_t c = 0; c < cases.size(); ++c) {
+    Batch b;
+    b.images = images;
+    for (int i = 0; i < 2; ++i) {
+      b.image_sizes.push_back({64, 64});
+      b.original_sizes.push_back({64, 64});
+      std::vector<float> xyxy;
+      std::vector<int64_t> labels;
+      if (i == 0) {
+        for (const auto& box : cases[c]) {
+          xyxy.insert(xyxy.end(), box.begin(), box.begin() + 4);
+          labels.push_back(static_cast<int64_t>(box[4]));
+        }
+      }
+      const auto n = static_cast<int64_t>(labels.size());
+      b.targets.emplace_back(i, Boxes(torch::tensor(xyxy).view({n, 4})), torch::tensor(labels));
+    }
+    m->zero_grad();
+    const auto losses = m->forward_train(b);
+    EXPECT_EQ(losses.keys(), m->loss_keys()) << "case " << c;
+    EXPECT_TRUE(losses.nonfinite_keys().empty()) << "case " << c;
+    losses.total().backward();
+    for (const auto& p : m->named_parameters()) {
+      if (!p.value().requires_grad()) continue;
+      ASSERT_TRUE(p.value().grad().defined()) << "case " << c << ": " << p.key();
+      EXPECT_TRUE(torch::isfinite(p.value().grad()).all().item<bool>()) << p.key();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace detforge::models
