@@ -109,7 +109,123 @@ int64_t read_num_classes(const ConfigNode& model, std::optional<int64_t> given) 
   return num_classes;
 }
 
+// Each key of `n` in `keys` read into its field and checked against `min` (inclusive).
+template <typename T>
+void read_at_least(const ConfigNode& n, const std::vector<std::pair<const char*, T*>>& keys,
+                   T min) {
+  for (const auto& [key, field] : keys) {
+    if (n.read(key, *field) && *field < min) n.fail(key, str(*field, " must be >= ", min));
+  }
+}
+
+void read_rtdetr_backbone(const ConfigNode& n, RTDetrOptions& o) {
+  ResNetVdOptions b = o.backbone();
+  n.read("type", b.arch());
+  const auto& names = resnet_vd_arch_names();
+  if (std::find(names.begin(), names.end(), b.arch()) == names.end()) {
+    n.fail("type", str("unknown '", b.arch(), "'; ", list_choices(b.arch(), names)));
+  }
+  if (n.read("norm_eps", b.norm_eps()) && b.norm_eps() < 0)
+    n.fail("norm_eps", str(b.norm_eps(), " must be >= 0"));
+  if (n.has("weights")) {
+    n.fail("weights",
+           "an ImageNet backbone file is read for RetinaNet only; give RT-DETR a whole "
+           "model with model.weights (a detforge or transformers state dict)");
+  }
+  n.reject_unused();
+  o.backbone(b);
+}
+
+void read_rtdetr_encoder(const ConfigNode& n, RTDetrOptions& o) {
+  read_at_least<int64_t>(n,
+                         {{"hidden_dim", &o.encoder_hidden_dim()},
+                          {"heads", &o.encoder_heads()},
+                          {"ffn_dim", &o.encoder_ffn_dim()}},
+                         1);
+  read_at_least<int64_t>(n, {{"layers", &o.encoder_layers()}}, 0);
+  if (n.read("expansion", o.hidden_expansion())) positive(n, "expansion", o.hidden_expansion());
+  if (o.encoder_hidden_dim() % o.encoder_heads() != 0) {
+    n.fail("heads", str(o.encoder_heads(), " must divide hidden_dim ", o.encoder_hidden_dim()));
+  }
+  if (o.encoder_hidden_dim() % 4 != 0) {
+    n.fail("hidden_dim", str(o.encoder_hidden_dim(),
+                             " must be a multiple of 4 (the sine position "
+                             "embedding)"));
+  }
+  n.reject_unused();
+}
+
+void read_rtdetr_decoder(const ConfigNode& n, RTDetrOptions& o) {
+  read_at_least<int64_t>(n,
+                         {{"d_model", &o.d_model()},
+                          {"layers", &o.decoder_layers()},
+                          {"heads", &o.decoder_heads()},
+                          {"ffn_dim", &o.decoder_ffn_dim()},
+                          {"points", &o.decoder_points()},
+                          {"num_queries", &o.num_queries()}},
+                         1);
+  if (n.read("offset_scale", o.decoder_offset_scale()))
+    positive(n, "offset_scale", o.decoder_offset_scale());
+  if (o.d_model() % o.decoder_heads() != 0) {
+    n.fail("heads", str(o.decoder_heads(), " must divide d_model ", o.d_model()));
+  }
+  n.reject_unused();
+}
+
+void read_rtdetr_denoising(const ConfigNode& n, RTDetrOptions& o) {
+  read_at_least<int64_t>(n, {{"num_queries", &o.num_denoising()}}, 0);
+  if (n.read("label_noise_ratio", o.label_noise_ratio()) &&
+      (o.label_noise_ratio() < 0 || o.label_noise_ratio() > 1)) {
+    n.fail("label_noise_ratio", str(o.label_noise_ratio(), " must be in [0, 1]"));
+  }
+  read_at_least<double>(n, {{"box_noise_scale", &o.box_noise_scale()}}, 0.0);
+  n.reject_unused();
+}
+
+void read_rtdetr_loss(const ConfigNode& n, RTDetrOptions& o) {
+  read_at_least<double>(n,
+                        {{"vfl_weight", &o.weight_vfl()},
+                         {"bbox_weight", &o.weight_bbox()},
+                         {"giou_weight", &o.weight_giou()},
+                         {"vfl_alpha", &o.vfl_alpha()},
+                         {"vfl_gamma", &o.vfl_gamma()}},
+                        0.0);
+  if (n.has("invalid_target_policy")) {
+    try {
+      o.invalid_target_policy(
+          losses::parse_invalid_target_policy(n.required<std::string>("invalid_target_policy")));
+    } catch (const std::invalid_argument& e) {
+      n.fail("invalid_target_policy", e.what());
+    }
+  }
+  n.reject_unused();
+}
+
 }  // namespace
+
+RTDetrOptions rtdetr_options(const ConfigNode& model, std::optional<int64_t> num_classes) {
+  RTDetrOptions o(read_num_classes(model, num_classes));
+  if (auto b = model.optional_child("backbone")) read_rtdetr_backbone(*b, o);
+  if (auto e = model.optional_child("encoder")) read_rtdetr_encoder(*e, o);
+  if (auto d = model.optional_child("decoder")) read_rtdetr_decoder(*d, o);
+  if (auto d = model.optional_child("denoising")) read_rtdetr_denoising(*d, o);
+  if (auto m = model.optional_child("matcher")) {
+    read_at_least<double>(*m,
+                          {{"class_cost", &o.matcher_class_cost()},
+                           {"bbox_cost", &o.matcher_bbox_cost()},
+                           {"giou_cost", &o.matcher_giou_cost()},
+                           {"alpha", &o.matcher_alpha()},
+                           {"gamma", &o.matcher_gamma()}},
+                          0.0);
+    m->reject_unused();
+  }
+  if (auto l = model.optional_child("loss")) read_rtdetr_loss(*l, o);
+  if (auto inf = model.optional_child("inference")) {
+    inf->read("score_threshold", o.score_threshold());
+    inf->reject_unused();
+  }
+  return o;
+}
 
 RetinaNetOptions retinanet_options(const ConfigNode& model, std::optional<int64_t> num_classes) {
   RetinaNetOptions o(read_num_classes(model, num_classes));
@@ -157,6 +273,13 @@ DetectorSpec detector_spec(const ConfigNode& model, std::optional<int64_t> num_c
          };
          s.size_divisibility = RetinaNetImpl::kSizeDivisibility;
        }},
+      {"rtdetr",
+       [](const ConfigNode& n, DetectorSpec& s) {
+         s.create = [o = rtdetr_options(n, s.num_classes)] {
+           return std::make_shared<RTDetrImpl>(o);
+         };
+         s.size_divisibility = RTDetrImpl::kSizeDivisibility;
+       }},
   };
   DetectorSpec spec;
   spec.type = model.required<std::string>("type");
@@ -190,7 +313,9 @@ std::shared_ptr<Detector> build_detector(const ConfigNode& model) {
 }
 
 void load_detector_weights(Detector& detector, const std::string& path) {
-  const auto report = load_named_tensors(detector, read_state_dict(path), path);
+  const auto report =
+      load_named_tensors(detector, read_state_dict(path), path,
+                         LoadOptions().ignore_prefixes(detector.ignored_weight_prefixes()));
   logging::info(str("loaded ", report.loaded, " tensors from ", path));
 }
 

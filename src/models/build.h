@@ -11,6 +11,7 @@
 
 #include "models/detector.h"
 #include "models/retinanet.h"
+#include "models/rtdetr.h"
 
 namespace detforge {
 class ConfigNode;
@@ -39,8 +40,12 @@ struct DetectorSpec {
 RetinaNetOptions retinanet_options(const ConfigNode& model,
                                    std::optional<int64_t> num_classes = {});
 
-/// Reads the `model` map through the builder of `model.type` (known: retinanet; a miss lists
-/// them and suggests the nearest) and rejects unknown keys. `num_classes` as in
+/// RT-DETR options from the `model` map (type: rtdetr); keys in docs/models.md. `num_classes` as
+/// in retinanet_options.
+RTDetrOptions rtdetr_options(const ConfigNode& model, std::optional<int64_t> num_classes = {});
+
+/// Reads the `model` map through the builder of `model.type` (known: retinanet, rtdetr; a miss
+/// lists them and suggests the nearest) and rejects unknown keys. `num_classes` as in
 /// retinanet_options.
 DetectorSpec detector_spec(const ConfigNode& model, std::optional<int64_t> num_classes = {});
 
@@ -50,7 +55,8 @@ std::shared_ptr<Detector> build_detector(const DetectorSpec& spec);
 /// build_detector(detector_spec(model)).
 std::shared_ptr<Detector> build_detector(const ConfigNode& model);
 
-/// Loads a whole-model state dict file into `detector` (every tensor required, no extras).
+/// Loads a whole-model state dict file into `detector` (every tensor required, no extras beyond
+/// the detector's ignored_weight_prefixes()).
 void load_detector_weights(Detector& detector, const std::string& path);
 
 /// Loads a torchvision ImageNet classification state dict (resnet*/resnext*) into the

@@ -39,6 +39,10 @@ class Detector : public torch::nn::Module {
   /// Number of classes C; labels lie in [0, C).
   virtual int64_t num_classes() const = 0;
 
+  /// State-dict keys of the reference implementation that alias tensors this detector holds
+  /// once (tied weights); whole-model weight files may carry them and loading skips them.
+  virtual std::vector<std::string> ignored_weight_prefixes() const { return {}; }
+
   /// A new detector with the same options and a copy of every parameter and buffer, on the
   /// same device (the EMA copy: no config read, no weight file loaded again).
   virtual std::shared_ptr<Detector> copy() const = 0;

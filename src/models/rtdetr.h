@@ -50,6 +50,11 @@ class RTDetrImpl : public Detector {
   int64_t size_divisibility() const override { return kSizeDivisibility; }
   int64_t num_classes() const override { return options_.num_classes(); }
   std::shared_ptr<Detector> copy() const override;
+  /// transformers ties "class_embed.*" and "bbox_embed.*" to model.decoder's heads and saves
+  /// both names.
+  std::vector<std::string> ignored_weight_prefixes() const override {
+    return {"class_embed.", "bbox_embed."};
+  }
 
   // The stages, public for parity tests and tools.
 

@@ -54,6 +54,52 @@ TEST(ModelBuild, BuildsADetectorWithFixedLossKeys) {
   }
 }
 
+TEST(ModelBuild, ShippedRTDetrConfigsReadEveryKey) {
+  const auto base = Config::load(configs() + "_base_/models/rtdetr_r50vd.yaml");
+  const auto model = base.root().child("model");
+  EXPECT_EQ(model.required<std::string>("type"), "rtdetr");
+  const auto o = rtdetr_options(model);
+  // The base file spells out RTDetrOptions' defaults (transformers' RTDetrV2Config).
+  const RTDetrOptions d(80);
+  EXPECT_EQ(o.backbone().arch(), "r50vd");
+  EXPECT_EQ(o.decoder_layers(), d.decoder_layers());
+  EXPECT_EQ(o.num_queries(), d.num_queries());
+  EXPECT_EQ(o.num_denoising(), d.num_denoising());
+  EXPECT_DOUBLE_EQ(o.vfl_alpha(), d.vfl_alpha());
+  EXPECT_DOUBLE_EQ(o.matcher_bbox_cost(), d.matcher_bbox_cost());
+  model.reject_unused();
+  const auto r18 = Config::load(configs() + "rtdetr/rtdetr_r18vd.yaml");
+  const auto o18 = rtdetr_options(r18.root().child("model"));
+  EXPECT_EQ(o18.backbone().arch(), "r18vd");
+  EXPECT_EQ(o18.decoder_layers(), 3);
+  EXPECT_DOUBLE_EQ(o18.hidden_expansion(), 0.5);
+  const auto synth = Config::load(configs() + "rtdetr/synth_r18vd.yaml");
+  const auto spec = detector_spec(synth.root().child("model"));
+  EXPECT_EQ(spec.type, "rtdetr");
+  EXPECT_EQ(spec.size_divisibility, 32);
+  EXPECT_EQ(spec.create()->loss_keys().size(), 3u * (1 + 3 + 3));
+}
+
+TEST(ModelBuild, RTDetrConfigErrorsNameTheKey) {
+  auto spec = [](const std::string& yaml) {
+    return detector_spec(
+        Config::parse("model:\n  type: rtdetr\n  num_classes: 3\n" + yaml, "m.yaml")
+            .root()
+            .child("model"));
+  };
+  EXPECT_THROW_WITH(spec("  backbone: {type: r18}\n"), ConfigError,
+                    "m.yaml:4 model.backbone.type: unknown 'r18'");
+  EXPECT_THROW_WITH(spec("  backbone: {type: r18vd, weights: a.pth}\n"), ConfigError,
+                    "model.backbone.weights: an ImageNet backbone file is read for RetinaNet only");
+  EXPECT_THROW_WITH(spec("  decoder: {d_model: 100, heads: 8}\n"), ConfigError,
+                    "model.decoder.heads: 8 must divide d_model 100");
+  EXPECT_THROW_WITH(spec("  decoder: {num_queries: 0}\n"), ConfigError,
+                    "model.decoder.num_queries: 0 must be >= 1");
+  EXPECT_THROW_WITH(spec("  denoising: {num_querys: 10}\n"), ConfigError, "num_queries");
+  EXPECT_THROW_WITH(spec("  loss: {invalid_target_policy: drop}\n"), ConfigError,
+                    "model.loss.invalid_target_policy");
+}
+
 TEST(ModelBuild, ConfigErrorsNameTheKey) {
   auto build = [](const std::string& yaml) {
     return build_detector(Config::parse(yaml, "m.yaml").root().child("model"));
@@ -62,9 +108,9 @@ TEST(ModelBuild, ConfigErrorsNameTheKey) {
                     ConfigError, "model.num_anchor: unknown key");
   EXPECT_THROW_WITH(build("model:\n  type: yolo\n  num_classes: 3\n"), ConfigError,
                     "known: retinanet");
-  EXPECT_THROW_WITH(
-      build("model:\n  type: retinanett\n  num_classes: 3\n"), ConfigError,
-      "m.yaml:2 model.type: unknown 'retinanett'; known: retinanet (did you mean retinanet?)");
+  EXPECT_THROW_WITH(build("model:\n  type: retinanett\n  num_classes: 3\n"), ConfigError,
+                    "m.yaml:2 model.type: unknown 'retinanett'; known: retinanet, rtdetr (did you "
+                    "mean retinanet?)");
   EXPECT_THROW_WITH(
       build("model:\n  type: retinanet\n  num_classes: 3\n  backbone: {type: resnet5}\n"),
       ConfigError, "model.backbone.type: unknown 'resnet5'; known: resnet18");

@@ -10,8 +10,8 @@
 #include <set>
 #include <string>
 
+#include "models/build.h"
 #include "models/rtdetr.h"
-#include "models/weights.h"
 #include "ops/box_ops.h"
 #include "ops/py_reference.h"
 #include "test_util.h"
@@ -53,12 +53,11 @@ class RTDetrParity : public ::testing::Test {
   }
   static const torch::Tensor& ref(const std::string& key) { return ref_->at(key); }
 
-  // A fresh model with the reference's weights (the tied top-level head aliases are skipped).
+  // A fresh model with the reference's weights, loaded as a user's `model.weights` file is.
   static RTDetr model() {
     RTDetr m(small_options());
     const auto path = *dir_ + "/weights.pth";
-    load_named_tensors(*m, read_state_dict(path), path,
-                       LoadOptions().ignore_prefixes({"class_embed.", "bbox_embed."}));
+    load_detector_weights(*m, path);
     return m;
   }
 
@@ -103,8 +102,7 @@ TEST_F(RTDetrParity, DetectionsMatchPostProcessObjectDetection) {
   auto opts = small_options().score_threshold(0.3);
   RTDetr m(opts);
   const auto path = *dir_ + "/weights.pth";
-  load_named_tensors(*m, read_state_dict(path), path,
-                     LoadOptions().ignore_prefixes({"class_embed.", "bbox_embed."}));
+  load_detector_weights(*m, path);
   m->eval();
   const auto dets = m->predict(batch("none"));
   ASSERT_EQ(dets.size(), 2u);
