@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 
+#include "core/errors.h"
 #include "models/build.h"
 #include "models/rtdetr.h"
 #include "ops/box_ops.h"
@@ -227,6 +228,35 @@ TEST(RTDetr, EveryBatchGivesTheSameKeysFiniteValuesAndEveryGradient) {
       EXPECT_TRUE(torch::isfinite(p.value().grad()).all().item<bool>()) << p.key();
     }
   }
+}
+
+// The seed cases of shared/FIELD_FAILURES.md: a label equal to C and a NaN box are refused on the
+// CPU with the image named before any loss indexes with them; the skip policy trains the image
+// with no boxes instead and counts it.
+TEST(RTDetr, BadTargetsAreRefusedBeforeAnyIndexNamingTheImage) {
+  torch::manual_seed(0);
+  const auto make_batch = [](const torch::Tensor& box, int64_t label) {
+    Batch b;
+    b.images = torch::randn({1, 3, 64, 64});
+    b.image_sizes = {{64, 64}};
+    b.original_sizes = {{64, 64}};
+    b.targets.emplace_back(42, Boxes(box.view({1, 4})), torch::tensor({label}), torch::Tensor(),
+                           "cells_42.jpg");
+    return b;
+  };
+  const auto good = torch::tensor({4.0f, 4.0f, 30.0f, 40.0f});
+  const auto nan = torch::tensor({4.0f, std::nanf(""), 30.0f, 40.0f});
+  RTDetr m(small_options());
+  m->train();
+  EXPECT_THROW_WITH(m->forward_train(make_batch(good, 3)), DataError, "image_id=42");
+  EXPECT_THROW_WITH(m->forward_train(make_batch(good, 3)), DataError, "cells_42.jpg");
+  EXPECT_THROW_WITH(m->forward_train(make_batch(nan, 0)), DataError, "image_id=42");
+  RTDetr skipping(small_options().invalid_target_policy(losses::InvalidTargetPolicy::kSkipImage));
+  skipping->train();
+  const auto losses = skipping->forward_train(make_batch(good, 3));
+  EXPECT_TRUE(losses.nonfinite_keys().empty());
+  EXPECT_EQ(skipping->skipped_images(), 1);
+  EXPECT_EQ(losses.at("loss_bbox").item<double>(), 0.0);
 }
 
 }  // namespace
