@@ -1,7 +1,8 @@
-// detforge bench model: RetinaNet R50-FPN training step (forward + backward) and class-aware
-// NMS on the CPU, detforge against torchvision measured in the same run at the same thread
-// count. Both sides skip input resizing/normalisation (tensors are already normalised) and
-// build the same model: FrozenBatchNorm2d ResNet-50, 3 trainable stages, 91 classes.
+// detforge bench model (--model retinanet_r50_fpn, the default): RetinaNet R50-FPN training step
+// (forward + backward) and class-aware NMS on the CPU, detforge against torchvision measured in the
+// same run at the same thread count. Both sides skip input resizing/normalisation (tensors are
+// already normalised) and build the same model: FrozenBatchNorm2d ResNet-50, 3 trainable stages, 91
+// classes.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -18,6 +19,7 @@
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
+#include "bench_inputs.h"
 #include "commands.h"
 #include "core/errors.h"
 #include "core/logging.h"
@@ -31,6 +33,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct BenchModelArgs {
+  std::string model = "retinanet_r50_fpn";
   int threads = 0;
   int batch = 2;
   int size = 512;
@@ -115,26 +118,11 @@ void nms_case(int64_t n, int64_t classes, std::mt19937& rng, models::NamedTensor
 }
 
 Batch make_batch(const BenchModelArgs& a, std::mt19937& rng, models::NamedTensors& saved) {
-  Batch b;
-  torch::manual_seed(0);
-  b.images = torch::randn({a.batch, 3, a.size, a.size});
+  Batch b = random_detection_batch(a.batch, a.size, 91, rng);
   saved.emplace_back("images", b.images);
-  std::uniform_real_distribution<float> pos(0.f, a.size * 0.6f), side(16.f, a.size * 0.4f);
-  std::uniform_int_distribution<int64_t> cls(0, 90);
   for (int i = 0; i < a.batch; ++i) {
-    const int64_t n = 8;
-    auto boxes = torch::empty({n, 4});
-    auto labels = torch::empty({n}, torch::kInt64);
-    for (int64_t k = 0; k < n; ++k) {
-      const float x = pos(rng), y = pos(rng);
-      boxes[k] = torch::tensor({x, y, x + side(rng), y + side(rng)});
-      labels[k] = cls(rng);
-    }
-    b.targets.emplace_back(i, Boxes(boxes), labels);
-    b.image_sizes.push_back({a.size, a.size});
-    b.original_sizes.push_back({a.size, a.size});
-    saved.emplace_back("boxes_" + std::to_string(i), boxes);
-    saved.emplace_back("labels_" + std::to_string(i), labels);
+    saved.emplace_back("boxes_" + std::to_string(i), b.targets[i].boxes.tensor());
+    saved.emplace_back("labels_" + std::to_string(i), b.targets[i].labels);
   }
   return b;
 }
@@ -263,10 +251,38 @@ void run_bench(const BenchModelArgs& a) {
 
 }  // namespace
 
+Batch random_detection_batch(int batch, int size, int64_t classes, std::mt19937& rng) {
+  Batch b;
+  torch::manual_seed(0);
+  b.images = torch::randn({batch, 3, size, size});
+  std::uniform_real_distribution<float> pos(0.f, size * 0.6f), side(16.f, size * 0.4f);
+  std::uniform_int_distribution<int64_t> cls(0, classes - 1);
+  for (int i = 0; i < batch; ++i) {
+    const int64_t n = 8;
+    auto boxes = torch::empty({n, 4});
+    auto labels = torch::empty({n}, torch::kInt64);
+    for (int64_t k = 0; k < n; ++k) {
+      const float x = pos(rng), y = pos(rng);
+      boxes[k] = torch::tensor({x, y, x + side(rng), y + side(rng)});
+      labels[k] = cls(rng);
+    }
+    b.targets.emplace_back(i, Boxes(boxes), labels);
+    b.image_sizes.push_back({size, size});
+    b.original_sizes.push_back({size, size});
+  }
+  return b;
+}
+
 void add_bench_model(CLI::App& bench) {
   auto a = std::make_shared<BenchModelArgs>();
   auto* cmd = bench.add_subcommand(
-      "model", "RetinaNet R50-FPN train step and batched NMS: detforge vs torchvision");
+      "model",
+      "detector train step (and NMS or inference): detforge vs torchvision or transformers");
+  cmd->add_option("--model", a->model,
+                  "retinanet_r50_fpn (vs torchvision, with batched NMS) or rtdetr_r18vd (vs "
+                  "transformers, with inference)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"retinanet_r50_fpn", "rtdetr_r18vd"}));
   cmd->add_option("--threads", a->threads, "intra-op threads for both (0: LibTorch's default)")
       ->capture_default_str();
   cmd->add_option("--batch", a->batch, "images per train step")
@@ -285,9 +301,10 @@ void add_bench_model(CLI::App& bench) {
   cmd->add_option("--nms-classes", a->nms_classes, "classes among the NMS boxes")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--python", a->python, "Python with torch and torchvision")
+  cmd->add_option("--python", a->python,
+                  "Python with torch and the peer (torchvision or transformers)")
       ->capture_default_str();
-  cmd->add_flag("!--no-peer", a->peer, "skip the torchvision run");
+  cmd->add_flag("!--no-peer", a->peer, "skip the peer's run");
   cmd->callback([a] {
     if (a->size % 32 != 0)
       throw ConfigError(str("bench model --size: ", a->size, " is not a multiple of 32"));
@@ -295,7 +312,11 @@ void add_bench_model(CLI::App& bench) {
       throw ConfigError("bench model --python: '" + a->python +
                         "' not found (run from the repository root or pass --python)");
     }
-    run_bench(*a);
+    if (a->model == "rtdetr_r18vd") {
+      run_bench_rtdetr({a->threads, a->batch, a->size, a->iters, a->warmup, a->python, a->peer});
+    } else {
+      run_bench(*a);
+    }
   });
 }
 

@@ -2,6 +2,8 @@
 // parses nothing by hand, builds what it needs and runs it. Errors propagate to main().
 #pragma once
 
+#include <string>
+
 #include <CLI/CLI.hpp>
 
 namespace detforge::tools {
@@ -22,5 +24,17 @@ void add_bench_loader(CLI::App& bench);
 void add_bench_dist(CLI::App& bench);
 void add_bench_eval(CLI::App& bench);
 void add_bench_model(CLI::App& bench);
+
+/// `bench model --model rtdetr_r18vd` (tools/bench_rtdetr.cpp).
+struct BenchRTDetrArgs {
+  int threads = 0;
+  int batch = 2;
+  int size = 512;
+  int iters = 5;
+  int warmup = 2;
+  std::string python;
+  bool peer = true;
+};
+void run_bench_rtdetr(const BenchRTDetrArgs& args);
 
 }  // namespace detforge::tools

@@ -14,6 +14,7 @@
 #include "core/logging.h"
 #include "engine/build.h"
 #include "load_weights.h"
+#include "models/build.h"
 #include "models/weights.h"
 
 namespace detforge::tools {
@@ -33,7 +34,7 @@ void run_export(const ExportArgs& a) {
                             engine::DeviceEnv::current(std::nullopt));
   auto detector = models::build_detector(spec.detector);
   load_weights(*detector, a.weights, a.ema);
-  const auto state = models::module_state(*detector);
+  const auto state = models::export_state(*detector);
   models::write_state_dict(state, a.out);
   int64_t values = 0;
   for (const auto& [name, t] : state) values += t.numel();

@@ -9,6 +9,7 @@
 #include "core/config_node.h"
 #include "core/errors.h"
 #include "core/logging.h"
+#include "distributed/collectives.h"
 #include "distributed/dist_env.h"
 #include "eval/coco_io.h"
 
@@ -257,6 +258,9 @@ Run build_run(const RunSpec& spec) {
   // weights are broadcast anyway), so the same seed gives the same run at any world size.
   torch::manual_seed(o.seed);
   run.model = models::build_detector(spec.detector);
+  run.model->set_count_normalizer([pg = run.pg](const torch::Tensor& count) {
+    return dist::foreground_normalizer(*pg, count, "box count of the loss normaliser");
+  });
   if (o.ema) run.ema_model = run.model->copy();
 
   run.config_yaml = spec.config_yaml;

@@ -41,6 +41,36 @@ std::string format_eta(double seconds) {
   return os.str();
 }
 
+// One 64-bit FNV-1a hash per parameter (its bytes on the CPU), packed as bytes.
+std::string parameter_fingerprint(const torch::nn::Module& model) {
+  std::string out;
+  for (const auto& p : model.parameters()) {
+    const auto t = p.detach().to(torch::kCPU).contiguous();
+    const auto* bytes = static_cast<const unsigned char*>(t.data_ptr());
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < t.nbytes(); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+    out.append(reinterpret_cast<const char*>(&h), sizeof(h));
+  }
+  return out;
+}
+
+// Every rank's parameters must be bitwise identical (the gradient sync guarantees it); a rank
+// that diverged is named on every rank, before a checkpoint of rank 0's weights is written.
+void check_ranks_agree(dist::ProcessGroup& pg, const torch::nn::Module& model, int64_t epoch) {
+  if (pg.world_size() == 1) return;
+  const auto all = dist::all_gather_bytes(pg, parameter_fingerprint(model), "weight fingerprints");
+  std::vector<std::string> names;
+  for (const auto& p : model.named_parameters()) names.push_back(p.key());
+  for (size_t r = 1; r < all.size(); ++r) {
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (all[r].compare(i * 8, 8, all[0], i * 8, 8) != 0) {
+        throw TrainingError(detforge::str("weights differ across ranks after epoch ", epoch,
+                                          ": rank ", r, "'s ", names[i], " is not rank 0's"));
+      }
+    }
+  }
+}
+
 class Trainer {
  public:
   Trainer(Run& run, const std::string& resume, TrainHooks hooks);
@@ -390,6 +420,7 @@ bool Trainer::improves(BestScore& best, const std::map<std::string, double>& met
 }
 
 void Trainer::save(const std::vector<std::string>& names) {
+  check_ranks_agree(pg_, *r_.model, progress_.epoch);
   // Every rank's generators, so a resumed run continues each rank's random stream.
   auto rng = dist::gather_bytes_to_main(pg_, capture_rng_state(r_.device), "checkpoint RNG states");
   if (!pg_.is_main()) return;

@@ -5,6 +5,8 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <regex>
+#include <set>
 #include <stdexcept>
 
 #include "core/config_node.h"
@@ -313,10 +315,42 @@ std::shared_ptr<Detector> build_detector(const ConfigNode& model) {
 }
 
 void load_detector_weights(Detector& detector, const std::string& path) {
-  const auto report =
-      load_named_tensors(detector, read_state_dict(path), path,
-                         LoadOptions().ignore_prefixes(detector.ignored_weight_prefixes()));
+  NamedTensors file = read_state_dict(path);
+  std::vector<std::pair<std::regex, std::string>> renames;
+  for (const auto& [pattern, replacement] : detector.weight_renames()) {
+    renames.emplace_back(std::regex(pattern), replacement);
+  }
+  for (auto& [name, t] : file) {
+    for (const auto& [pattern, replacement] : renames)
+      name = std::regex_replace(name, pattern, replacement);
+  }
+  std::set<std::string> names;
+  for (const auto& [name, t] : file) names.insert(name);
+  // Tied aliases: dropped when the held name is in the file too, else renamed to it.
+  NamedTensors tensors;
+  for (auto& [name, t] : file) {
+    std::string held = name;
+    for (const auto& [alias, prefix] : detector.weight_aliases()) {
+      if (name.rfind(alias, 0) == 0) held = prefix + name.substr(alias.size());
+    }
+    if (held != name && names.count(held)) continue;
+    tensors.emplace_back(held, t);
+  }
+  const auto report = load_named_tensors(detector, tensors, path);
   logging::info(str("loaded ", report.loaded, " tensors from ", path));
+}
+
+NamedTensors export_state(const Detector& detector) {
+  NamedTensors out = module_state(detector);
+  const size_t held = out.size();
+  for (const auto& [alias, prefix] : detector.weight_aliases()) {
+    for (size_t i = 0; i < held; ++i) {
+      if (out[i].first.rfind(prefix, 0) == 0) {
+        out.emplace_back(alias + out[i].first.substr(prefix.size()), out[i].second);
+      }
+    }
+  }
+  return out;
 }
 
 int64_t import_backbone_weights(Detector& detector, const std::string& path) {

@@ -12,6 +12,7 @@
 #include "models/detector.h"
 #include "models/retinanet.h"
 #include "models/rtdetr.h"
+#include "models/weights.h"
 
 namespace detforge {
 class ConfigNode;
@@ -55,9 +56,13 @@ std::shared_ptr<Detector> build_detector(const DetectorSpec& spec);
 /// build_detector(detector_spec(model)).
 std::shared_ptr<Detector> build_detector(const ConfigNode& model);
 
-/// Loads a whole-model state dict file into `detector` (every tensor required, no extras beyond
-/// the detector's ignored_weight_prefixes()).
+/// Loads a whole-model state dict file (torch.save or safetensors) into `detector`: every tensor
+/// required, no extras; the detector's weight_aliases() may stand for the names it holds.
 void load_detector_weights(Detector& detector, const std::string& path);
+
+/// Every parameter and buffer of `detector` by name, plus its weight_aliases() duplicates: the
+/// state dict `detforge export` writes.
+NamedTensors export_state(const Detector& detector);
 
 /// Loads a torchvision ImageNet classification state dict (resnet*/resnext*) into the
 /// backbone body of `detector` ("fc.*" ignored). Returns the number of tensors loaded.

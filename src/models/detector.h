@@ -3,9 +3,12 @@
 // returning detections in original image pixels.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/torch.h>
@@ -39,13 +42,40 @@ class Detector : public torch::nn::Module {
   /// Number of classes C; labels lie in [0, C).
   virtual int64_t num_classes() const = 0;
 
-  /// State-dict keys of the reference implementation that alias tensors this detector holds
-  /// once (tied weights); whole-model weight files may carry them and loading skips them.
-  virtual std::vector<std::string> ignored_weight_prefixes() const { return {}; }
+  /// Tied weights of the reference implementation: (alias prefix, prefix of the tensors this
+  /// detector holds once). Weight files may carry either name or both; exports write both, so the
+  /// reference loads them with strict=True.
+  virtual std::vector<std::pair<std::string, std::string>> weight_aliases() const { return {}; }
+
+  /// Checkpoint names of the reference that differ from its module names: (ECMAScript regex,
+  /// replacement) applied in order to every key of a weight file before matching (transformers
+  /// keeps hub checkpoints in an older layout and renames while loading).
+  virtual std::vector<std::pair<std::string, std::string>> weight_renames() const { return {}; }
+
+  /// Turns a batch's box count (0-dim) into the normaliser of losses summed over boxes.
+  using CountNormalizer = std::function<torch::Tensor(const torch::Tensor& local_count)>;
+
+  /// The trainer sets this to the all-reduced max(1, sum over ranks / world size)
+  /// (dist::foreground_normalizer), so that N ranks train like one process on the global batch.
+  /// Until set: max(1, local count). Detectors whose normalisers are per image ignore it.
+  void set_count_normalizer(CountNormalizer normalizer) {
+    count_normalizer_ = std::move(normalizer);
+  }
 
   /// A new detector with the same options and a copy of every parameter and buffer, on the
   /// same device (the EMA copy: no config read, no weight file loaded again).
   virtual std::shared_ptr<Detector> copy() const = 0;
+
+ protected:
+  /// count_normalizer_ applied to `count`, as a double.
+  double normalize_count(int64_t count) const {
+    const auto local = torch::tensor(static_cast<double>(count), torch::kFloat64);
+    if (!count_normalizer_) return std::max(1.0, local.item<double>());
+    return count_normalizer_(local).item<double>();
+  }
+
+ private:
+  CountNormalizer count_normalizer_;
 };
 
 }  // namespace detforge::models

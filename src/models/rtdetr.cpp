@@ -303,8 +303,7 @@ LossDict RTDetrImpl::forward_train(const Batch& batch) {
         draw_denoising_noise(batch.size(), n, dn_options, batch.images.options()));
   }
   const auto outputs = forward_outputs(batch.images, denoising ? &*denoising : nullptr);
-  return compute_loss(outputs, targets, denoising ? &*denoising : nullptr,
-                      std::max<double>(1.0, static_cast<double>(boxes)));
+  return compute_loss(outputs, targets, denoising ? &*denoising : nullptr, normalize_count(boxes));
 }
 
 std::vector<Detections> RTDetrImpl::postprocess(const torch::Tensor& logits,

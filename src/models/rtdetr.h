@@ -52,8 +52,15 @@ class RTDetrImpl : public Detector {
   std::shared_ptr<Detector> copy() const override;
   /// transformers ties "class_embed.*" and "bbox_embed.*" to model.decoder's heads and saves
   /// both names.
-  std::vector<std::string> ignored_weight_prefixes() const override {
-    return {"class_embed.", "bbox_embed."};
+  std::vector<std::pair<std::string, std::string>> weight_aliases() const override {
+    return {{"class_embed.", "model.decoder.class_embed."},
+            {"bbox_embed.", "model.decoder.bbox_embed."}};
+  }
+  /// The hub layout save_pretrained() writes (transformers' conversion_mapping for rt_detr).
+  std::vector<std::pair<std::string, std::string>> weight_renames() const override {
+    return {{R"(out_proj\.)", "o_proj."},
+            {R"(layers\.(\d+)\.fc([12])\.)", "layers.$1.mlp.fc$2."},
+            {R"(encoder\.encoder\.(\d+)\.layers)", "encoder.aifi.$1.layers"}};
   }
 
   // The stages, public for parity tests and tools.
@@ -65,7 +72,8 @@ class RTDetrImpl : public Detector {
   /// padded size); images not kept have no boxes.
   std::vector<ops::SetTarget> set_targets(const Batch& batch, const std::vector<bool>& keep) const;
   /// The losses of `outputs` against `targets`; `denoising` as passed to forward_outputs().
-  /// `num_boxes` is the normaliser (the batch's box count, at least 1).
+  /// `num_boxes` is the normaliser (forward_train: the box count through the count normaliser,
+  /// so the global batch's under several ranks).
   LossDict compute_loss(const RTDetrOutputs& outputs, const std::vector<ops::SetTarget>& targets,
                         const DenoisingGroup* denoising, double num_boxes) const;
   /// Detections of the last decoder layer: logits [B, Q, C], boxes [B, Q, 4] -> the top Q of

@@ -3,6 +3,7 @@
 Usage: rtdetr_reference.py OUT_DIR. Builds a small RTDetrV2ForObjectDetection (r18vd backbone,
 narrow encoder and decoder) with random weights and writes, under OUT_DIR:
   weights.pth  its state dict;
+  hf/          the same model as save_pretrained() writes it (model.safetensors, config.json);
   ref.pth      inputs, eval-mode outputs (encoder maps, per-layer logits and boxes, encoder
                proposals, post-processed detections) and train-mode loss terms for three batches
                (many boxes, one box, no box), with the denoising noise the reference drew.
@@ -63,6 +64,7 @@ def main():
             if "bbox_embed" in name and p.abs().sum() == 0:
                 p.normal_(0, 0.01)
     torch.save(model.state_dict(), f"{out_dir}/weights.pth")
+    model.save_pretrained(f"{out_dir}/hf")
 
     ref = {}
     images = torch.randn(2, 3, SIZE, SIZE)

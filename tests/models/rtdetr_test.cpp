@@ -117,6 +117,51 @@ TEST_F(RTDetrParity, DetectionsMatchPostProcessObjectDetection) {
   }
 }
 
+// Hugging Face's save_pretrained() file (safetensors, the tied head aliases left out) loads
+// through the same `model.weights` path and gives the same outputs.
+TEST_F(RTDetrParity, LoadsTheReferenceSafetensors) {
+  RTDetr m(small_options());
+  load_detector_weights(*m, *dir_ + "/hf/model.safetensors");
+  m->eval();
+  torch::NoGradGuard no_grad;
+  const auto out = m->forward_outputs(ref("images"));
+  EXPECT_LE(max_abs_diff(out.decoder.logits, ref("logits_per_layer")), kTol);
+  EXPECT_LE(max_abs_diff(out.decoder.boxes, ref("boxes_per_layer")), kTol);
+}
+
+TEST_F(RTDetrParity, TruncatedSafetensorsIsAnIoErrorNamingTheFile) {
+  detforge::testing::TempDir tmp;
+  const std::string bytes = detforge::testing::read_file(*dir_ + "/hf/model.safetensors");
+  const auto cut = tmp.write("cut.safetensors", bytes.substr(0, bytes.size() / 3));
+  RTDetr m(small_options());
+  EXPECT_THROW_WITH(load_detector_weights(*m, cut), IoError, "cut.safetensors");
+  const auto header = tmp.write("header.safetensors", bytes.substr(0, 200));
+  EXPECT_THROW_WITH(load_detector_weights(*m, header), IoError, "header.safetensors");
+}
+
+// `detforge export` writes both names of the tied heads, so transformers loads the file with
+// strict=True and computes the reference's outputs.
+TEST_F(RTDetrParity, ExportLoadsIntoTransformersStrictly) {
+  detforge::testing::TempDir tmp;
+  const auto config = tmp.write(
+      "small.yaml",
+      "model: {type: rtdetr, num_classes: 3, backbone: {type: r18vd},\n"
+      "        encoder: {hidden_dim: 64, ffn_dim: 128, heads: 4, expansion: 0.5},\n"
+      "        decoder: {d_model: 64, ffn_dim: 128, heads: 4, layers: 3, num_queries: 40},\n"
+      "        denoising: {num_queries: 20}}\n");
+  const auto exported = (tmp.path() / "exported.pth").string();
+  const auto r = detforge::testing::run_command(detforge::testing::detforge_binary() +
+                                                " export --config " + config + " --weights " +
+                                                *dir_ + "/hf/model.safetensors --out " + exported);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto out = (tmp.path() / "python.pth").string();
+  detforge::testing::run_reference("models/rtdetr_load_check.py",
+                                   exported + " " + *dir_ + "/ref.pth " + out);
+  const auto python = detforge::testing::read_tensor_dict(out);
+  EXPECT_LE(max_abs_diff(python.at("logits_per_layer"), ref("logits_per_layer")), kTol);
+  EXPECT_LE(max_abs_diff(python.at("boxes_per_layer"), ref("boxes_per_layer")), kTol);
+}
+
 // The reference's denoising draws for batch `name`, as detforge's noise struct.
 DenoisingNoise reference_noise(const std::map<std::string, torch::Tensor>& r,
                                const std::string& name) {

@@ -1,0 +1,170 @@
+// detforge bench model --model rtdetr_r18vd: the RT-DETRv2 r18vd training step (forward, losses,
+// backward) and inference (forward and post-processing) on the CPU, detforge against
+// transformers' RTDetrV2ForObjectDetection on the same weights (exported by detforge, loaded
+// strictly by Python), images, targets, batch and thread count, in the same run.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+
+#include <unistd.h>
+
+#include <torch/torch.h>
+#include <nlohmann/json.hpp>
+
+#include "bench_inputs.h"
+#include "commands.h"
+#include "core/errors.h"
+#include "core/logging.h"
+#include "models/build.h"
+#include "models/rtdetr.h"
+#include "models/weights.h"
+#include "ops/box_ops.h"
+
+namespace detforge::tools {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int64_t kClasses = 80;
+
+constexpr const char* kPeerScript = R"PY(
+import json, resource, sys, time
+import torch
+from transformers import RTDetrResNetConfig, RTDetrV2Config, RTDetrV2ForObjectDetection
+from transformers.models.rt_detr.image_processing_rt_detr import RTDetrImageProcessor
+
+inputs, weights, out = sys.argv[1:4]
+threads, iters, warmup = map(int, sys.argv[4:7])
+torch.set_num_threads(threads)
+data = torch.load(inputs, weights_only=True)
+images = data["images"]
+b, size = images.size(0), images.size(-1)
+labels = [{"class_labels": data[f"labels_{i}"], "boxes": data[f"boxes_{i}"]} for i in range(b)]
+backbone = RTDetrResNetConfig(layer_type="basic", depths=[2, 2, 2, 2], hidden_sizes=[64, 128, 256, 512],
+                              out_features=["stage2", "stage3", "stage4"])
+config = RTDetrV2Config(backbone_config=backbone, encoder_in_channels=[128, 256, 512],
+                        hidden_expansion=0.5, decoder_layers=3, num_labels=80)
+model = RTDetrV2ForObjectDetection(config)
+model.load_state_dict(torch.load(weights, weights_only=True), strict=True)
+processor = RTDetrImageProcessor()
+
+def train_step():
+    model.zero_grad(set_to_none=True)
+    model(pixel_values=images, labels=labels).loss.backward()
+
+def infer():
+    with torch.no_grad():
+        o = model(pixel_values=images)
+        processor.post_process_object_detection(o, threshold=0.0, target_sizes=[(size, size)] * b)
+
+res = {}
+for name, mode, fn in (("train", True, train_step), ("infer", False, infer)):
+    model.train(mode)
+    for _ in range(warmup):
+        fn()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        fn()
+    res[name + "_s"] = (time.perf_counter() - t0) / iters
+res["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+json.dump(res, open(out, "w"))
+)PY";
+
+double peak_rss_mb() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  }
+  return 0.0;
+}
+
+}  // namespace
+
+void run_bench_rtdetr(const BenchRTDetrArgs& a) {
+  if (a.threads > 0) torch::set_num_threads(a.threads);
+  const int threads = torch::get_num_threads();
+  const auto options = models::RTDetrOptions(kClasses)
+                           .backbone(models::ResNetVdOptions("r18vd"))
+                           .hidden_expansion(0.5)
+                           .decoder_layers(3);
+  std::mt19937 rng(0);
+  const Batch batch = random_detection_batch(a.batch, a.size, kClasses, rng);
+  models::RTDetr model(options);
+  models::NamedTensors inputs;
+  inputs.emplace_back("images", batch.images);
+  for (int i = 0; i < a.batch; ++i) {
+    inputs.emplace_back(
+        "boxes_" + std::to_string(i),
+        ops::box_xyxy_to_cxcywh(batch.targets[i].boxes.tensor() / static_cast<float>(a.size)));
+    inputs.emplace_back("labels_" + std::to_string(i), batch.targets[i].labels);
+  }
+
+  const auto time_it = [&](const char* what, bool train, const std::function<void()>& fn) {
+    model->train(train);
+    logging::info(str("detforge: RT-DETRv2 r18vd ", what, ", batch ", a.batch, " at ", a.size, "x",
+                      a.size, ", ", threads, " threads"));
+    for (int i = 0; i < a.warmup; ++i) fn();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < a.iters; ++i) fn();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / a.iters;
+  };
+  const fs::path dir =
+      fs::temp_directory_path() / ("detforge_bench_rtdetr_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const auto weights = (dir / "weights.pth").string();
+  models::write_state_dict(models::export_state(*model), weights);
+  const double train_s = time_it("train step", true, [&] {
+    model->zero_grad(/*set_to_none=*/true);
+    model->forward_train(batch).total().backward();
+  });
+  const double infer_s = time_it("inference", false, [&] { model->predict(batch); });
+  const double rss = peak_rss_mb();
+
+  nlohmann::json peer;
+  std::string peer_note;
+  if (a.peer) {
+    const auto in_path = (dir / "inputs.pth").string(), out = (dir / "peer.json").string();
+    models::write_state_dict(inputs, in_path);
+    std::ofstream(dir / "peer.py") << kPeerScript;
+    logging::info(str("transformers: same weights and inputs, ", threads, " threads"));
+    const std::string cmd = "'" + a.python + "' '" + (dir / "peer.py").string() + "' '" + in_path +
+                            "' '" + weights + "' '" + out + "' " + std::to_string(threads) + " " +
+                            std::to_string(a.iters) + " " + std::to_string(a.warmup) + " > '" +
+                            (dir / "peer.log").string() + "' 2>&1";
+    const int rc = std::system(cmd.c_str());
+    if (rc == 0 && fs::exists(out)) {
+      std::ifstream in(out);
+      peer = nlohmann::json::parse(in);
+    } else {
+      peer_note = str("transformers run failed (exit ", rc, "), see ", (dir / "peer.log").string());
+    }
+  }
+  if (peer_note.empty()) fs::remove_all(dir);
+  const auto row = [&](const char* name, double ours, const char* key, double scale, bool rate) {
+    if (peer.is_null()) {
+      std::printf("%-24s %12.2f %12s %9s\n", name, ours, "-", "-");
+      return;
+    }
+    const double theirs =
+        rate ? a.batch / peer.at(key).get<double>() : peer.at(key).get<double>() * scale;
+    std::printf("%-24s %12.2f %12.2f %8.2fx\n", name, ours, theirs,
+                rate ? ours / theirs : theirs / ours);
+  };
+  std::printf(
+      "RT-DETRv2 r18vd (80 classes, 300 queries, 100 denoising) on CPU, %d threads; batch %d at "
+      "%dx%d, 8 boxes per image\n",
+      threads, a.batch, a.size, a.size);
+  std::printf("%-24s %12s %12s %9s\n", "measure", "detforge", "transformers", "speedup");
+  row("train images/s", a.batch / train_s, "train_s", 1.0, true);
+  row("inference images/s", a.batch / infer_s, "infer_s", 1.0, true);
+  row("peak RSS MiB", rss, "peak_rss_mb", 1.0, false);
+  std::printf("(peak RSS: each whole process; speedup for memory = transformers / detforge)\n");
+  if (!peer_note.empty()) std::printf("%s\n", peer_note.c_str());
+}
+
+}  // namespace detforge::tools
