@@ -104,7 +104,8 @@ void run_bench_rtdetr(const BenchRTDetrArgs& a) {
     inputs.emplace_back("labels_" + std::to_string(i), batch.targets[i].labels);
   }
 
-  const auto time_it = [&](const char* what, bool train, const std::function<void()>& fn) {
+  const auto time_it = [&](models::RTDetr& model, const char* what, bool train,
+                           const std::function<void()>& fn) {
     model->train(train);
     logging::info(str("detforge: RT-DETRv2 r18vd ", what, ", batch ", a.batch, " at ", a.size, "x",
                       a.size, ", ", threads, " threads"));
@@ -118,12 +119,24 @@ void run_bench_rtdetr(const BenchRTDetrArgs& a) {
   fs::create_directories(dir);
   const auto weights = (dir / "weights.pth").string();
   models::write_state_dict(models::export_state(*model), weights);
-  const double train_s = time_it("train step", true, [&] {
-    model->zero_grad(/*set_to_none=*/true);
-    model->forward_train(batch).total().backward();
-  });
-  const double infer_s = time_it("inference", false, [&] { model->predict(batch); });
+  const auto train_step = [&](models::RTDetr& m, const Batch& b) {
+    m->zero_grad(/*set_to_none=*/true);
+    m->forward_train(b).total().backward();
+  };
+  const double train_s = time_it(model, "train step", true, [&] { train_step(model, batch); });
+  const double infer_s = time_it(model, "inference", false, [&] { model->predict(batch); });
   const double rss = peak_rss_mb();
+  // The same weights with the frozen BN folded into the backbone convs, channels_last input.
+  auto fast_options = options;
+  fast_options.backbone(models::ResNetVdOptions("r18vd").fold_frozen_bn(true));
+  models::RTDetr fast(fast_options);
+  models::copy_state(*fast, *model);
+  Batch fast_batch = batch;
+  fast_batch.images = batch.images.contiguous(torch::MemoryFormat::ChannelsLast);
+  const double fast_train_s = time_it(fast, "train step, BN folded, channels_last", true,
+                                      [&] { train_step(fast, fast_batch); });
+  const double fast_infer_s = time_it(fast, "inference, BN folded, channels_last", false,
+                                      [&] { fast->predict(fast_batch); });
 
   nlohmann::json peer;
   std::string peer_note;
@@ -161,7 +174,9 @@ void run_bench_rtdetr(const BenchRTDetrArgs& a) {
       threads, a.batch, a.size, a.size);
   std::printf("%-24s %12s %12s %9s\n", "measure", "detforge", "transformers", "speedup");
   row("train images/s", a.batch / train_s, "train_s", 1.0, true);
+  row("  + BN folded, NHWC", a.batch / fast_train_s, "train_s", 1.0, true);
   row("inference images/s", a.batch / infer_s, "infer_s", 1.0, true);
+  row("  + BN folded, NHWC", a.batch / fast_infer_s, "infer_s", 1.0, true);
   row("peak RSS MiB", rss, "peak_rss_mb", 1.0, false);
   std::printf("(peak RSS: each whole process; speedup for memory = transformers / detforge)\n");
   if (!peer_note.empty()) std::printf("%s\n", peer_note.c_str());

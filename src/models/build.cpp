@@ -129,6 +129,7 @@ void read_rtdetr_backbone(const ConfigNode& n, RTDetrOptions& o) {
   }
   if (n.read("norm_eps", b.norm_eps()) && b.norm_eps() < 0)
     n.fail("norm_eps", str(b.norm_eps(), " must be >= 0"));
+  n.read("fold_frozen_bn", b.fold_frozen_bn());
   if (n.has("weights")) {
     n.fail("weights",
            "an ImageNet backbone file is read for RetinaNet only; give RT-DETR a whole "

@@ -28,8 +28,9 @@ const std::vector<VdArch>& vd_archs() {
 // and (k = 1, no ReLU) RTDetrResNetShortCut.
 class ConvLayerImpl : public torch::nn::Module {
  public:
-  ConvLayerImpl(int64_t in, int64_t out, int64_t kernel, int64_t stride, bool relu, double eps)
-      : relu_(relu) {
+  ConvLayerImpl(int64_t in, int64_t out, int64_t kernel, int64_t stride, bool relu, double eps,
+                bool fold)
+      : relu_(relu), fold_(fold), stride_(stride), padding_(kernel / 2) {
     conv_ =
         register_module("convolution", torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, kernel)
                                                              .stride(stride)
@@ -38,12 +39,20 @@ class ConvLayerImpl : public torch::nn::Module {
     norm_ = register_module("normalization", FrozenBatchNorm2d(out, eps));
   }
   torch::Tensor forward(const torch::Tensor& x) {
-    auto y = norm_(conv_(x));
+    torch::Tensor y;
+    if (fold_) {
+      // conv(x, w * scale) + shift: the gradient still reaches w through the product.
+      const auto [scale, shift] = norm_->scale_shift();
+      y = torch::conv2d(x, conv_->weight * scale.reshape({-1, 1, 1, 1}), shift, stride_, padding_);
+    } else {
+      y = norm_(conv_(x));
+    }
     return relu_ ? torch::relu(y) : y;
   }
 
  private:
-  bool relu_;
+  bool relu_, fold_;
+  int64_t stride_, padding_;
   torch::nn::Conv2d conv_{nullptr};
   FrozenBatchNorm2d norm_{nullptr};
 };
@@ -54,7 +63,7 @@ TORCH_MODULE(ConvLayer);
 class VdBlockImpl : public torch::nn::Module {
  public:
   VdBlockImpl(bool bottleneck, int64_t in, int64_t out, int64_t stride, bool first_basic,
-              double eps) {
+              double eps, bool fold) {
     // transformers: a basic block projects when it is the first of its stage; a bottleneck
     // when channels or stride change. Average pooling comes with stride 2 for bottlenecks and
     // with a channel change for basic blocks.
@@ -63,20 +72,20 @@ class VdBlockImpl : public torch::nn::Module {
     if (pool) {
       pooled_ = torch::nn::Sequential(
           torch::nn::AvgPool2d(torch::nn::AvgPool2dOptions(2).stride(2).ceil_mode(true)));
-      if (project) pooled_->push_back(ConvLayer(in, out, 1, 1, false, eps));
+      if (project) pooled_->push_back(ConvLayer(in, out, 1, 1, false, eps, fold));
       register_module("shortcut", pooled_);
     } else if (project) {
-      projection_ = register_module("shortcut", ConvLayer(in, out, 1, stride, false, eps));
+      projection_ = register_module("shortcut", ConvLayer(in, out, 1, stride, false, eps, fold));
     }
     torch::nn::Sequential layer;
     if (bottleneck) {
       const int64_t mid = out / 4;
-      layer->push_back(ConvLayer(in, mid, 1, 1, true, eps));
-      layer->push_back(ConvLayer(mid, mid, 3, stride, true, eps));
-      layer->push_back(ConvLayer(mid, out, 1, 1, false, eps));
+      layer->push_back(ConvLayer(in, mid, 1, 1, true, eps, fold));
+      layer->push_back(ConvLayer(mid, mid, 3, stride, true, eps, fold));
+      layer->push_back(ConvLayer(mid, out, 1, 1, false, eps, fold));
     } else {
-      layer->push_back(ConvLayer(in, out, 3, stride, true, eps));
-      layer->push_back(ConvLayer(out, out, 3, 1, false, eps));
+      layer->push_back(ConvLayer(in, out, 3, stride, true, eps, fold));
+      layer->push_back(ConvLayer(out, out, 3, 1, false, eps, fold));
     }
     layer_ = register_module("layer", layer);
   }
@@ -123,11 +132,12 @@ ResNetVdImpl::ResNetVdImpl(ResNetVdOptions options) : options_(std::move(options
     throw std::invalid_argument("unknown ResNet-vd arch '" + options_.arch() + "'");
   }
   const double eps = options_.norm_eps();
+  const bool fold = options_.fold_frozen_bn();
   auto embedder = register_module("embedder", std::make_shared<torch::nn::Module>());
   stem_ = embedder->register_module(
-      "embedder",
-      torch::nn::Sequential(ConvLayer(3, 32, 3, 2, true, eps), ConvLayer(32, 32, 3, 1, true, eps),
-                            ConvLayer(32, 64, 3, 1, true, eps)));
+      "embedder", torch::nn::Sequential(ConvLayer(3, 32, 3, 2, true, eps, fold),
+                                        ConvLayer(32, 32, 3, 1, true, eps, fold),
+                                        ConvLayer(32, 64, 3, 1, true, eps, fold)));
   pool_ = torch::nn::MaxPool2d(torch::nn::MaxPool2dOptions(3).stride(2).padding(1));
   auto encoder = register_module("encoder", std::make_shared<torch::nn::Module>());
   auto stages = encoder->register_module("stages", std::make_shared<torch::nn::Module>());
@@ -138,8 +148,8 @@ ResNetVdImpl::ResNetVdImpl(ResNetVdOptions options) : options_(std::move(options
     const int64_t stride = s == 0 ? 1 : 2;
     torch::nn::Sequential layers;
     for (int64_t b = 0; b < arch->depths[s]; ++b) {
-      layers->push_back(
-          VdBlock(arch->bottleneck, b == 0 ? in : out, out, b == 0 ? stride : 1, b == 0, eps));
+      layers->push_back(VdBlock(arch->bottleneck, b == 0 ? in : out, out, b == 0 ? stride : 1,
+                                b == 0, eps, fold));
     }
     auto stage = stages->register_module(std::to_string(s), std::make_shared<torch::nn::Module>());
     stages_.push_back(stage->register_module("layers", layers));

@@ -18,6 +18,10 @@ struct ResNetVdOptions {
   TORCH_ARG(std::string, arch);
   /// Epsilon of every frozen batch norm. Default: 1e-5 (transformers' RTDetrV2FrozenBatchNorm2d)
   TORCH_ARG(double, norm_eps) = 1e-5;
+  /// Compute conv + frozen BN as one conv with the BN folded into weight and bias (fewer passes
+  /// over the activations; equal up to float rounding). Default: false (the reference's exact
+  /// operations)
+  TORCH_ARG(bool, fold_frozen_bn) = false;
 };
 
 /// The known architecture names, for error messages.

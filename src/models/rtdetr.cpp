@@ -188,12 +188,15 @@ RTDetrOutputs RTDetrImpl::forward_outputs(const torch::Tensor& images,
       encoder_anchors(shapes, options_.anchor_grid_size(), memory.options());
   const auto output_memory = enc_output_->forward(valid.to(memory.scalar_type()) * memory);
   const auto enc_class = enc_score_head_(output_memory);
-  const auto enc_coord = enc_bbox_head_(output_memory) + anchors;
   const auto topk = std::get<1>(std::get<0>(enc_class.max(-1)).topk(options_.num_queries(), 1));
-  auto reference = gather_rows(enc_coord, topk);
+  // The box head is row-wise: run it on the selected rows only (the reference runs it on every
+  // location, S >> Q, and gathers afterwards; the values are the same).
+  const auto top_memory = gather_rows(output_memory, topk);
+  auto reference =
+      enc_bbox_head_(top_memory) + gather_rows(anchors.expand({memory.size(0), -1, -1}), topk);
   out.enc_boxes = torch::sigmoid(reference);
   out.enc_logits = gather_rows(enc_class, topk);
-  auto target = gather_rows(output_memory, topk).detach();
+  auto target = top_memory.detach();
   torch::Tensor mask;
   if (denoising != nullptr) {
     reference = torch::cat({denoising->box_logits.to(reference.dtype()), reference}, 1);

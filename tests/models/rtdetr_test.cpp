@@ -99,6 +99,17 @@ TEST_F(RTDetrParity, EvalOutputsMatchTransformers) {
   EXPECT_LE(max_abs_diff(out.decoder.boxes, ref("boxes_per_layer")), kTol);
 }
 
+// backbone.fold_frozen_bn computes conv + frozen BN as one conv: equal up to float rounding.
+TEST_F(RTDetrParity, FoldedBackboneMatchesTransformers) {
+  RTDetr m(small_options().backbone(ResNetVdOptions("r18vd").fold_frozen_bn(true)));
+  load_detector_weights(*m, *dir_ + "/weights.pth");
+  m->eval();
+  torch::NoGradGuard no_grad;
+  const auto out = m->forward_outputs(ref("images").contiguous(torch::MemoryFormat::ChannelsLast));
+  EXPECT_LE(max_abs_diff(out.decoder.logits, ref("logits_per_layer")), kTol);
+  EXPECT_LE(max_abs_diff(out.decoder.boxes, ref("boxes_per_layer")), kTol);
+}
+
 TEST_F(RTDetrParity, DetectionsMatchPostProcessObjectDetection) {
   auto opts = small_options().score_threshold(0.3);
   RTDetr m(opts);
