@@ -1,6 +1,7 @@
 #include "models/rtdetr_encoder.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace detforge::models {
 
@@ -67,38 +68,61 @@ torch::Tensor sine_position_embedding(int64_t h, int64_t w, int64_t dim, double 
 
 namespace {
 
-// conv (no bias, "same" padding) -> BatchNorm2d -> optional SiLU: RTDetrV2ConvNormLayer.
+// conv (no bias, "same" padding) -> BatchNorm2d -> optional SiLU: RTDetrV2ConvNormLayer. In eval
+// mode the batch norm's running statistics are folded into the conv (one pass instead of three;
+// equal up to float rounding), as RT-DETR's deploy mode does.
 class ConvNormImpl : public torch::nn::Module {
  public:
   ConvNormImpl(int64_t in, int64_t out, int64_t kernel, int64_t stride, bool act, double eps)
-      : act_(act) {
+      : act_(act), stride_(stride), padding_((kernel - 1) / 2) {
     conv_ = register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, kernel)
                                                           .stride(stride)
-                                                          .padding((kernel - 1) / 2)
+                                                          .padding(padding_)
                                                           .bias(false)));
     norm_ = register_module("norm",
                             torch::nn::BatchNorm2d(torch::nn::BatchNorm2dOptions(out).eps(eps)));
   }
   torch::Tensor forward(const torch::Tensor& x) {
-    auto y = norm_(conv_(x));
+    torch::Tensor y;
+    if (is_training()) {
+      y = norm_(conv_(x));
+    } else {
+      const auto [w, b] = folded();
+      y = torch::conv2d(x, w, b, stride_, padding_);
+    }
     return act_ ? torch::silu(y) : y;
+  }
+  // The conv's weight and a bias with the batch norm's running statistics folded in.
+  std::pair<torch::Tensor, torch::Tensor> folded() const {
+    const auto scale = norm_->weight * (norm_->running_var + norm_->options.eps()).rsqrt();
+    return {conv_->weight * scale.reshape({-1, 1, 1, 1}),
+            norm_->bias - norm_->running_mean * scale};
   }
 
  private:
   bool act_;
+  int64_t stride_, padding_;
   torch::nn::Conv2d conv_{nullptr};
   torch::nn::BatchNorm2d norm_{nullptr};
 };
 TORCH_MODULE(ConvNorm);
 
-// silu(conv3x3(x) + conv1x1(x)): the RepVGG block before re-parameterisation.
+// silu(conv3x3(x) + conv1x1(x)): the RepVGG block. In eval mode both branches are one 3x3 conv
+// (the 1x1 kernel padded into the centre of the 3x3 one, batch norms folded): RepVGG's
+// re-parameterisation, equal up to float rounding.
 class RepVggImpl : public torch::nn::Module {
  public:
   RepVggImpl(int64_t channels, double eps) {
     conv1_ = register_module("conv1", ConvNorm(channels, channels, 3, 1, false, eps));
     conv2_ = register_module("conv2", ConvNorm(channels, channels, 1, 1, false, eps));
   }
-  torch::Tensor forward(const torch::Tensor& x) { return torch::silu(conv1_(x) + conv2_(x)); }
+  torch::Tensor forward(const torch::Tensor& x) {
+    if (is_training()) return torch::silu(conv1_(x) + conv2_(x));
+    const auto [w3, b3] = conv1_->folded();
+    const auto [w1, b1] = conv2_->folded();
+    const auto w = w3 + torch::constant_pad_nd(w1, {1, 1, 1, 1});
+    return torch::silu(torch::conv2d(x, w, b3 + b1, 1, 1));
+  }
 
  private:
   ConvNorm conv1_{nullptr}, conv2_{nullptr};
