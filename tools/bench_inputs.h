@@ -1,8 +1,13 @@
-// Inputs shared by the detector benchmarks (tools/bench_model.cpp, tools/bench_rtdetr.cpp).
+// Inputs and peer runs shared by the detector benchmarks (tools/bench_model.cpp,
+// tools/bench_rtdetr.cpp, tools/bench_yolo.cpp).
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <random>
+#include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "structures/batch.h"
 
@@ -11,5 +16,21 @@ namespace detforge::tools {
 /// `batch` random normalised images of size x size, each with 8 random boxes (labels in
 /// [0, classes)) drawn from `rng`. Seeds torch with 0 for the images.
 Batch random_detection_batch(int batch, int size, int64_t classes, std::mt19937& rng);
+
+/// This process's peak resident set (VmHWM) in MiB.
+double peak_rss_mb();
+
+/// Writes `script` to dir/peer.py and runs `python peer.py args...` with its output in
+/// dir/peer.log; the script writes its results as JSON to dir/peer.json. Returns them, or null
+/// with `note` saying why (`who` names the peer).
+nlohmann::json run_peer(const std::string& python, const std::filesystem::path& dir,
+                        const char* script, const std::string& args, const std::string& who,
+                        std::string& note);
+
+/// One table row "name  ours  theirs  speedup": theirs is `batch / peer[key]` (seconds per
+/// batch -> images/s, speedup ours / theirs) when `rate`, else `peer[key]` (speedup theirs / ours,
+/// for memory); "-" without a peer.
+void print_peer_row(const char* name, double ours, const nlohmann::json& peer, const char* key,
+                    int batch, bool rate);
 
 }  // namespace detforge::tools

@@ -273,16 +273,52 @@ Batch random_detection_batch(int batch, int size, int64_t classes, std::mt19937&
   return b;
 }
 
+double peak_rss_mb() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  }
+  return 0.0;
+}
+
+void print_peer_row(const char* name, double ours, const nlohmann::json& peer, const char* key,
+                    int batch, bool rate) {
+  if (peer.is_null()) {
+    std::printf("%-24s %12.2f %12s %9s\n", name, ours, "-", "-");
+    return;
+  }
+  const double theirs = rate ? batch / peer.at(key).get<double>() : peer.at(key).get<double>();
+  std::printf("%-24s %12.2f %12.2f %8.2fx\n", name, ours, theirs,
+              rate ? ours / theirs : theirs / ours);
+}
+
+nlohmann::json run_peer(const std::string& python, const fs::path& dir, const char* script,
+                        const std::string& args, const std::string& who, std::string& note) {
+  const auto out = (dir / "peer.json").string();
+  std::ofstream(dir / "peer.py") << script;
+  const std::string cmd = "'" + python + "' '" + (dir / "peer.py").string() + "' " + args + " '" +
+                          out + "' > '" + (dir / "peer.log").string() + "' 2>&1";
+  const int rc = std::system(cmd.c_str());
+  if (rc != 0 || !fs::exists(out)) {
+    note = str(who, " run failed (exit ", rc, "), see ", (dir / "peer.log").string());
+    return nullptr;
+  }
+  std::ifstream in(out);
+  return nlohmann::json::parse(in);
+}
+
 void add_bench_model(CLI::App& bench) {
   auto a = std::make_shared<BenchModelArgs>();
   auto* cmd = bench.add_subcommand(
       "model",
       "detector train step (and NMS or inference): detforge vs torchvision or transformers");
   cmd->add_option("--model", a->model,
-                  "retinanet_r50_fpn (vs torchvision, with batched NMS) or rtdetr_r18vd (vs "
-                  "transformers, with inference)")
+                  "retinanet_r50_fpn (vs torchvision, with batched NMS), rtdetr_r18vd (vs "
+                  "transformers, with inference) or yolov8n / yolov8s (vs Ultralytics, with "
+                  "inference)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"retinanet_r50_fpn", "rtdetr_r18vd"}));
+      ->check(CLI::IsMember({"retinanet_r50_fpn", "rtdetr_r18vd", "yolov8n", "yolov8s"}));
   cmd->add_option("--threads", a->threads, "intra-op threads for both (0: LibTorch's default)")
       ->capture_default_str();
   cmd->add_option("--batch", a->batch, "images per train step")
@@ -302,7 +338,7 @@ void add_bench_model(CLI::App& bench) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_option("--python", a->python,
-                  "Python with torch and the peer (torchvision or transformers)")
+                  "Python with torch and the peer (torchvision, transformers or Ultralytics)")
       ->capture_default_str();
   cmd->add_flag("!--no-peer", a->peer, "skip the peer's run");
   cmd->callback([a] {
@@ -312,8 +348,12 @@ void add_bench_model(CLI::App& bench) {
       throw ConfigError("bench model --python: '" + a->python +
                         "' not found (run from the repository root or pass --python)");
     }
+    const BenchPeerArgs peer{a->model, a->threads, a->batch,  a->size,
+                             a->iters, a->warmup,  a->python, a->peer};
     if (a->model == "rtdetr_r18vd") {
-      run_bench_rtdetr({a->threads, a->batch, a->size, a->iters, a->warmup, a->python, a->peer});
+      run_bench_rtdetr(peer);
+    } else if (a->model.rfind("yolov8", 0) == 0) {
+      run_bench_yolo(peer);
     } else {
       run_bench(*a);
     }

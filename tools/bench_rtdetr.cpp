@@ -37,8 +37,9 @@ import torch
 from transformers import RTDetrResNetConfig, RTDetrV2Config, RTDetrV2ForObjectDetection
 from transformers.models.rt_detr.image_processing_rt_detr import RTDetrImageProcessor
 
-inputs, weights, out = sys.argv[1:4]
-threads, iters, warmup = map(int, sys.argv[4:7])
+inputs, weights = sys.argv[1:3]
+threads, iters, warmup = map(int, sys.argv[3:6])
+out = sys.argv[6]
 torch.set_num_threads(threads)
 data = torch.load(inputs, weights_only=True)
 images = data["images"]
@@ -74,18 +75,9 @@ res["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 json.dump(res, open(out, "w"))
 )PY";
 
-double peak_rss_mb() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
-  }
-  return 0.0;
-}
-
 }  // namespace
 
-void run_bench_rtdetr(const BenchRTDetrArgs& a) {
+void run_bench_rtdetr(const BenchPeerArgs& a) {
   if (a.threads > 0) torch::set_num_threads(a.threads);
   const int threads = torch::get_num_threads();
   const auto options = models::RTDetrOptions(kClasses)
@@ -141,43 +133,24 @@ void run_bench_rtdetr(const BenchRTDetrArgs& a) {
   nlohmann::json peer;
   std::string peer_note;
   if (a.peer) {
-    const auto in_path = (dir / "inputs.pth").string(), out = (dir / "peer.json").string();
+    const auto in_path = (dir / "inputs.pth").string();
     models::write_state_dict(inputs, in_path);
-    std::ofstream(dir / "peer.py") << kPeerScript;
     logging::info(str("transformers: same weights and inputs, ", threads, " threads"));
-    const std::string cmd = "'" + a.python + "' '" + (dir / "peer.py").string() + "' '" + in_path +
-                            "' '" + weights + "' '" + out + "' " + std::to_string(threads) + " " +
-                            std::to_string(a.iters) + " " + std::to_string(a.warmup) + " > '" +
-                            (dir / "peer.log").string() + "' 2>&1";
-    const int rc = std::system(cmd.c_str());
-    if (rc == 0 && fs::exists(out)) {
-      std::ifstream in(out);
-      peer = nlohmann::json::parse(in);
-    } else {
-      peer_note = str("transformers run failed (exit ", rc, "), see ", (dir / "peer.log").string());
-    }
+    peer = run_peer(a.python, dir, kPeerScript,
+                    str("'", in_path, "' '", weights, "' ", threads, " ", a.iters, " ", a.warmup),
+                    "transformers", peer_note);
   }
   if (peer_note.empty()) fs::remove_all(dir);
-  const auto row = [&](const char* name, double ours, const char* key, double scale, bool rate) {
-    if (peer.is_null()) {
-      std::printf("%-24s %12.2f %12s %9s\n", name, ours, "-", "-");
-      return;
-    }
-    const double theirs =
-        rate ? a.batch / peer.at(key).get<double>() : peer.at(key).get<double>() * scale;
-    std::printf("%-24s %12.2f %12.2f %8.2fx\n", name, ours, theirs,
-                rate ? ours / theirs : theirs / ours);
-  };
   std::printf(
       "RT-DETRv2 r18vd (80 classes, 300 queries, 100 denoising) on CPU, %d threads; batch %d at "
       "%dx%d, 8 boxes per image\n",
       threads, a.batch, a.size, a.size);
   std::printf("%-24s %12s %12s %9s\n", "measure", "detforge", "transformers", "speedup");
-  row("train images/s", a.batch / train_s, "train_s", 1.0, true);
-  row("  + BN folded, NHWC", a.batch / fast_train_s, "train_s", 1.0, true);
-  row("inference images/s", a.batch / infer_s, "infer_s", 1.0, true);
-  row("  + BN folded, NHWC", a.batch / fast_infer_s, "infer_s", 1.0, true);
-  row("peak RSS MiB", rss, "peak_rss_mb", 1.0, false);
+  print_peer_row("train images/s", a.batch / train_s, peer, "train_s", a.batch, true);
+  print_peer_row("  + BN folded, NHWC", a.batch / fast_train_s, peer, "train_s", a.batch, true);
+  print_peer_row("inference images/s", a.batch / infer_s, peer, "infer_s", a.batch, true);
+  print_peer_row("  + BN folded, NHWC", a.batch / fast_infer_s, peer, "infer_s", a.batch, true);
+  print_peer_row("peak RSS MiB", rss, peer, "peak_rss_mb", a.batch, false);
   std::printf("(peak RSS: each whole process; speedup for memory = transformers / detforge)\n");
   if (!peer_note.empty()) std::printf("%s\n", peer_note.c_str());
 }

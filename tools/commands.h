@@ -25,8 +25,10 @@ void add_bench_dist(CLI::App& bench);
 void add_bench_eval(CLI::App& bench);
 void add_bench_model(CLI::App& bench);
 
-/// `bench model --model rtdetr_r18vd` (tools/bench_rtdetr.cpp).
-struct BenchRTDetrArgs {
+/// `bench model --model rtdetr_r18vd` (tools/bench_rtdetr.cpp) and `--model yolov8n|yolov8s`
+/// (tools/bench_yolo.cpp): detforge beside a Python peer.
+struct BenchPeerArgs {
+  std::string model;
   int threads = 0;
   int batch = 2;
   int size = 512;
@@ -35,6 +37,7 @@ struct BenchRTDetrArgs {
   std::string python;
   bool peer = true;
 };
-void run_bench_rtdetr(const BenchRTDetrArgs& args);
+void run_bench_rtdetr(const BenchPeerArgs& args);
+void run_bench_yolo(const BenchPeerArgs& args);
 
 }  // namespace detforge::tools

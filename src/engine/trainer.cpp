@@ -283,6 +283,17 @@ void Trainer::log_step(int64_t epoch, const dist::ReducedLosses& losses) {
   nlohmann::json record = {{"type", "train"}, {"epoch", epoch}, {"step", progress_.step},
                            {"lr", lr},        {"loss", sum},    {"images_per_s", ips}};
   for (size_t i = 0; i < losses.keys.size(); ++i) record[losses.keys[i]] = losses.values[i];
+  // The detector's event counts since the start, summed over ranks (every rank logs this step).
+  const auto counters = r_.model->counters();
+  if (!counters.empty()) {
+    std::vector<int64_t> local;
+    for (const auto& c : counters) local.push_back(c.second);
+    auto totals = torch::tensor(local, torch::kInt64).to(pg_.device());
+    if (pg_.world_size() > 1) pg_.all_reduce(totals, dist::ReduceOp::kSum, "detector counters");
+    totals = totals.cpu();
+    for (size_t i = 0; i < counters.size(); ++i)
+      record[counters[i].first] = totals[static_cast<int64_t>(i)].item<int64_t>();
+  }
   metrics_.write(record);
   std::ostringstream line;
   line << "epoch " << epoch + 1 << "/" << o_.epochs << " step " << progress_.step << "/" << total

@@ -120,6 +120,15 @@ void read_at_least(const ConfigNode& n, const std::vector<std::pair<const char*,
   }
 }
 
+losses::InvalidTargetPolicy read_policy(const ConfigNode& n, losses::InvalidTargetPolicy fallback) {
+  if (!n.has("invalid_target_policy")) return fallback;
+  try {
+    return losses::parse_invalid_target_policy(n.required<std::string>("invalid_target_policy"));
+  } catch (const std::invalid_argument& e) {
+    n.fail("invalid_target_policy", e.what());
+  }
+}
+
 void read_rtdetr_backbone(const ConfigNode& n, RTDetrOptions& o) {
   ResNetVdOptions b = o.backbone();
   n.read("type", b.arch());
@@ -193,18 +202,64 @@ void read_rtdetr_loss(const ConfigNode& n, RTDetrOptions& o) {
                          {"vfl_alpha", &o.vfl_alpha()},
                          {"vfl_gamma", &o.vfl_gamma()}},
                         0.0);
-  if (n.has("invalid_target_policy")) {
-    try {
-      o.invalid_target_policy(
-          losses::parse_invalid_target_policy(n.required<std::string>("invalid_target_policy")));
-    } catch (const std::invalid_argument& e) {
-      n.fail("invalid_target_policy", e.what());
-    }
+  o.invalid_target_policy(read_policy(n, o.invalid_target_policy()));
+  n.reject_unused();
+}
+
+void read_yolo_loss(const ConfigNode& n, YoloOptions& o) {
+  read_at_least<double>(n,
+                        {{"box_gain", &o.box_gain()},
+                         {"cls_gain", &o.cls_gain()},
+                         {"dfl_gain", &o.dfl_gain()},
+                         {"vfl_alpha", &o.vfl_alpha()},
+                         {"vfl_gamma", &o.vfl_gamma()}},
+                        0.0);
+  if (n.has("cls")) {
+    o.cls_loss(n.one_of("cls", {"bce", "varifocal"}, "bce") == "bce" ? YoloClsLoss::kBce
+                                                                     : YoloClsLoss::kVarifocal);
   }
+  o.invalid_target_policy(read_policy(n, o.invalid_target_policy()));
   n.reject_unused();
 }
 
 }  // namespace
+
+YoloOptions yolo_options(const ConfigNode& model, std::optional<int64_t> num_classes) {
+  YoloOptions o(read_num_classes(model, num_classes));
+  if (model.has("scale")) {
+    const auto name = model.required<std::string>("scale");
+    const auto& names = yolo_scale_names();
+    if (std::find(names.begin(), names.end(), name) == names.end())
+      model.fail("scale", str("unknown '", name, "'; ", list_choices(name, names)));
+    o.scale(yolo_scale(name));
+  }
+  YoloScale s = o.scale();
+  if (model.read("depth_multiple", s.depth)) positive(model, "depth_multiple", s.depth);
+  if (model.read("width_multiple", s.width)) positive(model, "width_multiple", s.width);
+  read_at_least<int64_t>(model, {{"max_channels", &s.max_channels}}, 8);
+  o.scale(s);
+  read_at_least<int64_t>(model, {{"reg_max", &o.reg_max()}}, 2);
+  if (auto a = model.optional_child("assigner")) {
+    read_at_least<int64_t>(*a, {{"topk", &o.assigner_topk()}}, 1);
+    read_at_least<double>(*a, {{"alpha", &o.assigner_alpha()}, {"beta", &o.assigner_beta()}}, 0.0);
+    a->reject_unused();
+  }
+  if (auto l = model.optional_child("loss")) read_yolo_loss(*l, o);
+  if (auto inf = model.optional_child("inference")) {
+    if (inf->read("score_threshold", o.score_threshold()) &&
+        (o.score_threshold() < 0 || o.score_threshold() > 1))
+      inf->fail("score_threshold", "must be in [0, 1]");
+    if (inf->read("nms_threshold", o.nms_threshold()) &&
+        (o.nms_threshold() < 0 || o.nms_threshold() > 1))
+      inf->fail("nms_threshold", "must be in [0, 1]");
+    read_at_least<int64_t>(*inf,
+                           {{"max_candidates", &o.max_candidates()},
+                            {"detections_per_image", &o.detections_per_image()}},
+                           1);
+    inf->reject_unused();
+  }
+  return o;
+}
 
 RTDetrOptions rtdetr_options(const ConfigNode& model, std::optional<int64_t> num_classes) {
   RTDetrOptions o(read_num_classes(model, num_classes));
@@ -282,6 +337,11 @@ DetectorSpec detector_spec(const ConfigNode& model, std::optional<int64_t> num_c
            return std::make_shared<RTDetrImpl>(o);
          };
          s.size_divisibility = RTDetrImpl::kSizeDivisibility;
+       }},
+      {"yolo",
+       [](const ConfigNode& n, DetectorSpec& s) {
+         s.create = [o = yolo_options(n, s.num_classes)] { return std::make_shared<YoloImpl>(o); };
+         s.size_divisibility = YoloImpl::kSizeDivisibility;
        }},
   };
   DetectorSpec spec;

@@ -13,6 +13,7 @@
 #include "models/retinanet.h"
 #include "models/rtdetr.h"
 #include "models/weights.h"
+#include "models/yolo.h"
 
 namespace detforge {
 class ConfigNode;
@@ -45,8 +46,12 @@ RetinaNetOptions retinanet_options(const ConfigNode& model,
 /// in retinanet_options.
 RTDetrOptions rtdetr_options(const ConfigNode& model, std::optional<int64_t> num_classes = {});
 
-/// Reads the `model` map through the builder of `model.type` (known: retinanet, rtdetr; a miss
-/// lists them and suggests the nearest) and rejects unknown keys. `num_classes` as in
+/// YOLO (DFL-head) options from the `model` map (type: yolo); keys in docs/models.md.
+/// `num_classes` as in retinanet_options.
+YoloOptions yolo_options(const ConfigNode& model, std::optional<int64_t> num_classes = {});
+
+/// Reads the `model` map through the builder of `model.type` (known: retinanet, rtdetr, yolo; a
+/// miss lists them and suggests the nearest) and rejects unknown keys. `num_classes` as in
 /// retinanet_options.
 DetectorSpec detector_spec(const ConfigNode& model, std::optional<int64_t> num_classes = {});
 

@@ -62,6 +62,11 @@ class Detector : public torch::nn::Module {
     count_normalizer_ = std::move(normalizer);
   }
 
+  /// Named event counts since construction (targets clamped, images skipped under the skip
+  /// policy, ...); the trainer writes them to metrics.jsonl summed over ranks. The names are
+  /// fixed per detector type, so every rank reports the same list.
+  virtual std::vector<std::pair<std::string, int64_t>> counters() const { return {}; }
+
   /// A new detector with the same options and a copy of every parameter and buffer, on the
   /// same device (the EMA copy: no config read, no weight file loaded again).
   virtual std::shared_ptr<Detector> copy() const = 0;
@@ -69,9 +74,12 @@ class Detector : public torch::nn::Module {
  protected:
   /// count_normalizer_ applied to `count`, as a double.
   double normalize_count(int64_t count) const {
-    const auto local = torch::tensor(static_cast<double>(count), torch::kFloat64);
-    if (!count_normalizer_) return std::max(1.0, local.item<double>());
-    return count_normalizer_(local).item<double>();
+    return normalize_total(static_cast<double>(count));
+  }
+  /// The same for a real-valued total (a sum of soft target scores).
+  double normalize_total(double total) const {
+    if (!count_normalizer_) return std::max(1.0, total);
+    return count_normalizer_(torch::tensor(total, torch::kFloat64)).item<double>();
   }
 
  private:

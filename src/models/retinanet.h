@@ -94,6 +94,9 @@ class RetinaNetImpl : public Detector {
   const RetinaNetOptions& options() const { return options_; }
   /// Images left out of the loss by the skip policy since construction.
   int64_t skipped_images() const { return skipped_images_; }
+  std::vector<std::pair<std::string, int64_t>> counters() const override {
+    return {{"skipped_images", skipped_images_}};
+  }
 
  private:
   std::vector<int64_t> level_sizes(const std::vector<torch::Tensor>& features) const;

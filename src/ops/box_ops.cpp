@@ -79,6 +79,30 @@ std::pair<torch::Tensor, torch::Tensor> paired_iou_giou(const torch::Tensor& a,
   return {iou, iou - (area_c - uni) / area_c};
 }
 
+torch::Tensor paired_ciou(const torch::Tensor& a, const torch::Tensor& b, double eps) {
+  TORCH_CHECK(a.sizes() == b.sizes() && a.size(-1) == 4,
+              "paired_ciou: a and b must have the same [..., 4] shape, got ", a.sizes(), " and ",
+              b.sizes());
+  const auto p = a.unbind(-1), q = b.unbind(-1);
+  const auto w1 = p[2] - p[0], h1 = p[3] - p[1] + eps;
+  const auto w2 = q[2] - q[0], h2 = q[3] - q[1] + eps;
+  const auto inter = (torch::minimum(p[2], q[2]) - torch::maximum(p[0], q[0])).clamp_min(0) *
+                     (torch::minimum(p[3], q[3]) - torch::maximum(p[1], q[1])).clamp_min(0);
+  const auto uni = w1 * h1 + w2 * h2 - inter + eps;
+  const auto iou = inter / uni;
+  const auto cw = torch::maximum(p[2], q[2]) - torch::minimum(p[0], q[0]);
+  const auto ch = torch::maximum(p[3], q[3]) - torch::minimum(p[1], q[1]);
+  const auto c2 = cw.pow(2) + ch.pow(2) + eps;
+  const auto rho2 = ((q[0] + q[2] - p[0] - p[2]).pow(2) + (q[1] + q[3] - p[1] - p[3]).pow(2)) / 4;
+  const auto v = (4 / (M_PI * M_PI)) * ((w2 / h2).atan() - (w1 / h1).atan()).pow(2);
+  torch::Tensor alpha;
+  {
+    torch::NoGradGuard no_grad;
+    alpha = v / (1 - iou + v + eps);
+  }
+  return iou - (rho2 / c2 + v * alpha);
+}
+
 torch::Tensor box_cxcywh_to_xyxy(const torch::Tensor& boxes) {
   const auto c = boxes.unbind(-1);
   return torch::stack({c[0] - 0.5 * c[2], c[1] - 0.5 * c[3], c[0] + 0.5 * c[2], c[1] + 0.5 * c[3]},

@@ -30,6 +30,13 @@ torch::Tensor generalized_box_iou(const torch::Tensor& a, const torch::Tensor& b
 std::pair<torch::Tensor, torch::Tensor> paired_iou_giou(const torch::Tensor& a,
                                                         const torch::Tensor& b);
 
+/// Elementwise Complete IoU (Zheng et al. 2020) of matched pairs, as Ultralytics' bbox_iou(...,
+/// CIoU=True): a, b [..., 4] xyxy (same shape) -> [...] IoU - (centre distance^2 / enclosing
+/// diagonal^2 + v * alpha), with the aspect term's alpha taken without gradient and `eps` added
+/// to heights and to every denominator. Symmetric in value; pass (a, b) in the reference's
+/// order for bitwise equality.
+torch::Tensor paired_ciou(const torch::Tensor& a, const torch::Tensor& b, double eps = 1e-7);
+
 /// [..., 4] (cx, cy, w, h) -> (x1, y1, x2, y2), as transformers' center_to_corners_format.
 torch::Tensor box_cxcywh_to_xyxy(const torch::Tensor& boxes);
 

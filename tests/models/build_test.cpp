@@ -80,6 +80,44 @@ TEST(ModelBuild, ShippedRTDetrConfigsReadEveryKey) {
   EXPECT_EQ(spec.create()->loss_keys().size(), 3u * (1 + 3 + 3));
 }
 
+TEST(ModelBuild, ShippedYoloConfigsReadEveryKey) {
+  const auto base = Config::load(configs() + "_base_/models/yolov8.yaml");
+  const auto model = base.root().child("model");
+  EXPECT_EQ(model.required<std::string>("type"), "yolo");
+  const auto o = yolo_options(model);
+  // The base file spells out YoloOptions' defaults (Ultralytics' yolov8.yaml and default.yaml).
+  const YoloOptions d(80);
+  EXPECT_EQ(o.reg_max(), d.reg_max());
+  EXPECT_EQ(o.assigner_topk(), d.assigner_topk());
+  EXPECT_DOUBLE_EQ(o.box_gain(), d.box_gain());
+  EXPECT_DOUBLE_EQ(o.dfl_gain(), d.dfl_gain());
+  EXPECT_DOUBLE_EQ(o.nms_threshold(), d.nms_threshold());
+  EXPECT_DOUBLE_EQ(o.scale().width, d.scale().width);
+  model.reject_unused();
+  const auto s = Config::load(configs() + "yolo/yolov8s.yaml");
+  EXPECT_DOUBLE_EQ(yolo_options(s.root().child("model")).scale().width, 0.5);
+  const auto synth = Config::load(configs() + "yolo/synth_yolov8n.yaml");
+  const auto spec = detector_spec(synth.root().child("model"));
+  EXPECT_EQ(spec.type, "yolo");
+  EXPECT_EQ(spec.num_classes, 3);
+  EXPECT_EQ(spec.create()->loss_keys(),
+            (std::vector<std::string>{"box_loss", "cls_loss", "dfl_loss"}));
+}
+
+TEST(ModelBuild, YoloConfigErrorsNameTheKey) {
+  auto spec = [](const std::string& yaml) {
+    return detector_spec(Config::parse("model:\n  type: yolo\n  num_classes: 3\n" + yaml, "m.yaml")
+                             .root()
+                             .child("model"));
+  };
+  EXPECT_THROW_WITH(spec("  scale: q\n"), ConfigError, "m.yaml:4 model.scale: unknown 'q'");
+  EXPECT_THROW_WITH(spec("  reg_max: 1\n"), ConfigError, "model.reg_max: 1 must be >= 2");
+  EXPECT_THROW_WITH(spec("  loss: {cls: focal}\n"), ConfigError, "model.loss.cls");
+  EXPECT_THROW_WITH(spec("  assigner: {top_k: 5}\n"), ConfigError, "topk");
+  EXPECT_THROW_WITH(spec("  inference: {nms_threshold: 2}\n"), ConfigError,
+                    "model.inference.nms_threshold: must be in [0, 1]");
+}
+
 TEST(ModelBuild, RTDetrConfigErrorsNameTheKey) {
   auto spec = [](const std::string& yaml) {
     return detector_spec(
@@ -106,11 +144,12 @@ TEST(ModelBuild, ConfigErrorsNameTheKey) {
   };
   EXPECT_THROW_WITH(build("model:\n  type: retinanet\n  num_classes: 3\n  num_anchor: 9\n"),
                     ConfigError, "model.num_anchor: unknown key");
-  EXPECT_THROW_WITH(build("model:\n  type: yolo\n  num_classes: 3\n"), ConfigError,
-                    "known: retinanet");
-  EXPECT_THROW_WITH(build("model:\n  type: retinanett\n  num_classes: 3\n"), ConfigError,
-                    "m.yaml:2 model.type: unknown 'retinanett'; known: retinanet, rtdetr (did you "
-                    "mean retinanet?)");
+  EXPECT_THROW_WITH(build("model:\n  type: yolov8\n  num_classes: 3\n"), ConfigError,
+                    "known: retinanet, rtdetr, yolo");
+  EXPECT_THROW_WITH(
+      build("model:\n  type: retinanett\n  num_classes: 3\n"), ConfigError,
+      "m.yaml:2 model.type: unknown 'retinanett'; known: retinanet, rtdetr, yolo (did "
+      "you mean retinanet?)");
   EXPECT_THROW_WITH(
       build("model:\n  type: retinanet\n  num_classes: 3\n  backbone: {type: resnet5}\n"),
       ConfigError, "model.backbone.type: unknown 'resnet5'; known: resnet18");

@@ -1,0 +1,27 @@
+#include "losses/dfl.h"
+
+namespace detforge::losses {
+
+DflResult distribution_focal_loss(const torch::Tensor& pred_logits, const torch::Tensor& target) {
+  const int64_t reg_max = pred_logits.size(-1);
+  TORCH_CHECK(reg_max >= 2, "distribution_focal_loss: reg_max must be >= 2, got ", reg_max);
+  TORCH_CHECK(pred_logits.sizes().slice(0, pred_logits.dim() - 1) == target.sizes(),
+              "distribution_focal_loss: pred_logits ", pred_logits.sizes(), " and target ",
+              target.sizes(), " disagree");
+  const double high = static_cast<double>(reg_max) - 1 - 0.01;
+  const auto t = target.detach();
+  const auto outside = ~torch::isfinite(t) | (t < 0) | (t > high);
+  DflResult out;
+  out.clamped = outside.sum().item<int64_t>();
+  const auto clamped = torch::nan_to_num(t, 0.0, high, 0.0).clamp(0, high);
+  const auto left = clamped.to(torch::kInt64);
+  const auto right = left + 1;
+  const auto w_left = right.to(clamped.scalar_type()) - clamped;
+  const auto w_right = 1 - w_left;
+  const auto logp = torch::log_softmax(pred_logits, -1);
+  out.loss = -(logp.gather(-1, left.unsqueeze(-1)).squeeze(-1) * w_left +
+               logp.gather(-1, right.unsqueeze(-1)).squeeze(-1) * w_right);
+  return out;
+}
+
+}  // namespace detforge::losses

@@ -1,0 +1,150 @@
+// detforge bench model --model yolov8n | yolov8s: the YOLOv8 training step (forward, assignment,
+// losses, backward) and inference (forward, decoding, NMS) on the CPU, detforge against
+// Ultralytics' DetectionModel with v8DetectionLoss and non_max_suppression on the same weights
+// (exported by detforge, loaded strictly by Python), images, targets, batch and thread count, in
+// the same run. Ultralytics' inference runs fused (conv + BN as one conv), as its predictor and
+// validator run it; detforge folds the BN in eval mode too.
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <random>
+#include <string>
+
+#include <unistd.h>
+
+#include <torch/torch.h>
+#include <nlohmann/json.hpp>
+
+#include "bench_inputs.h"
+#include "commands.h"
+#include "core/errors.h"
+#include "core/logging.h"
+#include "models/build.h"
+#include "models/weights.h"
+#include "models/yolo.h"
+
+namespace detforge::tools {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int64_t kClasses = 80;
+
+constexpr const char* kPeerScript = R"PY(
+import json, os, resource, sys, tempfile, time, types
+os.environ.setdefault("YOLO_CONFIG_DIR", tempfile.mkdtemp())
+os.environ.setdefault("YOLO_OFFLINE", "1")
+import torch
+from ultralytics.nn.tasks import DetectionModel
+from ultralytics.utils.nms import non_max_suppression
+
+inputs, weights, scale = sys.argv[1:4]
+threads, iters, warmup = map(int, sys.argv[4:7])
+out = sys.argv[7]
+torch.set_num_threads(threads)
+data = torch.load(inputs, weights_only=True)
+images = data["images"]
+b, size = images.size(0), images.size(-1)
+rows = []
+for i in range(b):
+    for box, label in zip(data[f"boxes_{i}"].tolist(), data[f"labels_{i}"].tolist()):
+        x1, y1, x2, y2 = (v / size for v in box)
+        rows.append((i, label, (x1 + x2) / 2, (y1 + y2) / 2, x2 - x1, y2 - y1))
+batch = {"batch_idx": torch.tensor([r[0] for r in rows], dtype=torch.float32),
+         "cls": torch.tensor([r[1] for r in rows], dtype=torch.float32).view(-1, 1),
+         "bboxes": torch.tensor([r[2:] for r in rows], dtype=torch.float32)}
+model = DetectionModel(f"yolov8{scale}.yaml", nc=80, verbose=False)
+model.args = types.SimpleNamespace(box=7.5, cls=0.5, dfl=1.5)
+model.load_state_dict(torch.load(weights, weights_only=True), strict=True)
+criterion = model.init_criterion()
+
+def train_step():
+    model.zero_grad(set_to_none=True)
+    loss, _ = criterion(model(images), batch)
+    loss.sum().backward()
+
+def infer():
+    with torch.no_grad():
+        y, _ = model(images)
+        non_max_suppression(y, conf_thres=0.001, iou_thres=0.7, multi_label=True, max_det=300)
+
+res = {}
+model.train()
+for _ in range(warmup):
+    train_step()
+t0 = time.perf_counter()
+for _ in range(iters):
+    train_step()
+res["train_s"] = (time.perf_counter() - t0) / iters
+model.eval()
+model.fuse(verbose=False)
+for _ in range(warmup):
+    infer()
+t0 = time.perf_counter()
+for _ in range(iters):
+    infer()
+res["infer_s"] = (time.perf_counter() - t0) / iters
+res["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+json.dump(res, open(out, "w"))
+)PY";
+
+}  // namespace
+
+void run_bench_yolo(const BenchPeerArgs& a) {
+  if (a.threads > 0) torch::set_num_threads(a.threads);
+  const int threads = torch::get_num_threads();
+  const std::string scale = a.model.substr(a.model.size() - 1);
+  std::mt19937 rng(0);
+  const Batch batch = random_detection_batch(a.batch, a.size, kClasses, rng);
+  models::Yolo model(models::YoloOptions(kClasses).scale(models::yolo_scale(scale)));
+  models::NamedTensors inputs;
+  inputs.emplace_back("images", batch.images);
+  for (int i = 0; i < a.batch; ++i) {
+    inputs.emplace_back("boxes_" + std::to_string(i), batch.targets[i].boxes.tensor());
+    inputs.emplace_back("labels_" + std::to_string(i), batch.targets[i].labels);
+  }
+  const auto time_it = [&](const char* what, bool train, const std::function<void()>& fn) {
+    model->train(train);
+    logging::info(str("detforge: YOLOv8", scale, " ", what, ", batch ", a.batch, " at ", a.size,
+                      "x", a.size, ", ", threads, " threads"));
+    for (int i = 0; i < a.warmup; ++i) fn();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < a.iters; ++i) fn();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / a.iters;
+  };
+  const fs::path dir =
+      fs::temp_directory_path() / ("detforge_bench_yolo_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const auto weights = (dir / "weights.pth").string();
+  models::write_state_dict(models::export_state(*model), weights);
+  const double train_s = time_it("train step", true, [&] {
+    model->zero_grad(/*set_to_none=*/true);
+    model->forward_train(batch).total().backward();
+  });
+  const double infer_s = time_it("inference", false, [&] { model->predict(batch); });
+  const double rss = peak_rss_mb();
+
+  nlohmann::json peer;
+  std::string peer_note;
+  if (a.peer) {
+    const auto in_path = (dir / "inputs.pth").string();
+    models::write_state_dict(inputs, in_path);
+    logging::info(str("Ultralytics: same weights and inputs, ", threads, " threads"));
+    peer = run_peer(
+        a.python, dir, kPeerScript,
+        str("'", in_path, "' '", weights, "' ", scale, " ", threads, " ", a.iters, " ", a.warmup),
+        "Ultralytics", peer_note);
+  }
+  if (peer_note.empty()) fs::remove_all(dir);
+  std::printf("YOLOv8%s (80 classes) on CPU, %d threads; batch %d at %dx%d, 8 boxes per image\n",
+              scale.c_str(), threads, a.batch, a.size, a.size);
+  std::printf("%-24s %12s %12s %9s\n", "measure", "detforge", "Ultralytics", "speedup");
+  print_peer_row("train images/s", a.batch / train_s, peer, "train_s", a.batch, true);
+  print_peer_row("inference images/s", a.batch / infer_s, peer, "infer_s", a.batch, true);
+  print_peer_row("peak RSS MiB", rss, peer, "peak_rss_mb", a.batch, false);
+  std::printf("(peak RSS: each whole process; speedup for memory = Ultralytics / detforge)\n");
+  if (!peer_note.empty()) std::printf("%s\n", peer_note.c_str());
+}
+
+}  // namespace detforge::tools
