@@ -48,6 +48,7 @@ const std::vector<CommandInfo>& commands() {
        "Write a checkpoint's (or any loadable) weights as a torchvision-compatible state dict",
        kTorch},
       {"plot", "Draw loss and mAP curves of a run directory into a PNG", kData},
+      {"augment", "Draw training samples through a config's augmentations into PNGs", kData},
   };
   return all;
 }

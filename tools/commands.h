@@ -17,6 +17,7 @@ void add_eval_command(CLI::App& app);
 void add_predict_command(CLI::App& app);
 void add_train_command(CLI::App& app);
 void add_plot_command(CLI::App& app);
+void add_augment_command(CLI::App& app);
 void add_export_command(CLI::App& app);
 
 // Benchmark kinds, each adding one subcommand to `bench` (tools/bench_<kind>.cpp).

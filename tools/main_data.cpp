@@ -8,5 +8,6 @@ int main(int argc, char** argv) {
   detforge::tools::add_synth_command(app);
   detforge::tools::add_lint_command(app);
   detforge::tools::add_plot_command(app);
+  detforge::tools::add_augment_command(app);
   return detforge::tools::run_cli(app, argc, argv);
 }

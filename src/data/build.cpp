@@ -87,6 +87,149 @@ void read_loader(const ConfigNode& n, LoaderOptions& l) {
   }
 }
 
+void probability(const ConfigNode& n, const std::string& key, double& field) {
+  if (n.read(key, field) && !(field >= 0 && field <= 1))
+    n.fail(key, str("must lie in [0, 1], got ", field));
+}
+
+void non_negative(const ConfigNode& n, const std::string& key, double& field) {
+  if (n.read(key, field) && !(field >= 0)) n.fail(key, str("must be >= 0, got ", field));
+}
+
+template <typename T>
+void read_pair(const ConfigNode& n, const std::string& key, std::array<T, 2>& field,
+               const char* what) {
+  const auto v = n.optional<std::vector<T>>(key);
+  if (!v) return;
+  if (v->size() != 2 || !((*v)[0] > 0) || (*v)[1] < (*v)[0])
+    n.fail(key, str("expected ", what, ": two numbers > 0, the second >= the first"));
+  field = {(*v)[0], (*v)[1]};
+}
+
+void read_fill(const ConfigNode& n, int& fill) {
+  if (n.read("fill", fill) && (fill < 0 || fill > 255))
+    n.fail("fill", str("must lie in [0, 255], got ", fill));
+}
+
+// One entry of data.train.transforms; `base` holds the data-level resize and flip keys, which a
+// `resize` or `flip` entry inherits.
+std::shared_ptr<const Transform> read_transform(const ConfigNode& n, const TransformOptions& base) {
+  static const std::vector<std::string> kTypes = {
+      "resize", "flip", "hsv", "affine", "scale_jitter", "iou_crop", "zoom_out", "mosaic", "mixup"};
+  if (!n.has("type")) {
+    std::string known;
+    for (const auto& k : kTypes) known += (known.empty() ? "" : ", ") + k;
+    n.fail("type", "missing; one of " + known);
+  }
+  const std::string type = n.one_of("type", kTypes, "");
+  std::shared_ptr<const Transform> t;
+  if (type == "resize") {
+    ResizeOptions o{base.min_size, base.max_size, base.fixed_size};
+    o.min_size = int_or_list(n, "min_size", o.min_size);
+    if (o.min_size.empty()) n.fail("min_size", "must not be empty");
+    for (const int64_t m : o.min_size) {
+      if (m < 1) n.fail("min_size", str("sizes must be >= 1, got ", m));
+    }
+    if (n.read("max_size", o.max_size)) at_least(n, "max_size", o.max_size, 1);
+    std::array<int64_t, 2> fixed{};
+    if (n.has("fixed_size")) {
+      read_pair(n, "fixed_size", fixed, "[width, height]");
+      o.fixed_size = fixed;
+    }
+    t = make_resize(o, true);
+  } else if (type == "flip") {
+    FlipOptions o{base.flip_prob, 0.0};
+    probability(n, "prob", o.prob);
+    probability(n, "vertical_prob", o.vertical_prob);
+    t = make_flip(o);
+  } else if (type == "hsv") {
+    HsvOptions o;
+    probability(n, "hue", o.hue);
+    probability(n, "saturation", o.saturation);
+    probability(n, "value", o.value);
+    probability(n, "prob", o.prob);
+    t = make_hsv(o);
+  } else if (type == "affine") {
+    AffineOptions o;
+    non_negative(n, "degrees", o.degrees);
+    probability(n, "translate", o.translate);
+    if (n.read("scale", o.scale) && !(o.scale >= 0 && o.scale < 1))
+      n.fail("scale",
+             str("must lie in [0, 1) (the gain is U(1 - scale, 1 + scale)), got ", o.scale));
+    if (n.read("shear", o.shear) && !(o.shear >= 0 && o.shear < 90))
+      n.fail("shear", str("must lie in [0, 90) degrees, got ", o.shear));
+    if (n.has("size")) {
+      std::array<int64_t, 2> size{};
+      read_pair(n, "size", size, "[width, height]");
+      o.size = size;
+    }
+    read_fill(n, o.fill);
+    t = make_affine(o);
+  } else if (type == "scale_jitter") {
+    ScaleJitterOptions o;
+    read_pair(n, "size", o.size, "[width, height]");
+    read_pair(n, "scale", o.scale, "[min, max]");
+    n.read("crop", o.crop);
+    t = make_scale_jitter(o);
+  } else if (type == "iou_crop") {
+    IouCropOptions o;
+    n.read("min_ious", o.min_ious);
+    if (o.min_ious.empty()) n.fail("min_ious", "must not be empty");
+    for (const double v : o.min_ious) {
+      if (!(v >= 0 && v <= 1)) n.fail("min_ious", str("values must lie in [0, 1], got ", v));
+    }
+    std::array<double, 2> scale{o.min_scale, o.max_scale}, aspect{o.min_aspect, o.max_aspect};
+    read_pair(n, "scale", scale, "[min, max]");
+    read_pair(n, "aspect", aspect, "[min, max]");
+    if (scale[1] > 1) n.fail("scale", "the crop's side fraction must be <= 1");
+    o.min_scale = scale[0], o.max_scale = scale[1], o.min_aspect = aspect[0];
+    o.max_aspect = aspect[1];
+    if (n.read("trials", o.trials)) at_least(n, "trials", o.trials, 1);
+    t = make_iou_crop(o);
+  } else if (type == "zoom_out") {
+    ZoomOutOptions o;
+    read_pair(n, "side_range", o.side_range, "[min, max]");
+    if (o.side_range[0] < 1)
+      n.fail("side_range", "must start at >= 1 (the canvas is never smaller)");
+    probability(n, "prob", o.prob);
+    read_fill(n, o.fill);
+    t = make_zoom_out(o);
+  } else if (type == "mosaic") {
+    MosaicOptions o;
+    if (n.read("size", o.size)) at_least(n, "size", o.size, 2);
+    probability(n, "prob", o.prob);
+    read_fill(n, o.fill);
+    t = make_mosaic(o);
+  } else {
+    MixUpOptions o;
+    probability(n, "prob", o.prob);
+    if (n.read("alpha", o.alpha) && !(o.alpha > 0)) n.fail("alpha", "must be > 0");
+    read_fill(n, o.fill);
+    t = make_mixup(o);
+  }
+  n.reject_unused();
+  return t;
+}
+
+// data.train's augmentation keys: transforms, close_mosaic, multi_scale, box_filter.
+void read_augmentations(const ConfigNode& s, LoaderOptions& l) {
+  for (const auto& t : s.list("transforms"))
+    l.augmentations.push_back(read_transform(t, l.transforms));
+  PipelineOptions& p = l.pipeline;
+  if (s.read("close_mosaic", p.close_mosaic)) at_least(s, "close_mosaic", p.close_mosaic, 0);
+  p.multi_scale = int_or_list(s, "multi_scale", {});
+  for (const int64_t m : p.multi_scale) {
+    if (m < 1) s.fail("multi_scale", str("sizes must be >= 1, got ", m));
+  }
+  if (const auto f = s.optional_child("box_filter")) {
+    non_negative(*f, "min_side", p.filter.min_side);
+    probability(*f, "min_visible", p.filter.min_visible);
+    if (f->read("max_aspect", p.filter.max_aspect) && !(p.filter.max_aspect > 1))
+      f->fail("max_aspect", "must be > 1");
+    f->reject_unused();
+  }
+}
+
 }  // namespace
 
 int64_t data_num_classes(const ConfigNode& n) {
@@ -119,6 +262,13 @@ DataOptions data_options(const ConfigNode& n, std::optional<int64_t> num_classes
     o.dataset.image_root = resolve(root, s->required<std::string>("images"));
     if (s->read("batch_size", o.sampler.batch_size))
       at_least(*s, "batch_size", o.sampler.batch_size, 1);
+    if (train) {
+      read_augmentations(*s, o.loader);
+    } else {
+      for (const char* key : {"transforms", "close_mosaic", "multi_scale", "box_filter"}) {
+        if (s->has(key)) s->fail(key, "augmentations apply to the train split only");
+      }
+    }
     o.sampler.training = train;
     o.sampler.shuffle = train;
     o.loader.transforms.train = train;
@@ -131,26 +281,6 @@ DataOptions data_options(const ConfigNode& n, std::optional<int64_t> num_classes
   if (!out.train && !out.val) n.fail("", "needs a train or a val section");
   n.reject_unused();
   return out;
-}
-
-std::shared_ptr<DataLoader> build_loader(const SplitOptions& split, int64_t rank,
-                                         int64_t world_size, const std::string& run_dir,
-                                         const CocoFile* file) {
-  SplitOptions o = split;
-  if (!run_dir.empty()) {
-    o.dataset.report_path =
-        (fs::path(run_dir) / ("data_report_" + o.dataset.name + ".json")).string();
-  }
-  auto dataset = file ? std::make_shared<const CocoDataset>(o.dataset, *file)
-                      : std::make_shared<const CocoDataset>(o.dataset);
-  o.sampler.rank = rank;
-  o.sampler.world_size = world_size;
-  if (o.aspect_ratio_group_factor >= 0) {
-    o.sampler.group_ids =
-        aspect_ratio_groups(dataset->aspect_ratios(), o.aspect_ratio_group_factor);
-  }
-  BatchSampler sampler(dataset->size(), o.sampler);
-  return std::make_shared<DataLoader>(dataset, std::move(sampler), o.loader);
 }
 
 }  // namespace detforge::data

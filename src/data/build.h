@@ -34,7 +34,7 @@
 #include <string>
 
 #include "data/dataset.h"
-#include "data/loader.h"
+#include "data/loader_options.h"
 #include "data/samplers.h"
 
 namespace detforge {
@@ -66,13 +66,5 @@ int64_t data_num_classes(const ConfigNode& data);
 /// for a missing, mistyped or unknown key (reject_unused) or a bad value (on_invalid 'dropp':
 /// allowed values listed).
 DataOptions data_options(const ConfigNode& data, std::optional<int64_t> num_classes = std::nullopt);
-
-/// Builds the dataset of `split` (validated, policy applied; a report of issues and removed ids
-/// goes to `run_dir`/data_report_<name>.json when run_dir is not empty) and its loader for
-/// `rank` of `world_size`. `file`: the split's instances file when the caller has read it
-/// already; else it is read here.
-std::shared_ptr<DataLoader> build_loader(const SplitOptions& split, int64_t rank,
-                                         int64_t world_size, const std::string& run_dir = "",
-                                         const CocoFile* file = nullptr);
 
 }  // namespace detforge::data

@@ -91,8 +91,8 @@ Sample CocoDataset::read(int64_t index) const {
   s.file_name = im.file_name;
   auto decoded = try_decode_image(image_path(index));
   if (!decoded.error.empty()) {
-    throw_data_error(
-        {codes::kImageUnreadable, im.id, im.file_name, std::nullopt, "", "", decoded.error});
+    throw_data_error({decoded.truncated ? codes::kImageTruncated : codes::kImageUnreadable, im.id,
+                      im.file_name, std::nullopt, "", "", decoded.error});
   }
   if (decoded.bgr.cols != im.width || decoded.bgr.rows != im.height) {
     throw_data_error(

@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -12,6 +13,8 @@
 #include <opencv2/core/utility.hpp>
 
 #include "core/errors.h"
+
+namespace fs = std::filesystem;
 
 namespace detforge::data {
 
@@ -92,6 +95,7 @@ DataLoader::DataLoader(std::shared_ptr<const CocoDataset> dataset, BatchSampler 
     throw ConfigError(str("data loader: sampler covers ", sampler_.dataset_size(),
                           " images, dataset has ", dataset_->size()));
   }
+  pipeline_ = std::make_shared<const Pipeline>(make_pipeline(options_));
   options_.collate.pin_memory = options_.pin_memory.value_or(torch::cuda::is_available());
   if (options_.collate.pin_memory && !torch::cuda::is_available()) {
     throw ConfigError("data.pin_memory: true needs CUDA, which is not available");
@@ -114,9 +118,13 @@ void DataLoader::stop() {
 Batch DataLoader::make_batch(const std::vector<int64_t>& indices, int64_t epoch) const {
   std::vector<Sample> samples;
   samples.reserve(indices.size());
+  const int64_t long_side =
+      indices.empty() ? 0 : pipeline_->batch_long_side(epoch, indices.front());
+  const auto read = [this](int64_t j) { return dataset_->read(j); };
   for (const int64_t i : indices) {
     try {
-      samples.push_back(dataset_->load(i, options_.transforms, epoch));
+      samples.push_back(pipeline_->run(read, dataset_->size(), i, epoch));
+      if (long_side > 0) resize_long_side(samples.back(), long_side);
     } catch (const Error&) {
       throw;
     } catch (const std::exception& e) {
@@ -125,7 +133,12 @@ Batch DataLoader::make_batch(const std::vector<int64_t>& indices, int64_t epoch)
                         str("loading failed: ", e.what())});
     }
   }
-  return collate(samples, options_.collate);
+  Batch batch = collate(samples, options_.collate);
+  for (const auto& s : samples) {
+    batch.dropped_boxes += s.dropped_boxes;
+    if (s.dropped_boxes > 0 && s.labels.empty()) ++batch.emptied_images;
+  }
+  return batch;
 }
 
 void DataLoader::start_epoch(int64_t epoch, int64_t first_batch) {
@@ -206,6 +219,26 @@ std::optional<Batch> DataLoader::next() {
     std::rethrow_exception(item.second);
   }
   return std::move(item.first);
+}
+
+std::shared_ptr<DataLoader> build_loader(const SplitOptions& split, int64_t rank,
+                                         int64_t world_size, const std::string& run_dir,
+                                         const CocoFile* file) {
+  SplitOptions o = split;
+  if (!run_dir.empty()) {
+    o.dataset.report_path =
+        (fs::path(run_dir) / ("data_report_" + o.dataset.name + ".json")).string();
+  }
+  auto dataset = file ? std::make_shared<const CocoDataset>(o.dataset, *file)
+                      : std::make_shared<const CocoDataset>(o.dataset);
+  o.sampler.rank = rank;
+  o.sampler.world_size = world_size;
+  if (o.aspect_ratio_group_factor >= 0) {
+    o.sampler.group_ids =
+        aspect_ratio_groups(dataset->aspect_ratios(), o.aspect_ratio_group_factor);
+  }
+  BatchSampler sampler(dataset->size(), o.sampler);
+  return std::make_shared<DataLoader>(dataset, std::move(sampler), o.loader);
 }
 
 }  // namespace detforge::data

@@ -13,23 +13,13 @@
 
 #include <torch/torch.h>
 
+#include "data/build.h"
 #include "data/dataset.h"
+#include "data/loader_options.h"
 #include "data/samplers.h"
-#include "data/transforms.h"
 #include "structures/batch.h"
 
 namespace detforge::data {
-
-struct CollateOptions {
-  /// Padded H and W are multiples of this. Default: 32
-  int64_t size_divisible = 32;
-  std::array<float, 3> mean = kImageNetMean;
-  std::array<float, 3> std = kImageNetStd;
-  /// Labels must lie in [0, num_classes). REQUIRES: > 0.
-  int64_t num_classes = 1;
-  /// Allocate the image tensor in pinned (page-locked) host memory. Default: false
-  bool pin_memory = false;
-};
 
 /// Pads to the largest H, W rounded up to size_divisible, normalises into float32 RGB, and
 /// builds per-image Targets (boxes float32 xyxy, labels int64, iscrowd bool). Then checks every
@@ -37,20 +27,6 @@ struct CollateOptions {
 /// throws DataError naming image id, file, value and range. An empty `samples` gives a Batch of
 /// size 0 with images [0, 3, size_divisible, size_divisible].
 Batch collate(const std::vector<Sample>& samples, const CollateOptions& options);
-
-struct LoaderOptions {
-  /// Worker threads building batches; 0 builds them on the calling thread. With workers > 0,
-  /// OpenCV's own thread pool is set to one thread (cv::setNumThreads(1), process-wide).
-  /// Default: 2
-  int64_t workers = 2;
-  /// Batches built ahead per worker; at most workers * prefetch batches exist at once.
-  /// Default: 2
-  int64_t prefetch = 2;
-  TransformOptions transforms;
-  CollateOptions collate;
-  /// Pinned memory: nullopt = when CUDA is available. Default: nullopt
-  std::optional<bool> pin_memory;
-};
 
 class DataLoader {
  public:
@@ -75,8 +51,12 @@ class DataLoader {
   const BatchSampler& sampler() const { return sampler_; }
   bool pinned() const { return options_.collate.pin_memory; }
 
-  /// Builds batch `indices` of `epoch` on the calling thread (what a worker does).
+  /// Builds batch `indices` of `epoch` on the calling thread (what a worker does): each sample
+  /// through the pipeline, the batch's multi-scale resize, collate; the batch counts the boxes the
+  /// augmentations dropped and the images they left without boxes.
   Batch make_batch(const std::vector<int64_t>& indices, int64_t epoch) const;
+
+  const Pipeline& pipeline() const { return *pipeline_; }
 
  private:
   struct State;
@@ -85,7 +65,16 @@ class DataLoader {
   std::shared_ptr<const CocoDataset> dataset_;
   BatchSampler sampler_;
   LoaderOptions options_;
+  std::shared_ptr<const Pipeline> pipeline_;
   std::unique_ptr<State> state_;
 };
+
+/// Builds the dataset of `split` (validated, policy applied; a report of issues and removed ids
+/// goes to `run_dir`/data_report_<name>.json when run_dir is not empty) and its loader for
+/// `rank` of `world_size`. `file`: the split's instances file when the caller has read it
+/// already; else it is read here.
+std::shared_ptr<DataLoader> build_loader(const SplitOptions& split, int64_t rank,
+                                         int64_t world_size, const std::string& run_dir = "",
+                                         const CocoFile* file = nullptr);
 
 }  // namespace detforge::data

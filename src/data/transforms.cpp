@@ -23,9 +23,66 @@ uint64_t mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
+bool starts_with(const std::vector<uchar>& b, std::initializer_list<uchar> prefix) {
+  return b.size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), b.begin());
+}
+
+// Why `bytes` (a whole file) is a cut JPEG or PNG; empty when complete or another format. In a
+// JPEG, entropy-coded data cannot hold FF DA (start of scan) or FF D9 (end of image): byte
+// stuffing writes FF 00. So the file is complete when an EOI follows the last SOS.
+std::string truncation_in(const std::vector<uchar>& b) {
+  if (starts_with(b, {0xFF, 0xD8})) {
+    std::optional<size_t> last_sos, last_eoi;
+    for (size_t i = 0; i + 1 < b.size(); ++i) {
+      if (b[i] != 0xFF) continue;
+      if (b[i + 1] == 0xDA) last_sos = i;
+      if (b[i + 1] == 0xD9) last_eoi = i;
+    }
+    if (!last_eoi || (last_sos && *last_eoi < *last_sos)) {
+      return str("truncated JPEG: no end-of-image marker (FF D9) after the last scan in its ",
+                 b.size(), " bytes; decoders fill the missing part with grey");
+    }
+    return "";
+  }
+  if (starts_with(b, {0x89, 'P', 'N', 'G'})) {
+    const char iend[] = {'I', 'E', 'N', 'D'};
+    const size_t tail = std::min<size_t>(b.size(), 64);
+    if (std::search(b.end() - static_cast<std::ptrdiff_t>(tail), b.end(), iend, iend + 4) ==
+        b.end()) {
+      return str("truncated PNG: no IEND chunk at the end of its ", b.size(), " bytes");
+    }
+  }
+  return "";
+}
+
+std::vector<uchar> read_bytes(std::ifstream& in) {
+  return std::vector<uchar>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
 
 }  // namespace
+
+std::string image_truncation(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return "";
+  const auto size = static_cast<size_t>(in.tellg());
+  if (size < 4) return "";
+  std::vector<uchar> head(2), tail(std::min<size_t>(size, 64));
+  in.seekg(0);
+  in.read(reinterpret_cast<char*>(head.data()), 2);
+  in.seekg(static_cast<std::streamoff>(size - tail.size()));
+  in.read(reinterpret_cast<char*>(tail.data()), static_cast<std::streamsize>(tail.size()));
+  if (!in) return "";
+  // The common complete JPEG ends in FF D9 (maybe zero padded): no need to read it all.
+  if (head[0] == 0xFF && head[1] == 0xD8) {
+    size_t end = tail.size();
+    while (end > 0 && tail[end - 1] == 0) --end;
+    if (end >= 2 && tail[end - 2] == 0xFF && tail[end - 1] == 0xD9) return "";
+  }
+  in.seekg(0);
+  return truncation_in(read_bytes(in));
+}
+
+double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
 
 DecodeResult try_decode_image(const std::string& path) {
   DecodeResult r;
@@ -34,7 +91,7 @@ DecodeResult try_decode_image(const std::string& path) {
     r.error = str("cannot open ", path, ": ", std::strerror(errno));
     return r;
   }
-  std::vector<uchar> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<uchar> bytes = read_bytes(in);
   if (in.bad()) {
     r.error = str("cannot read ", path);
     return r;
@@ -53,6 +110,13 @@ DecodeResult try_decode_image(const std::string& path) {
   if (r.bgr.empty()) {
     r.error =
         str(path, " (", bytes.size(), " bytes) is not a decodable image (corrupt or truncated)");
+    return r;
+  }
+  const std::string cut = truncation_in(bytes);
+  if (!cut.empty()) {
+    r.bgr = cv::Mat();
+    r.truncated = true;
+    r.error = str(path, ": ", cut);
   }
   return r;
 }
@@ -72,19 +136,14 @@ uint64_t sample_seed(uint64_t seed, int64_t epoch, int64_t index) {
   return mix(mix(mix(seed) ^ static_cast<uint64_t>(epoch)) ^ static_cast<uint64_t>(index));
 }
 
-void apply_transforms(Sample& s, const TransformOptions& o, int64_t epoch, int64_t index) {
-  std::mt19937_64 rng(sample_seed(o.seed, epoch, index));
-  const Size2 orig{s.image.rows, s.image.cols};
-  s.original_size = orig;
-  int64_t min_size = o.min_size.back();
-  if (o.train && o.min_size.size() > 1) min_size = o.min_size[rng() % o.min_size.size()];
-  const Size2 out = resized_size(orig, min_size, o.max_size, o.fixed_size);
+void resize_sample(Sample& s, Size2 out) {
+  const Size2 in{s.image.rows, s.image.cols};
   if (out.height <= 0 || out.width <= 0) {
     throw_data_error({"image.size", s.image_id, s.file_name, std::nullopt, "size",
-                      str(orig.width, "x", orig.height),
+                      str(in.width, "x", in.height),
                       str("resizes to an empty ", out.width, "x", out.height, " image")});
   }
-  if (!(out == orig)) {
+  if (!(out == in)) {
     cv::Mat resized;
     cv::resize(s.image, resized,
                cv::Size(static_cast<int>(out.width), static_cast<int>(out.height)), 0, 0,
@@ -92,9 +151,9 @@ void apply_transforms(Sample& s, const TransformOptions& o, int64_t epoch, int64
     s.image = resized;
   }
   s.image_size = out;
-  const float rw = static_cast<float>(out.width) / static_cast<float>(orig.width);
-  const float rh = static_cast<float>(out.height) / static_cast<float>(orig.height);
-  const float W = static_cast<float>(orig.width), H = static_cast<float>(orig.height);
+  const float rw = static_cast<float>(out.width) / static_cast<float>(in.width);
+  const float rh = static_cast<float>(out.height) / static_cast<float>(in.height);
+  const float W = static_cast<float>(in.width), H = static_cast<float>(in.height);
   for (size_t i = 0; i + 3 < s.boxes.size(); i += 4) {
     float* b = &s.boxes[i];
     b[0] = std::clamp(b[0], 0.0f, W) * rw;
@@ -102,16 +161,32 @@ void apply_transforms(Sample& s, const TransformOptions& o, int64_t epoch, int64
     b[2] = std::clamp(b[2], 0.0f, W) * rw;
     b[3] = std::clamp(b[3], 0.0f, H) * rh;
   }
-  s.flipped = o.train && o.flip_prob > 0 && uniform01(rng) < o.flip_prob;
-  if (s.flipped) {
-    cv::flip(s.image, s.image, 1);
-    const float w = static_cast<float>(out.width);
-    for (size_t i = 0; i + 3 < s.boxes.size(); i += 4) {
-      const float x1 = s.boxes[i], x2 = s.boxes[i + 2];
-      s.boxes[i] = w - x2;
-      s.boxes[i + 2] = w - x1;
-    }
+}
+
+void flip_sample(Sample& s, bool horizontal) {
+  // Into a new buffer: the input may share its pixels with another Sample.
+  cv::Mat flipped;
+  cv::flip(s.image, flipped, horizontal ? 1 : 0);
+  s.image = flipped;
+  const float side = static_cast<float>(horizontal ? s.image.cols : s.image.rows);
+  const size_t lo = horizontal ? 0 : 1;
+  for (size_t i = 0; i + 3 < s.boxes.size(); i += 4) {
+    const float a = s.boxes[i + lo], b = s.boxes[i + lo + 2];
+    s.boxes[i + lo] = side - b;
+    s.boxes[i + lo + 2] = side - a;
   }
+  if (horizontal) s.flipped = !s.flipped;
+}
+
+void apply_transforms(Sample& s, const TransformOptions& o, int64_t epoch, int64_t index) {
+  std::mt19937_64 rng(sample_seed(o.seed, epoch, index));
+  const Size2 orig{s.image.rows, s.image.cols};
+  s.original_size = orig;
+  int64_t min_size = o.min_size.back();
+  if (o.train && o.min_size.size() > 1) min_size = o.min_size[rng() % o.min_size.size()];
+  resize_sample(s, resized_size(orig, min_size, o.max_size, o.fixed_size));
+  s.flipped = false;
+  if (o.train && o.flip_prob > 0 && uniform01(rng) < o.flip_prob) flip_sample(s, true);
 }
 
 void normalize_into(const cv::Mat& bgr, const std::array<float, 3>& mean,

@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -27,13 +28,22 @@ struct DecodeResult {
   /// HxWx3 uint8 BGR, EXIF orientation applied (OpenCV 4.6 imread/imdecode do this for
   /// IMREAD_COLOR); grayscale is replicated to 3 channels, alpha is dropped. Empty on error.
   cv::Mat bgr;
-  /// Why decoding failed ("no such file", "0-byte file", "not a decodable image ..."); empty on
-  /// success.
+  /// Why decoding failed ("no such file", "0-byte file", "not a decodable image ...",
+  /// "truncated ..."); empty on success.
   std::string error;
+  /// The file is cut short (image_truncation()): OpenCV decodes what it can and fills the rest
+  /// with grey, so such a file is an error, not an image.
+  bool truncated = false;
 };
 
 /// Reads `path` and decodes it. Never throws for bad content.
 DecodeResult try_decode_image(const std::string& path);
+
+/// Why the JPEG or PNG file at `path` is cut short, or empty when it is complete (or another
+/// format, or unreadable: decoding reports those). A JPEG must end its last scan with the
+/// end-of-image marker FFD9 (bytes after it, such as camera trailers, are allowed); a PNG must
+/// hold its IEND chunk. Reads only the file's last bytes unless they are not FFD9.
+std::string image_truncation(const std::string& path);
 
 struct TransformOptions {
   /// Shorter side targets. Training picks one per sample (seeded); evaluation uses the last,
@@ -76,6 +86,8 @@ struct Sample {
   std::vector<int64_t> labels;
   std::vector<uint8_t> iscrowd;
   bool flipped = false;
+  /// Boxes the augmentations dropped (src/data/augment.h), for the per-epoch count.
+  int64_t dropped_boxes = 0;
 };
 
 /// Resizes and flips `sample.image` (decoded, original size) and its boxes (xyxy in original
@@ -84,6 +96,17 @@ struct Sample {
 /// axis as torchvision's resize_boxes.
 void apply_transforms(Sample& sample, const TransformOptions& options, int64_t epoch,
                       int64_t index);
+
+/// Resizes s.image to `out` (bilinear) and its boxes, clipped to the image first, by float32
+/// ratios new/old per axis (torchvision's resize_boxes); image_size becomes `out`. Throws
+/// DataError naming the image for an empty `out`.
+void resize_sample(Sample& s, Size2 out);
+
+/// Mirrors s.image and its boxes left-right (`horizontal`) or up-down.
+void flip_sample(Sample& s, bool horizontal);
+
+/// A double in [0, 1) from `rng` (53 random bits).
+double uniform01(std::mt19937_64& rng);
 
 /// ImageNet statistics (RGB, on [0, 1] pixels).
 constexpr std::array<float, 3> kImageNetMean{0.485f, 0.456f, 0.406f};

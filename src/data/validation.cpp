@@ -62,10 +62,16 @@ std::vector<std::optional<Issue>> check_files(const CocoFile& f, const Validatio
                     str(path, " is a 0-byte file"));
       return;
     }
-    if (o.check_images != ImageCheck::kDecode) return;
+    if (o.check_images != ImageCheck::kDecode) {
+      const std::string cut = image_truncation(path);
+      if (!cut.empty())
+        out[i] = make(codes::kImageTruncated, im.id, std::nullopt, im.file_name, cut);
+      return;
+    }
     const auto d = try_decode_image(path);
     if (!d.error.empty()) {
-      out[i] = make(codes::kImageUnreadable, im.id, std::nullopt, im.file_name, d.error);
+      out[i] = make(d.truncated ? codes::kImageTruncated : codes::kImageUnreadable, im.id,
+                    std::nullopt, im.file_name, d.error);
       return;
     }
     if (d.bgr.cols != im.width || d.bgr.rows != im.height) {
@@ -117,6 +123,7 @@ const std::vector<std::pair<std::string, Severity>>& all_codes() {
       {codes::kImageBadPath, Severity::kError},
       {codes::kImageMissingFile, Severity::kError},
       {codes::kImageUnreadable, Severity::kError},
+      {codes::kImageTruncated, Severity::kError},
       {codes::kImageSizeMismatch, Severity::kError},
       {codes::kAnnDuplicateId, Severity::kError},
       {codes::kAnnOrphanImage, Severity::kError},

@@ -31,6 +31,7 @@ constexpr const char* kImageDuplicateId = "image.duplicate_id";
 constexpr const char* kImageBadPath = "image.bad_path";
 constexpr const char* kImageMissingFile = "image.missing_file";
 constexpr const char* kImageUnreadable = "image.unreadable";
+constexpr const char* kImageTruncated = "image.truncated";
 constexpr const char* kImageSizeMismatch = "image.size_mismatch";
 constexpr const char* kAnnDuplicateId = "ann.duplicate_id";
 constexpr const char* kAnnOrphanImage = "ann.orphan_image";
@@ -64,7 +65,8 @@ struct Issue {
   std::string format() const;
 };
 
-/// How image files are checked. kExists: the file is inside the root, exists and is not empty.
+/// How image files are checked. kExists: the file is inside the root, exists, is not empty and,
+/// for JPEG and PNG, is not cut short (image.truncated: its last bytes are read).
 /// kDecode: also decoded (in parallel), its size compared with the json.
 enum class ImageCheck { kNone, kExists, kDecode };
 

@@ -274,7 +274,9 @@ Run build_run(const RunSpec& spec) {
     if (!split.loader.pin_memory) split.loader.pin_memory = run.device.is_cuda();
     return data::build_loader(split, run.pg->rank(), run.pg->world_size(), o.output_dir, file);
   };
-  run.train_data = loader(*spec.data.train, nullptr);
+  data::SplitOptions train_split = *spec.data.train;
+  train_split.loader.pipeline.total_epochs = o.epochs;  // for data.train.close_mosaic
+  run.train_data = loader(train_split, nullptr);
   // One read of the validation file serves the dataset and the evaluator.
   const auto& val = spec.data.val->dataset;
   const auto val_file = data::read_coco(val.annotation_file, val.image_root);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "data/build.h"
+#include "data/loader.h"
 #include "distributed/dist_env.h"
 #include "engine/device.h"
 #include "engine/trainer.h"

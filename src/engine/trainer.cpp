@@ -85,6 +85,7 @@ class Trainer {
   bool improves(BestScore& best, const std::map<std::string, double>& metrics, int64_t epoch) const;
   void save(const std::vector<std::string>& names);
   void log_step(int64_t epoch, const dist::ReducedLosses& losses);
+  void log_augmentation(int64_t epoch);
   void mlperf_header();
 
   Run& r_;
@@ -101,6 +102,9 @@ class Trainer {
   TrainResult result_;
   int64_t micro_in_step_ = 0;
   int64_t images_since_log_ = 0;
+  // This epoch's augmentation bookkeeping on this rank (Batch::dropped_boxes, emptied_images).
+  int64_t epoch_dropped_boxes_ = 0;
+  int64_t epoch_emptied_images_ = 0;
   Clock::time_point log_clock_ = Clock::now();
   Clock::time_point start_clock_ = Clock::now();
   bool stop_ = false;
@@ -188,7 +192,10 @@ TrainResult Trainer::run() {
 
 bool Trainer::train_epoch(int64_t epoch) {
   r_.train_data->start_epoch(epoch, progress_.batch_in_epoch);
+  epoch_dropped_boxes_ = epoch_emptied_images_ = 0;
   while (auto batch = r_.train_data->next()) {
+    epoch_dropped_boxes_ += batch->dropped_boxes;
+    epoch_emptied_images_ += batch->emptied_images;
     Batch on_device = batch->to(r_.device);
     if (o_.channels_last)
       on_device.images = on_device.images.contiguous(torch::MemoryFormat::ChannelsLast);
@@ -237,7 +244,26 @@ bool Trainer::train_epoch(int64_t epoch) {
   }
   progress_.batch_in_epoch = 0;
   progress_.epoch = epoch + 1;
+  log_augmentation(epoch);
   return true;
+}
+
+void Trainer::log_augmentation(int64_t epoch) {
+  auto counts =
+      torch::tensor({epoch_dropped_boxes_, epoch_emptied_images_}, torch::kInt64).to(pg_.device());
+  if (pg_.world_size() > 1) pg_.all_reduce(counts, dist::ReduceOp::kSum, "augmentation counts");
+  counts = counts.cpu();
+  const int64_t dropped = counts[0].item<int64_t>(), emptied = counts[1].item<int64_t>();
+  metrics_.write({{"type", "data"},
+                  {"epoch", epoch},
+                  {"step", progress_.step},
+                  {"dropped_boxes", dropped},
+                  {"emptied_images", emptied}});
+  if (dropped > 0) {
+    logging::info(detforge::str("epoch ", epoch + 1, ": the augmentations dropped ", dropped,
+                                " boxes (data.train.box_filter); ", emptied,
+                                " images were left without boxes and trained as background"));
+  }
 }
 
 bool Trainer::optimizer_step(int64_t epoch) {

@@ -29,6 +29,8 @@ Batch Batch::to(const torch::Device& device) const {
   out.images = images.to(device, /*non_blocking=*/images.is_pinned());
   out.image_sizes = image_sizes;
   out.original_sizes = original_sizes;
+  out.dropped_boxes = dropped_boxes;
+  out.emptied_images = emptied_images;
   out.targets.reserve(targets.size());
   for (const auto& t : targets) out.targets.push_back(t.to(device));
   return out;

@@ -27,6 +27,10 @@ struct Batch {
   std::vector<ImageSize> original_sizes;
   /// Per image ground truth, boxes in resized-image pixels. Empty images have N = 0.
   std::vector<Targets> targets;
+  /// Augmentation bookkeeping (src/data/augment.h): boxes the transforms dropped, and images
+  /// that had boxes and were left with none (they train as background images).
+  int64_t dropped_boxes = 0;
+  int64_t emptied_images = 0;
 
   int64_t size() const { return static_cast<int64_t>(targets.size()); }
 

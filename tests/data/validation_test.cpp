@@ -180,9 +180,14 @@ TEST(Validation, UnreadableFilesSayWhy) {
   EXPECT_EQ(hits[1]->file, "empty.jpg");
   EXPECT_NE(hits[1]->message.find("0-byte file"), std::string::npos);
   EXPECT_EQ(hits[2]->file, "truncated.jpg");
-  // Without decoding, only the 0-byte file is caught.
+  // Without decoding, the 0-byte file is the only unreadable one ...
   const auto cheap = check("image_unreadable.json");
   EXPECT_EQ(with_code(cheap, codes::kImageUnreadable).size(), 1u) << dump(cheap);
+  // ... and the two JPEGs without an end-of-image marker are image.truncated.
+  const auto cut = with_code(cheap, codes::kImageTruncated);
+  ASSERT_EQ(cut.size(), 2u) << dump(cheap);
+  EXPECT_EQ(cut[0]->file, "corrupt.jpg");
+  EXPECT_EQ(cut[1]->file, "truncated.jpg");
 }
 
 TEST(Validation, NumClassesMustMatchUnlessSubset) {

@@ -132,6 +132,7 @@ TEST_F(TrainerTest, RunDirectoryHoldsConfigMetricsCheckpointsAndCurves) {
   EXPECT_TRUE(r.best_weights == "live" || r.best_weights == "ema") << r.best_weights;
   EXPECT_EQ(Config::load((out / "config.yaml").string()).hash(), config(out, overrides).hash());
   int train_records = 0;
+  std::vector<int> data_epochs;
   std::set<std::pair<std::string, int>> evals;
   std::istringstream lines(testing::read_file(out / "metrics.jsonl"));
   for (std::string line; std::getline(lines, line);) {
@@ -140,12 +141,18 @@ TEST_F(TrainerTest, RunDirectoryHoldsConfigMetricsCheckpointsAndCurves) {
       ++train_records;
       EXPECT_TRUE(rec.contains("classification") && rec.contains("bbox_regression") &&
                   rec.contains("lr"));
+    } else if (rec.at("type") == "data") {
+      // The default resize + flip never drops a box.
+      data_epochs.push_back(rec.at("epoch").get<int>());
+      EXPECT_EQ(rec.at("dropped_boxes").get<int>(), 0);
+      EXPECT_EQ(rec.at("emptied_images").get<int>(), 0);
     } else {
       evals.insert({rec.at("weights").get<std::string>(), rec.at("epoch").get<int>()});
       EXPECT_GE(rec.at("AP50").get<double>(), 0.0);
     }
   }
   EXPECT_EQ(train_records, 8);
+  EXPECT_EQ(data_epochs, (std::vector<int>{0, 1})) << "one augmentation record per epoch";
   EXPECT_EQ(evals, (std::set<std::pair<std::string, int>>{
                        {"live", 0}, {"live", 1}, {"ema", 0}, {"ema", 1}}));
   // best_regular / best_ema: the best evaluation of each set of weights; best: of both.
