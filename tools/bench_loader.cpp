@@ -1,7 +1,8 @@
 // detforge bench loader: decode + augment throughput of the data loader (decode, keep-ratio
 // resize, random flip, normalise, pad and collate) for 1..N workers, on the synthetic set and on
 // shared/datasets/bccd, beside torch's DataLoader + PIL doing the same work (bench/loader_peer.py)
-// in the same run.
+// in the same run. `--pipeline yolo` measures mosaic + affine + HSV + flip at --yolo-size instead,
+// beside Ultralytics' own dataloader (bench/loader_yolo_peer.py).
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -35,8 +36,21 @@ struct BenchLoaderArgs {
   int64_t limit = 0;
   std::string python = ".venv/bin/python";
   std::string peer_script = "bench/loader_peer.py";
+  std::string yolo_peer_script = "bench/loader_yolo_peer.py";
+  std::string pipeline = "default";
+  int64_t yolo_size = 640;
   bool no_peer = false;
 };
+
+// Ultralytics' training augmentations at `size` (its default.yaml without mixup): the long side
+// resized to size, mosaic, random affine cropping the 2s canvas to s x s, HSV, left-right flip.
+std::vector<std::shared_ptr<const data::Transform>> yolo_pipeline(int64_t size) {
+  data::AffineOptions affine;
+  affine.size = std::array<int64_t, 2>{size, size};
+  return {data::make_resize({{size}, size, std::nullopt, false}, true),
+          data::make_mosaic({size, 1.0, 114}), data::make_affine(affine), data::make_hsv({}),
+          data::make_flip({0.5, 0.0})};
+}
 
 struct Set {
   std::string name;
@@ -61,6 +75,11 @@ double run_ours(const Set& set, const BenchLoaderArgs& a, int64_t workers, int64
   lo.transforms.min_size = {a.min_size};
   lo.transforms.max_size = a.max_size;
   lo.collate.num_classes = ds->categories().num_classes();
+  if (a.pipeline == "yolo") {
+    lo.augmentations = yolo_pipeline(a.yolo_size);
+    lo.collate.mean = {0, 0, 0};
+    lo.collate.std = {255, 255, 255};
+  }
   lo.pin_memory = false;
   const int64_t n = a.limit > 0 ? std::min(a.limit, ds->size()) : ds->size();
   data::DataLoader loader(ds, data::BatchSampler(ds->size(), so), lo);
@@ -77,9 +96,15 @@ double run_ours(const Set& set, const BenchLoaderArgs& a, int64_t workers, int64
 
 std::map<int64_t, double> run_peer(const Set& set, const BenchLoaderArgs& a) {
   std::ostringstream cmd;
-  cmd << a.python << " " << a.peer_script << " --ann " << set.ann << " --images " << set.images
-      << " --batch-size " << a.batch_size << " --min-size " << a.min_size << " --max-size "
-      << a.max_size << " --flip " << a.flip << " --limit " << a.limit << " --workers";
+  if (a.pipeline == "yolo") {
+    cmd << a.python << " " << a.yolo_peer_script << " --ann " << set.ann << " --images "
+        << set.images << " --batch-size " << a.batch_size << " --size " << a.yolo_size
+        << " --limit " << a.limit << " --workers";
+  } else {
+    cmd << a.python << " " << a.peer_script << " --ann " << set.ann << " --images " << set.images
+        << " --batch-size " << a.batch_size << " --min-size " << a.min_size << " --max-size "
+        << a.max_size << " --flip " << a.flip << " --limit " << a.limit << " --workers";
+  }
   for (int64_t w = 1; w <= a.max_workers; ++w) cmd << " " << w;
   cmd << " 2>&1";
   FILE* pipe = popen(cmd.str().c_str(), "r");
@@ -116,12 +141,20 @@ void run(const BenchLoaderArgs& a) {
   } else {
     logging::warn("bench loader: " + a.bccd_dir + " not found; measuring the synthetic set only");
   }
-  std::cout << "decode + resize(min " << a.min_size << ", max " << a.max_size << ") + flip("
-            << a.flip << ") + normalise + pad/collate, batch " << a.batch_size
-            << "; images/s (per worker)\n";
+  const bool yolo = a.pipeline == "yolo";
+  if (yolo) {
+    std::cout << "decode + resize(long side " << a.yolo_size << ") + mosaic + affine("
+              << a.yolo_size << "x" << a.yolo_size
+              << ", translate 0.1, scale 0.5) + HSV + flip(0.5) + collate, batch " << a.batch_size
+              << "; images/s (per worker)\n";
+  } else {
+    std::cout << "decode + resize(min " << a.min_size << ", max " << a.max_size << ") + flip("
+              << a.flip << ") + normalise + pad/collate, batch " << a.batch_size
+              << "; images/s (per worker)\n";
+  }
   std::cout << std::left << std::setw(8) << "set" << std::right << std::setw(8) << "workers"
-            << std::setw(20) << "detforge" << std::setw(24) << "torch DataLoader+PIL"
-            << std::setw(9) << "ratio"
+            << std::setw(20) << "detforge" << std::setw(24)
+            << (yolo ? "Ultralytics loader" : "torch DataLoader+PIL") << std::setw(9) << "ratio"
             << "\n";
   for (const auto& set : sets) {
     const auto peer = a.no_peer ? std::map<int64_t, double>{} : run_peer(set, a);
@@ -175,6 +208,17 @@ void add_bench_loader(CLI::App& bench) {
   cmd->add_option("--python", a->python, "Python with torch and torchvision")
       ->capture_default_str();
   cmd->add_option("--peer-script", a->peer_script, "the peer's script")->capture_default_str();
+  cmd->add_option(
+         "--pipeline", a->pipeline,
+         "default (resize + flip, beside torch DataLoader + PIL) | yolo (mosaic + affine + "
+         "HSV + flip, beside Ultralytics' dataloader)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"default", "yolo"}));
+  cmd->add_option("--yolo-size", a->yolo_size, "--pipeline yolo: image size")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--yolo-peer-script", a->yolo_peer_script, "--pipeline yolo: the peer's script")
+      ->capture_default_str();
   cmd->add_flag("--no-peer", a->no_peer, "measure detforge only");
   cmd->callback([a] { run(*a); });
 }

@@ -17,7 +17,9 @@ double uniform(std::mt19937_64& rng, double lo, double hi) {
 
 bool chance(std::mt19937_64& rng, double p) { return p >= 1.0 || (p > 0 && uniform01(rng) < p); }
 
-void set_size(Sample& s) { s.image_size = {s.image.rows, s.image.cols}; }
+void set_size(Sample& s) {
+  s.image_size = s.float_resize.value_or(Size2{s.image.rows, s.image.cols});
+}
 
 // Moves every box by (dx, dy).
 void shift_boxes(Sample& s, float dx, float dy) {
@@ -50,7 +52,8 @@ class Resize final : public Transform {
     int64_t min_size = o_.min_size.back();
     if (train_ && o_.min_size.size() > 1) min_size = o_.min_size[(*ctx.rng)() % o_.min_size.size()];
     resize_sample(s,
-                  resized_size({s.image.rows, s.image.cols}, min_size, o_.max_size, o_.fixed_size));
+                  resized_size({s.image.rows, s.image.cols}, min_size, o_.max_size, o_.fixed_size),
+                  o_.after_normalize);
   }
 
  private:
@@ -390,7 +393,7 @@ std::shared_ptr<const Transform> make_mixup(MixUpOptions o) { return std::make_s
 
 std::vector<std::shared_ptr<const Transform>> default_transforms(const TransformOptions& o) {
   std::vector<std::shared_ptr<const Transform>> out{
-      make_resize({o.min_size, o.max_size, o.fixed_size}, o.train)};
+      make_resize({o.min_size, o.max_size, o.fixed_size, o.resize_after_normalize}, o.train)};
   if (o.train) out.push_back(make_flip({o.flip_prob, 0.0}));
   return out;
 }

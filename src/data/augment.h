@@ -71,6 +71,8 @@ struct ResizeOptions {
   int64_t max_size = 1333;
   /// (width, height); replaces the keep-ratio rule. Default: unset
   std::optional<std::array<int64_t, 2>> fixed_size;
+  /// Resize the pixels in float after normalisation (data.resize: torchvision). Default: false
+  bool after_normalize = false;
 };
 
 /// Horizontal and vertical flips.

@@ -74,6 +74,8 @@ void read_loader(const ConfigNode& n, LoaderOptions& l) {
       n.fail("fixed_size", "expected [width, height], both >= 1");
     t.fixed_size = std::array<int64_t, 2>{(*fixed)[0], (*fixed)[1]};
   }
+  if (n.has("resize"))
+    t.resize_after_normalize = n.one_of("resize", {"opencv", "torchvision"}, "") == "torchvision";
   if (n.read("flip_prob", t.flip_prob) && !(t.flip_prob >= 0 && t.flip_prob <= 1)) {
     n.fail("flip_prob", str("must lie in [0, 1], got ", t.flip_prob));
   }
@@ -124,7 +126,7 @@ std::shared_ptr<const Transform> read_transform(const ConfigNode& n, const Trans
   const std::string type = n.one_of("type", kTypes, "");
   std::shared_ptr<const Transform> t;
   if (type == "resize") {
-    ResizeOptions o{base.min_size, base.max_size, base.fixed_size};
+    ResizeOptions o{base.min_size, base.max_size, base.fixed_size, false};
     o.min_size = int_or_list(n, "min_size", o.min_size);
     if (o.min_size.empty()) n.fail("min_size", "must not be empty");
     for (const int64_t m : o.min_size) {
@@ -264,6 +266,12 @@ DataOptions data_options(const ConfigNode& n, std::optional<int64_t> num_classes
       at_least(*s, "batch_size", o.sampler.batch_size, 1);
     if (train) {
       read_augmentations(*s, o.loader);
+      if (o.loader.transforms.resize_after_normalize &&
+          (!o.loader.augmentations.empty() || !o.loader.pipeline.multi_scale.empty())) {
+        s->fail(o.loader.augmentations.empty() ? "multi_scale" : "transforms",
+                "data.resize: torchvision runs the default resize and flip only; use data.resize: "
+                "opencv with augmentations");
+      }
     } else {
       for (const char* key : {"transforms", "close_mosaic", "multi_scale", "box_filter"}) {
         if (s->has(key)) s->fail(key, "augmentations apply to the train split only");

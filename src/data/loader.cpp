@@ -21,10 +21,13 @@ namespace detforge::data {
 Batch collate(const std::vector<Sample>& samples, const CollateOptions& o) {
   TORCH_CHECK(o.num_classes > 0, "collate: num_classes must be > 0, got ", o.num_classes);
   const int64_t b = static_cast<int64_t>(samples.size());
+  // The size each image has in the batch: its pixels', or the float resize still to do.
+  std::vector<Size2> sizes;
   int64_t h = 0, w = 0;
   for (const auto& s : samples) {
-    h = std::max<int64_t>(h, s.image.rows);
-    w = std::max<int64_t>(w, s.image.cols);
+    sizes.push_back(s.float_resize.value_or(Size2{s.image.rows, s.image.cols}));
+    h = std::max<int64_t>(h, sizes.back().height);
+    w = std::max<int64_t>(w, sizes.back().width);
   }
   const int64_t sd = std::max<int64_t>(1, o.size_divisible);
   h = b == 0 ? sd : round_up(h, sd);
@@ -36,9 +39,20 @@ Batch collate(const std::vector<Sample>& samples, const CollateOptions& o) {
   for (int64_t i = 0; i < b; ++i) {
     const Sample& s = samples[size_t(i)];
     float* dst = base + i * 3 * h * w;
-    normalize_into(s.image, o.mean, o.std, dst, h, w);
+    const int64_t ih = sizes[size_t(i)].height, iw = sizes[size_t(i)].width;
+    if (ih == s.image.rows && iw == s.image.cols) {
+      normalize_into(s.image, o.mean, o.std, dst, h, w);
+    } else {
+      // data.resize: torchvision: normalise at the decoded size, then resize each float plane
+      // as F.interpolate(mode="bilinear", align_corners=False) does.
+      const int64_t rows = s.image.rows, cols = s.image.cols;
+      std::vector<float> full(size_t(3 * rows * cols));
+      normalize_into(s.image, o.mean, o.std, full.data(), rows, cols);
+      for (int64_t c = 0; c < 3; ++c)
+        resize_bilinear_plane(full.data() + c * rows * cols, rows, cols, dst + c * h * w, ih, iw,
+                              w);
+    }
     // Zero only the padding (right of and below the pixels): the rest was just written.
-    const int64_t ih = s.image.rows, iw = s.image.cols;
     for (int64_t c = 0; c < 3; ++c) {
       float* plane = dst + c * h * w;
       if (iw < w) {
@@ -47,7 +61,7 @@ Batch collate(const std::vector<Sample>& samples, const CollateOptions& o) {
       }
       if (ih < h) std::memset(plane + ih * w, 0, size_t((h - ih) * w) * sizeof(float));
     }
-    batch.image_sizes.push_back({s.image.rows, s.image.cols});
+    batch.image_sizes.push_back({ih, iw});
     batch.original_sizes.push_back({s.original_size.height, s.original_size.width});
     const int64_t n = static_cast<int64_t>(s.labels.size());
     TORCH_CHECK(static_cast<int64_t>(s.boxes.size()) == 4 * n &&

@@ -136,14 +136,16 @@ uint64_t sample_seed(uint64_t seed, int64_t epoch, int64_t index) {
   return mix(mix(mix(seed) ^ static_cast<uint64_t>(epoch)) ^ static_cast<uint64_t>(index));
 }
 
-void resize_sample(Sample& s, Size2 out) {
+void resize_sample(Sample& s, Size2 out, bool defer) {
   const Size2 in{s.image.rows, s.image.cols};
   if (out.height <= 0 || out.width <= 0) {
     throw_data_error({"image.size", s.image_id, s.file_name, std::nullopt, "size",
                       str(in.width, "x", in.height),
                       str("resizes to an empty ", out.width, "x", out.height, " image")});
   }
-  if (!(out == in)) {
+  if (defer) {
+    s.float_resize = out;
+  } else if (!(out == in)) {
     cv::Mat resized;
     cv::resize(s.image, resized,
                cv::Size(static_cast<int>(out.width), static_cast<int>(out.height)), 0, 0,
@@ -168,7 +170,8 @@ void flip_sample(Sample& s, bool horizontal) {
   cv::Mat flipped;
   cv::flip(s.image, flipped, horizontal ? 1 : 0);
   s.image = flipped;
-  const float side = static_cast<float>(horizontal ? s.image.cols : s.image.rows);
+  const Size2 size = s.float_resize.value_or(Size2{s.image.rows, s.image.cols});
+  const float side = static_cast<float>(horizontal ? size.width : size.height);
   const size_t lo = horizontal ? 0 : 1;
   for (size_t i = 0; i + 3 < s.boxes.size(); i += 4) {
     const float a = s.boxes[i + lo], b = s.boxes[i + lo + 2];
@@ -184,7 +187,8 @@ void apply_transforms(Sample& s, const TransformOptions& o, int64_t epoch, int64
   s.original_size = orig;
   int64_t min_size = o.min_size.back();
   if (o.train && o.min_size.size() > 1) min_size = o.min_size[rng() % o.min_size.size()];
-  resize_sample(s, resized_size(orig, min_size, o.max_size, o.fixed_size));
+  resize_sample(s, resized_size(orig, min_size, o.max_size, o.fixed_size),
+                o.resize_after_normalize);
   s.flipped = false;
   if (o.train && o.flip_prob > 0 && uniform01(rng) < o.flip_prob) flip_sample(s, true);
 }
@@ -211,6 +215,52 @@ void normalize_into(const cv::Mat& bgr, const std::array<float, 3>& mean,
       bb[x] = lut[2][p[0]];
       gg[x] = lut[1][p[1]];
       rr[x] = lut[0][p[2]];
+    }
+  }
+}
+
+namespace {
+
+// PyTorch's compute_source_index_and_lambda for one axis: the two source indices and weights of
+// every output index.
+struct AxisTaps {
+  std::vector<int64_t> i0, i1;
+  std::vector<float> w0, w1;
+};
+
+AxisTaps axis_taps(int64_t in, int64_t out) {
+  AxisTaps t;
+  const float scale = static_cast<float>(in) / static_cast<float>(out);
+  for (int64_t o = 0; o < out; ++o) {
+    int64_t i0 = o;
+    float w1 = 0;
+    if (in != out) {
+      const float real = std::max(scale * (static_cast<float>(o) + 0.5f) - 0.5f, 0.0f);
+      i0 = std::min(static_cast<int64_t>(std::floor(real)), in - 1);
+      w1 = std::min(std::max(real - static_cast<float>(i0), 0.0f), 1.0f);
+    }
+    t.i0.push_back(i0);
+    t.i1.push_back(i0 + (i0 < in - 1 ? 1 : 0));
+    t.w0.push_back(1.0f - w1);
+    t.w1.push_back(w1);
+  }
+  return t;
+}
+
+}  // namespace
+
+void resize_bilinear_plane(const float* src, int64_t ih, int64_t iw, float* dst, int64_t oh,
+                           int64_t ow, int64_t dst_stride) {
+  const AxisTaps ys = axis_taps(ih, oh), xs = axis_taps(iw, ow);
+  for (int64_t y = 0; y < oh; ++y) {
+    const float* r0 = src + ys.i0[size_t(y)] * iw;
+    const float* r1 = src + ys.i1[size_t(y)] * iw;
+    const float h0 = ys.w0[size_t(y)], h1 = ys.w1[size_t(y)];
+    float* out = dst + y * dst_stride;
+    for (int64_t x = 0; x < ow; ++x) {
+      const int64_t a = xs.i0[size_t(x)], b = xs.i1[size_t(x)];
+      const float w0 = xs.w0[size_t(x)], w1 = xs.w1[size_t(x)];
+      out[x] = (r0[a] * w0 + r0[b] * w1) * h0 + (r1[a] * w0 + r1[b] * w1) * h1;
     }
   }
 }

@@ -58,6 +58,9 @@ struct TransformOptions {
   double flip_prob = 0.5;
   /// Training (random min_size choice and flips) or evaluation (deterministic). Default: false
   bool train = false;
+  /// data.resize: torchvision: the pixels are resized in float after normalisation (collate),
+  /// as torchvision's GeneralizedRCNNTransform does, instead of as uint8 before it. Default: false
+  bool resize_after_normalize = false;
   /// Base seed for per-sample randomness. Default: 0
   uint64_t seed = 0;
 };
@@ -88,6 +91,9 @@ struct Sample {
   bool flipped = false;
   /// Boxes the augmentations dropped (src/data/augment.h), for the per-epoch count.
   int64_t dropped_boxes = 0;
+  /// Under resize_after_normalize: the size collate resizes the normalised pixels to (`image`
+  /// keeps its decoded size; boxes and image_size are already in this size).
+  std::optional<Size2> float_resize;
 };
 
 /// Resizes and flips `sample.image` (decoded, original size) and its boxes (xyxy in original
@@ -98,11 +104,13 @@ void apply_transforms(Sample& sample, const TransformOptions& options, int64_t e
                       int64_t index);
 
 /// Resizes s.image to `out` (bilinear) and its boxes, clipped to the image first, by float32
-/// ratios new/old per axis (torchvision's resize_boxes); image_size becomes `out`. Throws
-/// DataError naming the image for an empty `out`.
-void resize_sample(Sample& s, Size2 out);
+/// ratios new/old per axis (torchvision's resize_boxes); image_size becomes `out`. With `defer`
+/// only the boxes are resized now and s.float_resize records `out` for collate. Throws DataError
+/// naming the image for an empty `out`.
+void resize_sample(Sample& s, Size2 out, bool defer = false);
 
-/// Mirrors s.image and its boxes left-right (`horizontal`) or up-down.
+/// Mirrors s.image and its boxes (in image_size, which float_resize may hold) left-right
+/// (`horizontal`) or up-down.
 void flip_sample(Sample& s, bool horizontal);
 
 /// A double in [0, 1) from `rng` (53 random bits).
@@ -118,6 +126,13 @@ constexpr std::array<float, 3> kImageNetStd{0.229f, 0.224f, 0.225f};
 void normalize_into(const cv::Mat& bgr, const std::array<float, 3>& mean,
                     const std::array<float, 3>& std, float* dst, int64_t padded_h,
                     int64_t padded_w);
+
+/// Bilinear resize of one float plane (src: ih x iw, row-major) into dst (oh x ow, rows
+/// `dst_stride` floats apart) with the index and weight arithmetic of PyTorch's CPU
+/// upsample_bilinear2d (align_corners=False, no scale factor): source = max((i + 0.5) * in / out
+/// - 0.5, 0) in float, so the result is what F.interpolate gives to float rounding.
+void resize_bilinear_plane(const float* src, int64_t ih, int64_t iw, float* dst, int64_t oh,
+                           int64_t ow, int64_t dst_stride);
 
 /// Rounds `v` up to a multiple of `stride` (ceil(v / stride) * stride, torchvision's batch_images).
 int64_t round_up(int64_t v, int64_t stride);

@@ -29,7 +29,7 @@ namespace {
 namespace fs = std::filesystem;
 
 class TrainerTest : public ::testing::Test {
- protected:
+ public:
   static void SetUpTestSuite() {
     data::SynthOptions o;
     o.out_dir = data_dir().string();
@@ -78,22 +78,42 @@ std::vector<torch::Tensor> stored_tensors(const std::string& path, const std::st
   return v.toTensorVector();
 }
 
-TEST_F(TrainerTest, ResumeMidEpochIsBitwiseIdentical) {
-  const auto straight = train(config(dir_.path() / "straight"));
+// Trains straight, and stopped at step 3 then resumed; both must end bitwise identical.
+void expect_resume_identical(const TrainerTest& t, const fs::path& root,
+                             const std::vector<std::string>& overrides) {
+  const auto with = [&](std::vector<std::string> more) {
+    more.insert(more.end(), overrides.begin(), overrides.end());
+    return more;
+  };
+  const auto straight = train(t.config(root / "straight", with({})));
   EXPECT_EQ(straight.steps_done, 8);
-  const auto half = train(config(dir_.path() / "resumed", {"train.stop_at_step=3"}));
+  const auto half = train(t.config(root / "resumed", with({"train.stop_at_step=3"})));
   EXPECT_EQ(half.steps_done, 3);
-  const auto ckpt = (dir_.path() / "resumed" / "last.ckpt").string();
-  const auto resumed = train(config(dir_.path() / "resumed"), ckpt);
+  const auto ckpt = (root / "resumed" / "last.ckpt").string();
+  const auto resumed = train(t.config(root / "resumed", with({})), ckpt);
   EXPECT_EQ(resumed.steps_done, 8);
   for (const char* part : {"model", "ema"}) {
-    const auto a = stored_tensors((dir_.path() / "straight" / "last.ckpt").string(), part);
-    const auto b = stored_tensors((dir_.path() / "resumed" / "last.ckpt").string(), part);
+    const auto a = stored_tensors((root / "straight" / "last.ckpt").string(), part);
+    const auto b = stored_tensors((root / "resumed" / "last.ckpt").string(), part);
     ASSERT_EQ(a.size(), b.size());
     for (size_t i = 0; i < a.size(); ++i)
       EXPECT_TRUE(torch::equal(a[i], b[i])) << part << " tensor " << i;
   }
   EXPECT_EQ(straight.last_metrics.at("AP"), resumed.last_metrics.at("AP"));
+}
+
+TEST_F(TrainerTest, ResumeMidEpochIsBitwiseIdentical) {
+  expect_resume_identical(*this, dir_.path() / "plain", {});
+}
+
+// The augmentations draw from (seed, epoch, index) only, so a run resumed mid-epoch sees the same
+// mosaics, warps and colours; close_mosaic turns mixing off in the last epoch either way.
+TEST_F(TrainerTest, ResumeMidEpochWithAugmentationsIsBitwiseIdentical) {
+  expect_resume_identical(
+      *this, dir_.path() / "augmented",
+      {"data.train.transforms=[{type: resize}, {type: mosaic, size: 64}, {type: affine, size: [64, "
+       "64]}, {type: mixup, prob: 0.5}, {type: hsv}, {type: flip, vertical_prob: 0.5}]",
+       "data.train.close_mosaic=1"});
 }
 
 TEST_F(TrainerTest, NonFiniteLossSkipsTheStepOnly) {
