@@ -358,6 +358,15 @@ Config Config::parse(const std::string& yaml, const std::string& name,
   return Config(state);
 }
 
+Config Config::with_overrides(const std::vector<std::string>& overrides) const {
+  auto state = std::make_shared<State>();
+  state->root = YAML::Clone(state_->root);
+  state->where = state_->where;
+  for (const auto& o : overrides) apply_override(state->root, state->where, o);
+  state->maps[""] = state->root;
+  return Config(state);
+}
+
 ConfigNode Config::root() const { return ConfigNode(state_, ""); }
 
 std::string Config::dump() const {

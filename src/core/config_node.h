@@ -38,6 +38,10 @@ class Config {
   static Config parse(const std::string& yaml, const std::string& name = "<string>",
                       const std::vector<std::string>& overrides = {});
 
+  /// A copy with `overrides` applied after this config's own (as load() applies them), with its
+  /// own read-tracking; this config is unchanged.
+  Config with_overrides(const std::vector<std::string>& overrides) const;
+
   /// The root map. Nodes share this config's read-tracking.
   ConfigNode root() const;
 

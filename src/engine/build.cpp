@@ -9,6 +9,7 @@
 #include "core/config_node.h"
 #include "core/errors.h"
 #include "core/logging.h"
+#include "data/size_stats.h"
 #include "distributed/collectives.h"
 #include "distributed/dist_env.h"
 #include "eval/coco_io.h"
@@ -191,9 +192,102 @@ std::optional<int64_t> resolve_num_classes(const ConfigNode& root) {
   return from_model ? from_model : from_data;
 }
 
+bool is_auto(const std::optional<ConfigNode>& n, const std::string& key) {
+  if (!n || !n->has(key)) return false;
+  try {
+    return n->required<std::string>(key) == "auto";
+  } catch (const ConfigError&) {
+    return false;  // a list or a map: not the word auto
+  }
+}
+
+std::string fixed(double v) { return str(std::llround(v * 10) / 10.0); }
+
+// The `auto` values (data.min_size / max_size, model.anchors.base_sizes, eval.interval) computed
+// from the training set, logged with the numbers they came from, and returned as a config where
+// they are concrete values (so the run's config.yaml holds them). Others are left as they are.
+Config resolve_auto(const Config& config) {
+  const ConfigNode root = config.root();
+  const auto data = root.optional_child("data");
+  const auto model = root.optional_child("model");
+  const auto anchors = model ? model->optional_child("anchors") : std::nullopt;
+  const auto eval = root.optional_child("eval");
+  const bool input = is_auto(data, "min_size") || is_auto(data, "max_size");
+  const bool anchor_sizes = is_auto(anchors, "base_sizes");
+  const bool interval = is_auto(eval, "interval");
+  if (!input && !anchor_sizes && !interval) return config;
+  const auto needs = [&](const std::string& key) {
+    return str(key, ": auto is computed from the training set; this config has no data.train");
+  };
+  std::vector<std::string> overrides;
+  if (input) {
+    if (!data || !data->optional_child("train")) root.fail("data", needs("data.min_size"));
+    // Image sizes only: any numbers in place of `auto` do.
+    const Config probe = config.with_overrides({"data.min_size=800", "data.max_size=1333"});
+    const auto options =
+        data::data_options(probe.root().child("data"), resolve_num_classes(probe.root()));
+    const auto& split = options.train->dataset;
+    const auto stats = data::size_stats(data::read_coco(split.annotation_file, split.image_root),
+                                        options.train->loader.transforms);
+    const auto [min_size, max_size] = data::auto_input_size(stats);
+    for (const auto& [key, value] :
+         {std::pair<std::string, int64_t>{"min_size", min_size}, {"max_size", max_size}}) {
+      if (!is_auto(data, key)) continue;
+      overrides.push_back(str("data.", key, "=", value));
+      logging::info(str("data.", key, ": auto -> ", value, " (", stats.images,
+                        " training images: median shorter side ", fixed(stats.median_short),
+                        " px, longer ", fixed(stats.median_long), " px)"));
+    }
+  }
+  if (anchor_sizes || interval) {
+    const Config sized = config.with_overrides(overrides);
+    const ConfigNode sized_root = sized.root();
+    if (!sized_root.optional_child("data") || !sized_root.child("data").optional_child("train"))
+      root.fail("data", needs(anchor_sizes ? "model.anchors.base_sizes" : "eval.interval"));
+    const auto options =
+        data::data_options(sized_root.child("data"), resolve_num_classes(sized_root));
+    const auto& split = options.train->dataset;
+    const auto file = data::read_coco(split.annotation_file, split.image_root);
+    if (anchor_sizes) {
+      auto resize = options.train->loader.transforms;
+      resize.train = false;
+      const auto stats = data::size_stats(file, resize);
+      const auto sizes = data::auto_anchor_sizes(stats);
+      std::string list;
+      for (const int64_t v : sizes) list += (list.empty() ? "" : ", ") + std::to_string(v);
+      overrides.push_back("model.anchors.base_sizes=[" + list + "]");
+      logging::info(str("model.anchors.base_sizes: auto -> [", list, "] (", stats.boxes,
+                        " training boxes at the evaluation size: sqrt(area) 5th percentile ",
+                        fixed(stats.box_p5), " px, median ", fixed(stats.box_median),
+                        " px, 99th percentile ", fixed(stats.box_p99), " px)"));
+    }
+    if (interval) {
+      const auto train_node = sized_root.optional_child("train");
+      const int64_t epochs = train_node
+                                 ? train_node->get<int64_t>("epochs", TrainerOptions{}.epochs)
+                                 : TrainerOptions{}.epochs;
+      int64_t val_images = 0;
+      if (options.val) {
+        val_images = static_cast<int64_t>(
+            data::read_coco(options.val->dataset.annotation_file, options.val->dataset.image_root)
+                .images.size());
+      }
+      const auto train_images = static_cast<int64_t>(file.images.size());
+      const int64_t every = data::auto_eval_interval(train_images, val_images, epochs);
+      overrides.push_back(str("eval.interval=", every));
+      logging::info(str("eval.interval: auto -> ", every, " (", train_images, " training and ",
+                        val_images, " validation images, ", epochs,
+                        " epochs: evaluation within about a tenth of the training time, at most "
+                        "about 20 evaluations)"));
+    }
+  }
+  return config.with_overrides(overrides);
+}
+
 }  // namespace
 
-RunSpec read_run_spec(const Config& config, RunPurpose purpose, const DeviceEnv& env) {
+RunSpec read_run_spec(const Config& given, RunPurpose purpose, const DeviceEnv& env) {
+  const Config config = resolve_auto(given);
   const ConfigNode root = config.root();
   RunSpec spec;
   const std::string device = root.get<std::string>("device", "cpu");

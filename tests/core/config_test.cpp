@@ -31,6 +31,20 @@ TEST(Config, TypedGettersReadValues) {
   EXPECT_NO_THROW(c.root().reject_unused());
 }
 
+// with_overrides: a copy with more overrides and its own read-tracking (the engine writes the
+// values it resolves for `auto` this way); the original keeps its values.
+TEST(Config, WithOverridesCopiesAndLeavesTheOriginal) {
+  const Config c =
+      Config::parse("model:\n  anchors: {base_sizes: auto}\neval: {interval: 3}\n", "x.yaml");
+  const Config d = c.with_overrides({"model.anchors.base_sizes=[16, 32]", "eval.interval=2"});
+  EXPECT_EQ(d.root().child("model").child("anchors").required<std::vector<int64_t>>("base_sizes"),
+            (std::vector<int64_t>{16, 32}));
+  EXPECT_EQ(d.root().child("eval").required<int64_t>("interval"), 2);
+  EXPECT_EQ(c.root().child("model").child("anchors").required<std::string>("base_sizes"), "auto");
+  EXPECT_EQ(c.root().child("eval").required<int64_t>("interval"), 3);
+  EXPECT_NE(c.hash(), d.hash());
+}
+
 TEST(Config, MissingRequiredKeyNamesFileLineAndKey) {
   TempDir dir;
   const auto f = dir.write("x.yaml", "model:\n  depth: 50\ntrain:\n  lr: 0.1\n");

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 
 #include <gtest/gtest.h>
 #include <opencv2/imgcodecs.hpp>
@@ -18,6 +19,7 @@
 #include "data/dataset.h"
 #include "data/lint.h"
 #include "data/loader.h"
+#include "data/size_stats.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;
@@ -546,6 +548,74 @@ TEST(Truncation, LintAndDatasetNameTheImage) {
   const CocoDataset kept(o);
   ASSERT_EQ(kept.size(), 1);
   EXPECT_EQ(kept.image(0).id, 1);
+}
+
+// ---- `auto` sizes ----
+
+// BCCD's statistics at 320 / 427 (a 2/3 scale), against numpy computing the same from the json.
+TEST(SizeStats, MatchNumpyOnBccd) {
+  const std::string root = testing::shared_dataset("bccd");
+  if (root.empty()) GTEST_SKIP() << "shared/datasets/bccd not found";
+  const std::string ann = root + "/annotations/instances_train.json";
+  TransformOptions resize;
+  resize.min_size = {320};
+  resize.max_size = 427;
+  const SizeStats s = size_stats(read_coco(ann, root + "/images"), resize);
+  testing::TempDir dir;
+  const auto script = dir.write("stats.py", R"(import json, sys
+import numpy as np
+d = json.load(open(sys.argv[1]))
+size = {}
+for im in d["images"]:
+    h, w = im["height"], im["width"]
+    scale = min(320 / min(h, w), 427 / max(h, w))
+    size[im["id"]] = (w, h, int(np.floor(w * scale)), int(np.floor(h * scale)))
+sides = []
+for a in d["annotations"]:
+    w0, h0, w1, h1 = size[a["image_id"]]
+    bw, bh = a["bbox"][2], a["bbox"][3]
+    if a.get("iscrowd", 0) or bw <= 0 or bh <= 0:
+        continue
+    sides.append(np.sqrt(bw * w1 / w0 * bh * h1 / h0))
+short = [min(v[0], v[1]) for v in size.values()]
+long = [max(v[0], v[1]) for v in size.values()]
+print(len(sides), np.median(short), np.median(long), *np.percentile(sides, [5, 50, 99]))
+)");
+  const auto r = testing::run_command(std::string(DETFORGE_PYTHON) + " " + script + " " + ann);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::istringstream is(r.output);
+  int64_t boxes = 0;
+  double short_side, long_side, p5, p50, p99;
+  is >> boxes >> short_side >> long_side >> p5 >> p50 >> p99;
+  EXPECT_EQ(s.boxes, boxes);
+  EXPECT_EQ(s.images, 291);
+  EXPECT_DOUBLE_EQ(s.median_short, short_side);
+  EXPECT_DOUBLE_EQ(s.median_long, long_side);
+  EXPECT_NEAR(s.box_p5, p5, 1e-9);
+  EXPECT_NEAR(s.box_median, p50, 1e-9);
+  EXPECT_NEAR(s.box_p99, p99, 1e-9);
+  EXPECT_EQ(auto_input_size(s), (std::pair<int64_t, int64_t>{480, 640}));
+}
+
+TEST(SizeStats, AutoRulesFollowTheData) {
+  SizeStats s;
+  s.median_short = 3000;  // large photos: capped at 800, aspect kept
+  s.median_long = 4000;
+  EXPECT_EQ(auto_input_size(s), (std::pair<int64_t, int64_t>{800, 1088}));
+  s.median_short = 200;  // thumbnails: at least 320
+  s.median_long = 200;
+  EXPECT_EQ(auto_input_size(s), (std::pair<int64_t, int64_t>{320, 320}));
+  s.box_p5 = 20;  // 20 / 1.26 = 15.9 -> 16
+  EXPECT_EQ(auto_anchor_sizes(s), (std::vector<int64_t>{16, 32, 64, 128, 256}));
+  s.box_p5 = 60;  // 60 / 1.26 = 47.6: log2 5.57 rounds to 6
+  EXPECT_EQ(auto_anchor_sizes(s).front(), 64);
+  s.box_p5 = 2;  // tiny boxes: not below 8
+  EXPECT_EQ(auto_anchor_sizes(s).front(), 8);
+  EXPECT_EQ(auto_eval_interval(291, 73, 40), 2);
+  EXPECT_EQ(auto_eval_interval(100, 400, 12), 14);  // a huge val split: rarely
+  EXPECT_EQ(auto_eval_interval(118287, 5000, 12), 1);
+  EXPECT_DOUBLE_EQ(percentile({4, 1, 3, 2}, 50), 2.5);
+  EXPECT_DOUBLE_EQ(percentile({}, 5), 0.0);
 }
 
 }  // namespace
