@@ -98,11 +98,15 @@ void run_augment(const AugmentArgs& a) {
   std::vector<std::string> captions;
   int64_t dropped = 0, emptied = 0;
   const auto read = [&](int64_t j) { return dataset.read(j); };
-  for (const auto& batch : sampler.batches()) {
+  const auto batches = sampler.batches();
+  for (size_t k = 0; k < batches.size(); ++k) {
+    const auto& batch = batches[k];
     const int64_t side = pipeline.batch_long_side(a.epoch, batch.front());
+    // Mosaic and mixup partners from the recent batches, as the loader draws them.
+    const auto partners = data::partner_pool(batches, k);
     for (const int64_t i : batch) {
       if (static_cast<int64_t>(drawn.size()) >= a.n) break;
-      data::Sample s = pipeline.run(read, dataset.size(), i, a.epoch);
+      data::Sample s = pipeline.run(read, dataset.size(), i, a.epoch, &partners);
       if (side > 0) data::resize_long_side(s, side);
       dropped += s.dropped_boxes;
       if (s.dropped_boxes > 0 && s.labels.empty()) ++emptied;

@@ -37,6 +37,12 @@ void paste(const cv::Mat& src, cv::Rect src_rect, cv::Mat& dst, int x, int y) {
   src(src_rect).copyTo(dst(cv::Rect(x, y, src_rect.width, src_rect.height)));
 }
 
+// Another image for mosaic or mixup: from the partner pool, else from the whole dataset.
+int64_t draw_partner(std::mt19937_64& rng, const TransformContext& ctx) {
+  if (ctx.partners && !ctx.partners->empty()) return (*ctx.partners)[rng() % ctx.partners->size()];
+  return static_cast<int64_t>(rng() % uint64_t(ctx.dataset_size));
+}
+
 void append_targets(Sample& s, const Sample& o) {
   s.boxes.insert(s.boxes.end(), o.boxes.begin(), o.boxes.end());
   s.labels.insert(s.labels.end(), o.labels.begin(), o.labels.end());
@@ -280,7 +286,7 @@ class Mosaic final : public Transform {
     const int xc = static_cast<int>(uniform(rng, size / 2.0, 1.5 * size));
     const int yc = static_cast<int>(uniform(rng, size / 2.0, 1.5 * size));
     int64_t others[3];
-    for (auto& j : others) j = static_cast<int64_t>(rng() % uint64_t(ctx.dataset_size));
+    for (auto& j : others) j = draw_partner(rng, ctx);
     cv::Mat canvas(2 * size, 2 * size, CV_8UC3, cv::Scalar::all(o_.fill));
     Sample out = s;
     out.boxes.clear(), out.labels.clear(), out.iscrowd.clear(), out.dropped_boxes = 0;
@@ -316,7 +322,7 @@ class MixUp final : public Transform {
   void apply(Sample& s, TransformContext& ctx) const override {
     auto& rng = *ctx.rng;
     if (!chance(rng, o_.prob)) return;
-    const auto j = static_cast<int64_t>(rng() % uint64_t(ctx.dataset_size));
+    const int64_t j = draw_partner(rng, ctx);
     std::gamma_distribution<double> gamma(o_.alpha, 1.0);
     const double a = gamma(rng), b = gamma(rng);
     const double ratio = a + b > 0 ? a / (a + b) : 0.5;
@@ -413,26 +419,41 @@ bool Pipeline::mixing_on(int64_t epoch) const {
            epoch >= options_.total_epochs - options_.close_mosaic);
 }
 
-Sample Pipeline::run(const SampleReader& read, int64_t dataset_size, int64_t index,
-                     int64_t epoch) const {
+Sample Pipeline::run(const SampleReader& read, int64_t dataset_size, int64_t index, int64_t epoch,
+                     const std::vector<int64_t>* partners) const {
   return run_until(transforms_.size(), read, dataset_size, index,
-                   sample_seed(options_.seed, epoch, index), mixing_on(epoch));
+                   sample_seed(options_.seed, epoch, index), mixing_on(epoch), partners);
+}
+
+bool Pipeline::mixes() const {
+  return std::any_of(transforms_.begin(), transforms_.end(),
+                     [](const auto& t) { return t->mixing(); });
+}
+
+std::vector<int64_t> partner_pool(const std::vector<std::vector<int64_t>>& batches, size_t k) {
+  std::vector<int64_t> pool;
+  const size_t first = k + 1 >= kPartnerBatches ? k + 1 - kPartnerBatches : 0;
+  for (size_t b = first; b <= k && b < batches.size(); ++b)
+    pool.insert(pool.end(), batches[b].begin(), batches[b].end());
+  return pool;
 }
 
 Sample Pipeline::run_until(size_t end, const SampleReader& read, int64_t dataset_size,
-                           int64_t index, uint64_t stream, bool mixing) const {
+                           int64_t index, uint64_t stream, bool mixing,
+                           const std::vector<int64_t>* partners) const {
   std::mt19937_64 rng(stream);
   Sample s = read(index);
   TransformContext ctx;
   ctx.rng = &rng;
   ctx.dataset_size = dataset_size;
   ctx.filter = options_.filter;
+  ctx.partners = partners;
   for (size_t k = 0; k < end; ++k) {
     const Transform& t = *transforms_[k];
     if (t.mixing() && !mixing) continue;
     ctx.other = [&, k](int64_t j, uint64_t n) {
       return run_until(k, read, dataset_size, j, sample_seed(stream, static_cast<int64_t>(n), j),
-                       mixing);
+                       mixing, partners);
     };
     t.apply(s, ctx);
     set_size(s);

@@ -8,10 +8,12 @@
 // them in Sample::dropped_boxes. An image whose boxes all vanish stays, as a background image.
 //
 // Randomness: every choice comes from one stream per (data.seed, epoch, sample index), so a
-// sample looks the same whichever worker builds it, however many workers there are and on
-// whichever rank it lands: N processes train on the samples one process sees. Mixing transforms
-// (mosaic, mixup) take their other images through the transforms listed before them, each with
-// its own stream derived from the sample's.
+// sample looks the same whichever worker builds it and however many workers there are. Mixing
+// transforms (mosaic, mixup) take their other images from the recent batches of the epoch's
+// order (partner_pool(): their decoded images are still in the loader's cache, so a mosaic costs
+// about one decode, not four) through the transforms listed before them, each with its own stream
+// derived from the sample's. Without mixing transforms N processes train on the samples one
+// process sees; with them a rank's partners come from its own batches, as in Ultralytics.
 #pragma once
 
 #include <array>
@@ -51,6 +53,10 @@ struct TransformContext {
   std::function<Sample(int64_t index, uint64_t stream)> other;
   /// Number of samples `other` may be asked for (indices 0 .. dataset_size - 1).
   int64_t dataset_size = 0;
+  /// Where mosaic and mixup draw their other images from: the indices of the recent batches of
+  /// the epoch (partner_pool()), whose decoded images the loader still holds; empty = the whole
+  /// dataset.
+  const std::vector<int64_t>* partners = nullptr;
   BoxFilterOptions filter;
 };
 
@@ -212,9 +218,14 @@ class Pipeline {
  public:
   Pipeline(std::vector<std::shared_ptr<const Transform>> transforms, PipelineOptions options);
 
-  /// Sample `index` of `dataset_size`, read with `read`, through every transform for `epoch`.
-  /// image_size is the output's size; dropped_boxes counts what the transforms dropped.
-  Sample run(const SampleReader& read, int64_t dataset_size, int64_t index, int64_t epoch) const;
+  /// Sample `index` of `dataset_size`, read with `read`, through every transform for `epoch`,
+  /// mixing transforms drawing from `partners` (see TransformContext). image_size is the
+  /// output's size; dropped_boxes counts what the transforms dropped.
+  Sample run(const SampleReader& read, int64_t dataset_size, int64_t index, int64_t epoch,
+             const std::vector<int64_t>* partners = nullptr) const;
+
+  /// Whether a transform mixes images (mosaic, mixup).
+  bool mixes() const;
 
   /// Whether the mixing transforms run in `epoch`.
   bool mixing_on(int64_t epoch) const;
@@ -228,7 +239,7 @@ class Pipeline {
 
  private:
   Sample run_until(size_t end, const SampleReader& read, int64_t dataset_size, int64_t index,
-                   uint64_t stream, bool mixing) const;
+                   uint64_t stream, bool mixing, const std::vector<int64_t>* partners) const;
 
   std::vector<std::shared_ptr<const Transform>> transforms_;
   PipelineOptions options_;
@@ -237,6 +248,13 @@ class Pipeline {
 /// The pipeline of data.min_size / max_size / fixed_size / flip_prob when no transforms are
 /// listed: resize, then (training) a horizontal flip. Gives what apply_transforms() gives.
 std::vector<std::shared_ptr<const Transform>> default_transforms(const TransformOptions& o);
+
+/// Batches of the epoch order whose images mosaic and mixup partners come from: the current one
+/// and the 7 before it (Ultralytics keeps about 8 batches of images in its buffer likewise).
+constexpr size_t kPartnerBatches = 8;
+
+/// The indices of batches k - kPartnerBatches + 1 .. k of `batches` (an epoch's order).
+std::vector<int64_t> partner_pool(const std::vector<std::vector<int64_t>>& batches, size_t k);
 
 /// Resizes `s` so its longer side is `long_side` (aspect kept), boxes with it.
 void resize_long_side(Sample& s, int64_t long_side);

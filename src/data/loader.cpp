@@ -5,9 +5,12 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <functional>
+#include <list>
 #include <map>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 
 #include <torch/cuda.h>
 #include <opencv2/core/utility.hpp>
@@ -80,6 +83,48 @@ Batch collate(const std::vector<Sample>& samples, const CollateOptions& o) {
   return batch;
 }
 
+// The decoded images most recently read (least recently used out first), shared by the workers:
+// mosaic and mixup partners come from recent batches, so they are mostly here. Each caller gets
+// its own copy of the pixels (a copy costs a small fraction of a decode).
+class DataLoader::DecodedCache {
+ public:
+  explicit DecodedCache(size_t capacity) : capacity_(capacity) {}
+
+  Sample get(int64_t index, const std::function<Sample()>& load) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      const auto it = map_.find(index);
+      if (it != map_.end()) {
+        order_.splice(order_.begin(), order_, it->second.second);
+        return copy(it->second.first);
+      }
+    }
+    Sample s = load();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (map_.count(index) == 0) {
+      order_.push_front(index);
+      map_.emplace(index, std::make_pair(s, order_.begin()));
+      if (map_.size() > capacity_) {
+        map_.erase(order_.back());
+        order_.pop_back();
+      }
+    }
+    return copy(s);
+  }
+
+ private:
+  static Sample copy(const Sample& s) {
+    Sample c = s;
+    c.image = s.image.clone();
+    return c;
+  }
+
+  std::mutex mu_;
+  size_t capacity_;
+  std::list<int64_t> order_;
+  std::unordered_map<int64_t, std::pair<Sample, std::list<int64_t>::iterator>> map_;
+};
+
 struct DataLoader::State {
   std::mutex mu;
   std::condition_variable work_cv;
@@ -110,6 +155,7 @@ DataLoader::DataLoader(std::shared_ptr<const CocoDataset> dataset, BatchSampler 
                           " images, dataset has ", dataset_->size()));
   }
   pipeline_ = std::make_shared<const Pipeline>(make_pipeline(options_));
+  if (cache_capacity() > 0) cache_ = std::make_shared<DecodedCache>(size_t(cache_capacity()));
   options_.collate.pin_memory = options_.pin_memory.value_or(torch::cuda::is_available());
   if (options_.collate.pin_memory && !torch::cuda::is_available()) {
     throw ConfigError("data.pin_memory: true needs CUDA, which is not available");
@@ -129,15 +175,28 @@ void DataLoader::stop() {
   state_.reset();
 }
 
-Batch DataLoader::make_batch(const std::vector<int64_t>& indices, int64_t epoch) const {
+int64_t DataLoader::cache_capacity() const {
+  if (!pipeline_->mixes()) return 0;
+  const int64_t in_flight = std::max<int64_t>(1, options_.workers * options_.prefetch);
+  return 2 * (int64_t(kPartnerBatches) + in_flight) * sampler_.options().batch_size;
+}
+
+Batch DataLoader::make_batch(const std::vector<std::vector<int64_t>>& batches, size_t k,
+                             int64_t epoch) const {
+  const auto& indices = batches[k];
   std::vector<Sample> samples;
   samples.reserve(indices.size());
   const int64_t long_side =
       indices.empty() ? 0 : pipeline_->batch_long_side(epoch, indices.front());
-  const auto read = [this](int64_t j) { return dataset_->read(j); };
+  const SampleReader read = [this](int64_t j) {
+    if (!cache_) return dataset_->read(j);
+    return cache_->get(j, [&] { return dataset_->read(j); });
+  };
+  const std::vector<int64_t> partners =
+      pipeline_->mixes() ? partner_pool(batches, k) : std::vector<int64_t>{};
   for (const int64_t i : indices) {
     try {
-      samples.push_back(pipeline_->run(read, dataset_->size(), i, epoch));
+      samples.push_back(pipeline_->run(read, dataset_->size(), i, epoch, &partners));
       if (long_side > 0) resize_long_side(samples.back(), long_side);
     } catch (const Error&) {
       throw;
@@ -183,7 +242,7 @@ void DataLoader::start_epoch(int64_t epoch, int64_t first_batch) {
         std::optional<Batch> batch;
         std::exception_ptr error;
         try {
-          batch = make_batch(st.batches[size_t(k)], st.epoch);
+          batch = make_batch(st.batches, size_t(k), st.epoch);
         } catch (...) {
           error = std::current_exception();
         }
@@ -207,7 +266,7 @@ std::optional<Batch> DataLoader::next() {
   if (st.next_to_give >= total) return std::nullopt;
   if (options_.workers == 0) {
     try {
-      return make_batch(st.batches[size_t(st.next_to_give++)], st.epoch);
+      return make_batch(st.batches, size_t(st.next_to_give++), st.epoch);
     } catch (...) {
       st.failed = true;
       throw;

@@ -51,21 +51,28 @@ class DataLoader {
   const BatchSampler& sampler() const { return sampler_; }
   bool pinned() const { return options_.collate.pin_memory; }
 
-  /// Builds batch `indices` of `epoch` on the calling thread (what a worker does): each sample
-  /// through the pipeline, the batch's multi-scale resize, collate; the batch counts the boxes the
-  /// augmentations dropped and the images they left without boxes.
-  Batch make_batch(const std::vector<int64_t>& indices, int64_t epoch) const;
+  /// Builds batch `k` of `batches` (an epoch's sampler order) for `epoch` on the calling thread
+  /// (what a worker does): each sample through the pipeline (mosaic and mixup partners from
+  /// partner_pool(batches, k)), the batch's multi-scale resize, collate; the batch counts the
+  /// boxes the augmentations dropped and the images they left without boxes.
+  Batch make_batch(const std::vector<std::vector<int64_t>>& batches, size_t k, int64_t epoch) const;
+
+  /// Decoded images held for mixing transforms (0 without them): enough for the partner batches,
+  /// the batches in flight and their partners.
+  int64_t cache_capacity() const;
 
   const Pipeline& pipeline() const { return *pipeline_; }
 
  private:
   struct State;
+  class DecodedCache;
   void stop();
 
   std::shared_ptr<const CocoDataset> dataset_;
   BatchSampler sampler_;
   LoaderOptions options_;
   std::shared_ptr<const Pipeline> pipeline_;
+  std::shared_ptr<DecodedCache> cache_;
   std::unique_ptr<State> state_;
 };
 

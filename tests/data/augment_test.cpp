@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <numeric>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -288,6 +289,34 @@ TEST(Augment, PipelineIsDeterministicPerSeedEpochAndIndex) {
   EXPECT_TRUE(differs(Pipeline(yolo_like(128), o).run(data.reader(), 6, 2, 3))) << "another seed";
   EXPECT_EQ(a.image.cols, 128);
   EXPECT_EQ(a.image.rows, 128);
+}
+
+TEST(Augment, MixingPartnersComeFromThePool) {
+  const Painted data = painted_set(8);
+  std::vector<int64_t> reads;
+  const SampleReader read = [&](int64_t i) {
+    reads.push_back(i);
+    return data.samples.at(size_t(i));
+  };
+  const Pipeline p(yolo_like(128), PipelineOptions{});
+  const std::vector<int64_t> pool = {5, 6};
+  for (int64_t epoch = 0; epoch < 6; ++epoch) {
+    reads.clear();
+    const Sample s = p.run(read, 8, 2, epoch, &pool);
+    EXPECT_EQ(s.image_id, 2);
+    ASSERT_GE(reads.size(), 4u) << "the sample and 3 mosaic partners";
+    EXPECT_EQ(reads.front(), 2);
+    for (size_t k = 1; k < reads.size(); ++k)
+      EXPECT_TRUE(reads[k] == 5 || reads[k] == 6) << "epoch " << epoch << " read " << reads[k];
+  }
+  const std::vector<std::vector<int64_t>> batches = {{0, 1}, {2, 3}, {4}, {5, 6}, {7}};
+  EXPECT_EQ(partner_pool(batches, 0), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(partner_pool(batches, 3), (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6}));
+  std::vector<std::vector<int64_t>> many;
+  for (int64_t b = 0; b < 20; ++b) many.push_back({b});
+  std::vector<int64_t> last8(kPartnerBatches);
+  std::iota(last8.begin(), last8.end(), 19 - int64_t(kPartnerBatches) + 1);
+  EXPECT_EQ(partner_pool(many, 19), last8);
 }
 
 TEST(Augment, DefaultPipelineEqualsApplyTransforms) {
