@@ -11,7 +11,10 @@ file(GLOB DETFORGE_NVIDIA_LIB_DIRS LIST_DIRECTORIES true "${_torch_site}/nvidia/
      "${_torch_site}/nvidia/cu*/lib")
 set(DETFORGE_TORCH_LINK_OPTIONS)
 foreach(dir ${DETFORGE_NVIDIA_LIB_DIRS} "${_torch_site}/torch/lib")
-  list(APPEND DETFORGE_TORCH_LINK_OPTIONS "LINKER:-rpath-link,${dir}" "LINKER:-rpath,${dir}")
+  list(APPEND DETFORGE_TORCH_LINK_OPTIONS "LINKER:-rpath-link,${dir}")
+  if(NOT DETFORGE_RELOCATABLE)
+    list(APPEND DETFORGE_TORCH_LINK_OPTIONS "LINKER:-rpath,${dir}")
+  endif()
 endforeach()
 
 # One precompiled header with LibTorch, reused by every target that links torch.
@@ -69,6 +72,10 @@ function(detforge_add_test)
   _detforge_setup(${A_NAME} "${A_DEPS}")
   if(NOT A_TIMEOUT)
     set(A_TIMEOUT 300)
+  endif()
+  if(DETFORGE_RELOCATABLE)
+    # Bundled test binaries run on the GPU host, not here: nothing to discover.
+    return()
   endif()
   gtest_discover_tests(${A_NAME}
     WORKING_DIRECTORY "${CMAKE_BINARY_DIR}"

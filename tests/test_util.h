@@ -55,6 +55,10 @@ std::string shared_dataset(const std::string& name);
 /// Reads a whole file.
 std::string read_file(const std::filesystem::path& path);
 
+/// A loopback port nobody listens on right now (the kernel's pick for a bound, then closed,
+/// socket).
+int free_port();
+
 /// Runs tests/<script> with DETFORGE_PYTHON and `args`; fails the test on a non-zero exit.
 void run_reference(const std::string& script, const std::string& args);
 

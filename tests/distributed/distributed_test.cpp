@@ -2,9 +2,6 @@
 // launcher in-process; then 2-process Gloo runs of tests/distributed/dist_worker.cpp started
 // by `detforge launch`, by torchrun and by hand, each fault named in issue 8 / FIELD_FAILURES 4,
 // 6 and 12. Every multi-process run has short collective timeouts and a `timeout` wrapper.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -46,20 +43,6 @@ EnvMap with(EnvMap env, const std::string& key, const std::string& value) {
 EnvMap without(EnvMap env, const std::string& key) {
   env.erase(key);
   return env;
-}
-
-// A port nobody listens on right now (the kernel's pick for a bound, then closed, socket).
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
 }
 
 bool contains(const std::string& text, const std::string& part) {
@@ -263,7 +246,7 @@ TEST(ProcessGroup, UnreachableMasterFailsClearlyAfterTimeout) {
                                          {"LOCAL_RANK", "1"},
                                          {"LOCAL_WORLD_SIZE", "2"},
                                          {"MASTER_ADDR", "127.0.0.1"},
-                                         {"MASTER_PORT", std::to_string(free_port())}});
+                                         {"MASTER_PORT", std::to_string(testing::free_port())}});
   ProcessGroupOptions o;
   o.timeout = std::chrono::milliseconds(1500);
   o.backend = BackendKind::kGloo;
@@ -319,7 +302,7 @@ TEST(Launcher, ValidateRejectsBadOptions) {
 std::string df() { return testing::detforge_binary(); }
 
 TEST(Launch, PrefixesOutputAndSetsVariables) {
-  const int port = free_port();
+  const int port = testing::free_port();
   const auto r = run_command(
       str("timeout 50 ", df(), " launch --nproc-per-node 2 --master-port ", port,
           " -- sh -c 'echo vars $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $MASTER_ADDR "
@@ -334,11 +317,11 @@ TEST(Launch, PrefixesOutputAndSetsVariables) {
 TEST(Launch, FailingRankStopsTheOthersWithSigkillAfterGrace) {
   const auto start = std::chrono::steady_clock::now();
   // Rank 0 ignores SIGTERM, so only the SIGKILL after the grace period can stop it.
-  const auto r =
-      run_command(str("timeout 50 ", df(),
-                      " launch --nproc-per-node 2 --grace-period 1 --master-port ", free_port(),
-                      " -- sh -c 'if [ $RANK = 1 ]; then sleep 0.5; exit 3; fi; "
-                      "trap \"\" TERM; sleep 40'"));
+  const auto r = run_command(str("timeout 50 ", df(),
+                                 " launch --nproc-per-node 2 --grace-period 1 --master-port ",
+                                 testing::free_port(),
+                                 " -- sh -c 'if [ $RANK = 1 ]; then sleep 0.5; exit 3; fi; "
+                                 "trap \"\" TERM; sleep 40'"));
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(r.exit_code, 3) << r.output;
   EXPECT_TRUE(std::regex_search(
@@ -371,7 +354,7 @@ struct RankRun {
 // Starts `world` ranks by hand (torchrun's variables, no launcher, so that no rank is stopped
 // early and each one's own message can be checked).
 std::vector<RankRun> run_ranks(const TempDir& dir, int world, const std::string& args) {
-  const int port = free_port();
+  const int port = testing::free_port();
   std::string script = "start=$(date +%s%N)\n";
   for (int r = 0; r < world; ++r) {
     script += str("( ", kClean, "RANK=", r, " WORLD_SIZE=", world, " LOCAL_RANK=", r,
@@ -435,8 +418,8 @@ void expect_matches_single_process(const TempDir& dir, const std::string& distri
 TEST(Dist, LaunchedTwoRanksMatchOneProcessWithEmptyRank) {
   TempDir dir;
   const auto r = run_command(str("cd ", dir.path().string(), " && ", kClean, "timeout 50 ", df(),
-                                 " launch --nproc-per-node 2 --master-port ", free_port(), " -- ",
-                                 kWorker, " ", kTrainArgs, " --out ", dir.path().string()));
+                                 " launch --nproc-per-node 2 --master-port ", testing::free_port(),
+                                 " -- ", kWorker, " ", kTrainArgs, " --out ", dir.path().string()));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "[rank 1] rank 1: done")) << r.output;
   expect_matches_single_process(dir, r.output);
@@ -446,10 +429,10 @@ TEST(Dist, TorchrunTwoRanksMatchOneProcess) {
   const std::string torchrun = std::filesystem::path(DETFORGE_PYTHON).parent_path() / "torchrun";
   ASSERT_TRUE(std::filesystem::exists(torchrun)) << torchrun;
   TempDir dir;
-  const auto r =
-      run_command(str("cd ", dir.path().string(), " && ", kClean, "timeout 50 ", torchrun,
-                      " --no-python --nproc-per-node 2 --master-addr 127.0.0.1 --master-port ",
-                      free_port(), " ", kWorker, " ", kTrainArgs, " --out ", dir.path().string()));
+  const auto r = run_command(
+      str("cd ", dir.path().string(), " && ", kClean, "timeout 50 ", torchrun,
+          " --no-python --nproc-per-node 2 --master-addr 127.0.0.1 --master-port ",
+          testing::free_port(), " ", kWorker, " ", kTrainArgs, " --out ", dir.path().string()));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   expect_matches_single_process(dir, r.output);
 }
@@ -542,9 +525,9 @@ TEST(Dist, NanOnOneRankSkipsTheStepOnBoth) {
 
 TEST(Dist, KilledRankMakesTheLauncherStopTheOtherAndFail) {
   const auto start = std::chrono::steady_clock::now();
-  const auto r = run_command(
-      str(kClean, "timeout 50 ", df(), " launch --nproc-per-node 2 --grace-period 2 ",
-          "--master-port ", free_port(), " -- ", kWorker, " --scenario kill --timeout-ms 20000"));
+  const auto r = run_command(str(
+      kClean, "timeout 50 ", df(), " launch --nproc-per-node 2 --grace-period 2 ", "--master-port ",
+      testing::free_port(), " -- ", kWorker, " --scenario kill --timeout-ms 20000"));
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(r.exit_code, 128 + 9) << r.output;
   EXPECT_TRUE(std::regex_search(
@@ -567,7 +550,7 @@ TEST(Dist, BadEnvironmentGivesClearErrors) {
   EXPECT_EQ(r.exit_code, static_cast<int>(ExitCode::kDist)) << r.output;
   EXPECT_TRUE(contains(r.output, "RANK=2 must be < WORLD_SIZE=2")) << r.output;
 
-  const int port = free_port();
+  const int port = testing::free_port();
   const auto start = std::chrono::steady_clock::now();
   r = run_command(
       str(kClean,

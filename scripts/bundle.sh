@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# Builds a relocatable detforge for an offline GPU host that has only a Python with torch
+# (version BUNDLE_TORCH_VERSION in versions.env) and an NVIDIA driver: docs/bundle.md.
+#   scripts/bundle.sh            build dist/detforge-<commit>-torch<version>-linux-x86_64.tar.gz
+#   scripts/bundle.sh --check    then unpack it into a temporary folder and run it from there with
+#                                the build trees moved away (the pinned torch stands in for the
+#                                host's)
+# Everything it downloads or builds lives in build-bundle/ (git-ignored); a second run reuses it.
+# The tarball holds the three detforge executables, gpu_test, the libraries they load that are
+# neither torch's nor the C/C++ runtime's (OpenCV is built here, static, with only core, imgproc
+# and imgcodecs: Debian's libopencv pulls in GDAL, poppler and 60 more libraries), configs/,
+# bench/ and a launcher, bin/detforge-run, that puts the host torch's lib/ on the library path.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=versions.env
+source "$root/scripts/versions.env"
+work="$root/build-bundle"
+venv="$work/venv"
+opencv_src="$work/opencv-$BUNDLE_OPENCV_VERSION"
+opencv_prefix="$work/opencv-install"
+build="$work/build"
+check=0
+[ "${1:-}" = "--check" ] && check=1
+
+log() { printf '[bundle] %s\n' "$*"; }
+
+install_torch() {
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+  local stamp="$venv/.detforge-torch"
+  [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$BUNDLE_TORCH_VERSION" ] && return
+  log "torch $BUNDLE_TORCH_VERSION (with its CUDA libraries, as the host has them) into $venv"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check "torch==$BUNDLE_TORCH_VERSION"
+  echo "$BUNDLE_TORCH_VERSION" > "$stamp"
+}
+
+build_opencv() {
+  [ -f "$opencv_prefix/.detforge-done" ] && return
+  local tarball="$work/opencv_${BUNDLE_OPENCV_VERSION}+dfsg.orig.tar.xz"
+  if [ ! -f "$tarball" ]; then
+    log "downloading Debian's OpenCV $BUNDLE_OPENCV_VERSION source"
+    curl -sSfL -o "$tarball.part" "$BUNDLE_OPENCV_URL"
+    mv "$tarball.part" "$tarball"
+  fi
+  echo "$BUNDLE_OPENCV_SHA256  $tarball" | sha256sum -c --quiet
+  rm -rf "$opencv_src" && mkdir -p "$opencv_src"
+  tar -xf "$tarball" -C "$opencv_src" --strip-components=1
+  log "building OpenCV (core, imgproc, imgcodecs; static; JPEG, PNG and WebP from Debian)"
+  cmake -S "$opencv_src" -B "$work/opencv-build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_INSTALL_PREFIX="$opencv_prefix" -DBUILD_SHARED_LIBS=OFF \
+    -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DBUILD_LIST=core,imgproc,imgcodecs \
+    -DBUILD_TESTS=OFF -DBUILD_PERF_TESTS=OFF -DBUILD_EXAMPLES=OFF -DBUILD_opencv_apps=OFF \
+    -DBUILD_JAVA=OFF -DBUILD_opencv_python3=OFF -DWITH_IPP=OFF -DWITH_ITT=OFF \
+    -DWITH_OPENCL=OFF -DWITH_LAPACK=OFF -DWITH_EIGEN=OFF -DWITH_TBB=OFF -DWITH_OPENMP=OFF \
+    -DWITH_GDAL=OFF -DWITH_GDCM=OFF -DWITH_OPENEXR=OFF -DWITH_TIFF=OFF -DWITH_JASPER=OFF \
+    -DWITH_OPENJPEG=OFF -DWITH_IMGCODEC_HDR=OFF -DWITH_IMGCODEC_SUNRASTER=OFF \
+    -DWITH_IMGCODEC_PXM=OFF -DWITH_IMGCODEC_PFM=OFF -DWITH_PROTOBUF=OFF -DWITH_QUIRC=OFF \
+    -DWITH_ADE=OFF -DWITH_VA=OFF -DWITH_GTK=OFF -DWITH_QT=OFF -DWITH_FFMPEG=OFF \
+    -DWITH_GSTREAMER=OFF -DWITH_V4L=OFF -DWITH_1394=OFF -DWITH_CUDA=OFF -DWITH_JPEG=ON \
+    -DWITH_PNG=ON -DWITH_WEBP=ON -DBUILD_JPEG=OFF -DBUILD_PNG=OFF -DBUILD_WEBP=OFF \
+    -DBUILD_ZLIB=OFF -DOPENCV_GENERATE_PKGCONFIG=OFF >/dev/null
+  cmake --build "$work/opencv-build" -j "${DETFORGE_JOBS:-2}"
+  cmake --install "$work/opencv-build" >/dev/null
+  touch "$opencv_prefix/.detforge-done"
+}
+
+build_detforge() {
+  local prefix
+  prefix="$("$venv/bin/python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')"
+  if [ ! -f "$build/build.ninja" ]; then
+    log "configuring $build against torch $BUNDLE_TORCH_VERSION"
+    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDETFORGE_RELOCATABLE=ON \
+      -DCMAKE_PREFIX_PATH="$prefix;$opencv_prefix" -DOpenCV_DIR="$opencv_prefix/lib/cmake/opencv4" \
+      -DDETFORGE_PYTHON=python3 >/dev/null
+  fi
+  log "building detforge and gpu_test (-j${DETFORGE_JOBS:-2})"
+  cmake --build "$build" -j "${DETFORGE_JOBS:-2}" --target detforge gpu_test
+}
+
+# The libraries `binary` loads that the bundle must carry: not torch's (the host's torch brings
+# them and CUDA's), not the C/C++ runtime (glibc, libstdc++, libgcc_s: the host's).
+bundled_libs() {
+  local torch_lib="$1"
+  shift
+  LD_LIBRARY_PATH="$torch_lib" ldd "$@" | awk '/=> \// {print $3}' | sort -u |
+    grep -v -E "/(torch|nvidia)/|/lib(c|m|dl|rt|pthread|stdc\+\+|gcc_s)\.so|/ld-linux" || true
+}
+
+stage() {
+  local torch_lib commit name dir
+  torch_lib="$("$venv/bin/python" -c 'import os, torch; print(os.path.dirname(torch.__file__))')/lib"
+  commit="$(git -C "$root" rev-parse --short HEAD)"
+  name="detforge-$commit-torch$BUNDLE_TORCH_VERSION-linux-x86_64"
+  dir="$work/stage/$name"
+  rm -rf "$work/stage" && mkdir -p "$dir/bin/libexec" "$dir/lib" "$root/dist"
+  cp "$build/detforge" "$build/tests/gpu_test" "$dir/bin/"
+  cp "$build/libexec/detforge-data" "$build/libexec/detforge-torch" "$dir/bin/libexec/"
+  strip "$dir/bin/detforge" "$dir/bin/gpu_test" "$dir/bin/libexec/"*
+  local missing
+  missing="$(LD_LIBRARY_PATH="$torch_lib" ldd "$dir/bin/libexec/"* "$dir/bin/gpu_test" | grep "not found" || true)"
+  [ -z "$missing" ] || { echo "[bundle] unresolved libraries:" >&2; echo "$missing" >&2; exit 1; }
+  for lib in $(bundled_libs "$torch_lib" "$dir/bin/detforge" "$dir/bin/gpu_test" "$dir/bin/libexec/"*); do
+    cp -L "$lib" "$dir/lib/"
+  done
+  cp -r "$root/configs" "$root/bench" "$dir/"
+  cp "$root/scripts/detforge-run" "$dir/bin/"
+  echo "$BUNDLE_TORCH_VERSION" > "$dir/TORCH_VERSION"
+  tar -C "$work/stage" -czf "$root/dist/$name.tar.gz" "$name"
+  log "dist/$name.tar.gz: $(du -h "$root/dist/$name.tar.gz" | cut -f1); bundled libraries: $(ls "$dir/lib" | tr '\n' ' ')"
+  echo "$root/dist/$name.tar.gz" > "$work/last"
+}
+
+# Runs the tarball as the GPU host would: unpacked elsewhere, no build tree, no Debian
+# libraries beyond the C runtime found through this checkout, torch from a Python.
+check_bundle() {
+  local tarball tmp hidden=()
+  tarball="$(cat "$work/last")"
+  tmp="$(mktemp -d)"
+  tar -C "$tmp" -xzf "$tarball"
+  local run
+  run="$(ls -d "$tmp"/detforge-*)/bin/detforge-run"
+  for d in "$root/build" "$build"; do
+    [ -d "$d" ] && mv "$d" "$d.hidden" && hidden+=("$d")
+  done
+  restore() { for d in "${hidden[@]}"; do mv "$d.hidden" "$d"; done; }
+  trap restore EXIT
+  log "check: running $run from $tmp with the build trees moved away"
+  (
+    cd "$tmp"
+    export DETFORGE_PYTHON="$venv/bin/python"
+    "$run" --version
+    "$run" synth --out data --train 16 --val 8 --size 128
+    cat > quick.yaml <<EOF
+_base_: $(dirname "$run")/../configs/retinanet/synth_r18.yaml
+output_dir: $tmp/run
+data: {root: $tmp/data, min_size: 128, max_size: 128, workers: 1}
+train: {epochs: 1}
+EOF
+    "$run" train --config quick.yaml
+    "$(dirname "$run")/gpu_test" --gtest_brief=1
+  )
+  rm -rf "$tmp"
+  log "check passed"
+}
+
+mkdir -p "$work"
+install_torch
+build_opencv
+build_detforge
+stage
+[ "$check" -eq 0 ] || check_bundle

@@ -1,0 +1,345 @@
+// The CUDA paths, checked against the CPU on the same weights and inputs (label `gpu`; every test
+// skips without a CUDA device). It needs no fixture and no Python, so scripts/bundle.sh carries
+// the binary to an offline GPU host: `bin/detforge-run gpu_test`.
+//
+// Tolerances. fp32 runs with TF32 off (cuDNN and cuBLAS would otherwise round inputs to a 10-bit
+// mantissa, a precision choice rather than a CUDA bug), so CPU and GPU differ only in summation
+// order: 1e-4 relative on losses, 1e-3 on gradient norms. bf16 keeps 8 mantissa bits (relative
+// rounding 2^-9 = 2e-3 per op) and fp16 11 (5e-4); through ~30 layers that compounds to a few
+// percent on the loss, so autocast losses must agree within 5% (bf16) and 2% (fp16). Gradients
+// of the randomly initialised backbone are the noisiest: under bf16 autocast on the CPU the
+// per-parameter cosine with the fp32 gradient is 0.918 at worst (0.999 in the head) and 0.980 for
+// all gradients together, so each parameter's gradient must have cosine > 0.85 and all of them
+// together > 0.95. fp16 keeps 3 more mantissa bits and CUDA accumulates its products in fp32, so
+// it is held to the same bounds (CPU fp16 autocast is no guide: it falls to 0.67). A wrong cast, a
+// lost scale or a gradient the scaler dropped breaks these by far more.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <ATen/Context.h>
+#include <torch/cuda.h>
+#include <torch/torch.h>
+#include <opencv2/core.hpp>
+
+#include "core/errors.h"
+#include "data/dataset.h"
+#include "data/loader.h"
+#include "data/samplers.h"
+#include "data/synthetic.h"
+#include "distributed/dist_env.h"
+#include "distributed/grad_allreduce.h"
+#include "distributed/process_group.h"
+#include "engine/amp.h"
+#include "eval/coco_evaluator.h"
+#include "eval/coco_io.h"
+#include "models/retinanet.h"
+#include "test_util.h"
+
+namespace detforge {
+namespace {
+
+#define SKIP_WITHOUT_CUDA() \
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device"
+
+const torch::Device kCuda("cuda:0");
+
+// TF32 off for the lifetime of the scope (restored after).
+class NoTf32 {
+ public:
+  NoTf32()
+      : cudnn_(at::globalContext().allowTF32CuDNN()),
+        cublas_(at::globalContext().allowTF32CuBLAS()) {
+    at::globalContext().setAllowTF32CuDNN(false);
+    at::globalContext().setAllowTF32CuBLAS(false);
+  }
+  ~NoTf32() {
+    at::globalContext().setAllowTF32CuDNN(cudnn_);
+    at::globalContext().setAllowTF32CuBLAS(cublas_);
+  }
+
+ private:
+  bool cudnn_, cublas_;
+};
+
+models::RetinaNetOptions small_retinanet(bool frozen_bn = false) {
+  models::RetinaNetOptions o(3);
+  models::ResNetOptions backbone("resnet18");
+  backbone.trainable_layers(5);
+  if (!frozen_bn) backbone.norm("gn").norm_groups(16);
+  o.backbone(backbone).fpn_channels(64).head_norm_groups(16);
+  return o;
+}
+
+// Two images of 128x160 with 3 and 1 boxes (labels in [0, 3)).
+Batch make_batch() {
+  torch::manual_seed(7);
+  Batch b;
+  b.images = torch::randn({2, 3, 128, 160});
+  b.image_sizes = {{128, 160}, {120, 150}};
+  b.original_sizes = {{256, 320}, {240, 300}};
+  b.targets.emplace_back(1,
+                         Boxes(torch::tensor({10.f, 12.f, 60.f, 70.f, 80.f, 20.f, 150.f, 100.f,
+                                              30.f, 90.f, 70.f, 125.f})
+                                   .view({3, 4})),
+                         torch::tensor({0, 2, 1}, torch::kInt64));
+  b.targets.emplace_back(2, Boxes(torch::tensor({40.f, 40.f, 100.f, 110.f}).view({1, 4})),
+                         torch::tensor({1}, torch::kInt64));
+  return b;
+}
+
+struct StepResult {
+  std::map<std::string, double> losses;
+  std::vector<torch::Tensor> grads;  // on the CPU, float32, in parameter order
+};
+
+// One training forward + backward of `model` on `batch` (moved to the model's device) under
+// `precision`. fp16 goes through the GradScaler as the trainer does: a step whose scaled
+// gradients overflow is dropped and the scale halved (from 65536 that takes a few tries).
+StepResult train_step(models::Detector& model, const Batch& batch, const torch::Device& device,
+                      engine::Precision precision = engine::Precision::kFloat32,
+                      bool channels_last = false) {
+  model.train();
+  Batch on_device = batch.to(device);
+  if (channels_last)
+    on_device.images = on_device.images.contiguous(torch::MemoryFormat::ChannelsLast);
+  std::vector<torch::Tensor> params;
+  for (const auto& p : model.parameters())
+    if (p.requires_grad()) params.push_back(p);
+  engine::GradScaler scaler(precision == engine::Precision::kFloat16);
+  StepResult r;
+  for (int attempt = 0;; ++attempt) {
+    model.zero_grad();
+    LossDict losses = [&] {
+      engine::AutocastScope autocast(device, precision);
+      return model.forward_train(on_device);
+    }();
+    scaler.scale(losses.total()).backward();
+    for (const auto& key : losses.keys()) r.losses[key] = losses.at(key).item<double>();
+    if (scaler.unscale(params)) break;
+    EXPECT_TRUE(scaler.enabled() && attempt < 16) << "non-finite gradients";
+    if (!scaler.enabled() || attempt >= 16) break;
+    scaler.update(true);
+  }
+  for (const auto& p : params) {
+    EXPECT_TRUE(p.grad().defined());
+    r.grads.push_back(p.grad().detach().to(torch::kCPU, torch::kFloat32));
+  }
+  return r;
+}
+
+std::shared_ptr<models::Detector> on_cuda_copy(const models::Detector& cpu) {
+  auto gpu = cpu.copy();
+  gpu->to(kCuda);
+  return gpu;
+}
+
+void expect_losses_close(const StepResult& a, const StepResult& b, double rel,
+                         const std::string& what) {
+  ASSERT_EQ(a.losses.size(), b.losses.size()) << what;
+  for (const auto& [key, value] : a.losses) {
+    ASSERT_TRUE(std::isfinite(b.losses.at(key))) << what << " " << key;
+    EXPECT_NEAR(b.losses.at(key), value, rel * std::max(1.0, std::abs(value)))
+        << what << " " << key;
+  }
+}
+
+TEST(Gpu, RetinaNetTrainStepFp32MatchesTheCpu) {
+  SKIP_WITHOUT_CUDA();
+  NoTf32 no_tf32;
+  torch::manual_seed(0);
+  models::RetinaNet cpu(small_retinanet());
+  const Batch batch = make_batch();
+  const auto ref = train_step(*cpu, batch, torch::kCPU);
+  auto gpu = on_cuda_copy(*cpu);
+  const auto got = train_step(*gpu, batch, kCuda);
+  expect_losses_close(ref, got, 1e-4, "fp32");
+  ASSERT_EQ(ref.grads.size(), got.grads.size());
+  for (size_t i = 0; i < ref.grads.size(); ++i) {
+    const double scale = std::max(ref.grads[i].norm().item<double>(), 1e-6);
+    EXPECT_LT((got.grads[i] - ref.grads[i]).norm().item<double>() / scale, 1e-3)
+        << "parameter " << i;
+  }
+}
+
+TEST(Gpu, AutocastBf16AndFp16StepsFollowTheFp32Step) {
+  SKIP_WITHOUT_CUDA();
+  torch::manual_seed(0);
+  models::RetinaNet cpu(small_retinanet());
+  const Batch batch = make_batch();
+  const auto ref = train_step(*cpu, batch, torch::kCPU);
+  for (const auto& [precision, rel, min_cosine, name] :
+       {std::tuple{engine::Precision::kBFloat16, 5e-2, 0.85, "bf16"},
+        std::tuple{engine::Precision::kFloat16, 2e-2, 0.85, "fp16"}}) {
+    auto gpu = on_cuda_copy(*cpu);
+    const auto got = train_step(*gpu, batch, kCuda, precision);
+    expect_losses_close(ref, got, rel, name);
+    const auto flat = [](const std::vector<torch::Tensor>& g) {
+      std::vector<torch::Tensor> parts;
+      for (const auto& t : g) parts.push_back(t.flatten());
+      return torch::cat(parts).unsqueeze(0);
+    };
+    EXPECT_GT(
+        torch::nn::functional::cosine_similarity(flat(ref.grads), flat(got.grads)).item<double>(),
+        0.95)
+        << name << ": all gradients together";
+    for (size_t i = 0; i < ref.grads.size(); ++i) {
+      if (ref.grads[i].norm().item<double>() < 1e-8) continue;
+      const double cosine =
+          torch::nn::functional::cosine_similarity(ref.grads[i].flatten().unsqueeze(0),
+                                                   got.grads[i].flatten().unsqueeze(0))
+              .item<double>();
+      EXPECT_GT(cosine, min_cosine) << name << " parameter " << i;
+    }
+  }
+}
+
+TEST(Gpu, ChannelsLastAndFoldedFrozenBnMatchThePlainStep) {
+  SKIP_WITHOUT_CUDA();
+  NoTf32 no_tf32;
+  torch::manual_seed(0);
+  models::RetinaNet plain(small_retinanet(/*frozen_bn=*/true));
+  const Batch batch = make_batch();
+  auto gpu = on_cuda_copy(*plain);
+  const auto ref = train_step(*gpu, batch, kCuda);
+  expect_losses_close(ref, train_step(*gpu, batch, kCuda, engine::Precision::kFloat32, true), 1e-4,
+                      "channels_last");
+  auto fold_options = small_retinanet(true);
+  fold_options.backbone().fold_frozen_bn(true);
+  models::RetinaNet folded(fold_options);
+  torch::NoGradGuard no_grad;
+  const auto source = plain->named_parameters(), source_buffers = plain->named_buffers();
+  for (auto& p : folded->named_parameters()) p.value().copy_(source[p.key()]);
+  for (auto& b : folded->named_buffers()) b.value().copy_(source_buffers[b.key()]);
+  folded->to(kCuda);
+  {
+    torch::AutoGradMode grad(true);
+    expect_losses_close(ref, train_step(*folded, batch, kCuda), 1e-4, "folded frozen BN");
+  }
+}
+
+// Predict on CPU and cuda:0 over the synthetic validation split through the real loader, then
+// evaluate both: same detections, same COCO stats.
+TEST(Gpu, PredictAndEvalOnCudaGiveTheCpuDetections) {
+  SKIP_WITHOUT_CUDA();
+  NoTf32 no_tf32;
+  testing::TempDir dir;
+  data::SynthOptions synth;
+  synth.out_dir = dir.path().string();
+  synth.num_train = 1;
+  synth.num_val = 12;
+  synth.image_size = 160;
+  data::generate_synthetic(synth);
+  data::DatasetOptions d;
+  d.annotation_file = (dir.path() / "annotations" / "instances_val.json").string();
+  d.image_root = (dir.path() / "val").string();
+  auto ds = std::make_shared<const data::CocoDataset>(d);
+  data::SamplerOptions so;
+  so.batch_size = 4;
+  data::LoaderOptions lo;
+  lo.workers = 0;
+  lo.transforms.min_size = {160};
+  lo.transforms.max_size = 160;
+  lo.collate.num_classes = 3;
+  lo.collate.size_divisible = 32;
+  data::DataLoader loader(ds, data::BatchSampler(ds->size(), so), lo);
+
+  torch::manual_seed(0);
+  auto options = small_retinanet();
+  options.prior_prob(0.2);  // scores above the 0.05 threshold from random weights
+  models::RetinaNet cpu(options);
+  cpu->eval();
+  auto gpu = on_cuda_copy(*cpu);
+  gpu->eval();
+  const auto gt = eval::load_ground_truth(d.annotation_file);
+  eval::CocoEvaluator on_cpu(gt, ds->categories().category_ids());
+  eval::CocoEvaluator on_gpu(gt, ds->categories().category_ids());
+  torch::NoGradGuard no_grad;
+  loader.start_epoch(0);
+  int64_t detections = 0;
+  while (auto batch = loader.next()) {
+    const auto a = cpu->predict(*batch);
+    const auto b = gpu->predict(batch->to(kCuda));
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      const auto bb = b[i].to(torch::kCPU);
+      ASSERT_EQ(a[i].size(), bb.size()) << "image " << batch->targets[i].image_id;
+      detections += a[i].size();
+      EXPECT_TRUE(torch::allclose(a[i].scores, bb.scores, 1e-4, 1e-5));
+      EXPECT_TRUE(torch::equal(a[i].labels, bb.labels));
+      EXPECT_TRUE(torch::allclose(a[i].boxes.tensor(), bb.boxes.tensor(), 1e-4, 1e-3));
+    }
+    on_cpu.process(batch->targets, a);
+    on_gpu.process(batch->targets, b);
+  }
+  EXPECT_GT(detections, 0);
+  const auto sa = on_cpu.evaluate().stats, sb = on_gpu.evaluate().stats;
+  ASSERT_EQ(sa.size(), sb.size());
+  for (size_t k = 0; k < sa.size(); ++k) EXPECT_NEAR(sa[k], sb[k], 1e-6) << "stat " << k;
+}
+
+// NCCL through the real process group (a store on a free port, world size 1), and the
+// trainer's gradient sync over it.
+TEST(Gpu, NcclWorldSizeOneThroughTheProcessGroup) {
+  SKIP_WITHOUT_CUDA();
+  dist::DistEnv env;
+  env.source = dist::EnvSource::kTorchrun;
+  env.master_port = testing::free_port();
+  dist::ProcessGroupOptions o;
+  o.backend = dist::BackendKind::kNccl;
+  o.device = kCuda;
+  o.timeout = std::chrono::seconds(60);
+  const auto pg = dist::ProcessGroup::create(env, o);
+  EXPECT_EQ(pg->backend_name(), "nccl");
+  auto t = torch::arange(4, torch::TensorOptions().dtype(torch::kFloat32).device(kCuda));
+  pg->all_reduce(t, dist::ReduceOp::kSum, "gpu test all-reduce");
+  EXPECT_TRUE(torch::equal(t.cpu(), torch::arange(4, torch::kFloat32)));
+  pg->broadcast(t, 0, "gpu test broadcast");
+
+  torch::manual_seed(0);
+  models::RetinaNet model(small_retinanet());
+  model->to(kCuda);
+  const auto step = train_step(*model, make_batch(), kCuda);
+  dist::GradSync sync(pg, *model);
+  sync.sync();
+  size_t i = 0;
+  for (const auto& p : model->parameters()) {
+    if (!p.requires_grad()) continue;
+    EXPECT_TRUE(torch::equal(p.grad().cpu(), step.grads[i++])) << "world size 1 changes nothing";
+  }
+}
+
+// A label equal to C is refused on the host, before any index reaches a CUDA kernel: by the
+// collate guard, and by the detector for batches built by hand; CUDA stays usable.
+TEST(Gpu, ALabelOutOfRangeIsADataErrorNotADeviceAssert) {
+  SKIP_WITHOUT_CUDA();
+  data::Sample s;
+  s.image_id = 42;
+  s.file_name = "bad.jpg";
+  s.image = cv::Mat(64, 64, CV_8UC3, cv::Scalar::all(10));
+  s.original_size = s.image_size = {64, 64};
+  s.boxes = {4, 4, 30, 30};
+  s.labels = {3};
+  s.iscrowd = {0};
+  data::CollateOptions co;
+  co.num_classes = 3;
+  EXPECT_THROW_WITH(data::collate({s}, co), DataError, "image_id=42");
+
+  torch::manual_seed(0);
+  models::RetinaNet model(small_retinanet());
+  model->to(kCuda);
+  Batch bad = make_batch();
+  bad.targets[1].labels = torch::tensor({3}, torch::kInt64);
+  EXPECT_THROW_WITH(model->forward_train(bad.to(kCuda)), DataError, "image_id=2");
+  const auto after = (torch::ones({4}, kCuda) * 2).sum().item<float>();
+  EXPECT_EQ(after, 8.0f) << "CUDA context still usable";
+}
+
+}  // namespace
+}  // namespace detforge
