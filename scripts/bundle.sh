@@ -7,7 +7,7 @@
 #                                host's)
 # Everything it downloads or builds lives in build-bundle/ (git-ignored); a second run reuses it.
 # The tarball holds the three detforge executables, gpu_test, the libraries they load that are
-# neither torch's nor the C/C++ runtime's (OpenCV is built here, static, with only core, imgproc
+# neither torch's nor glibc's (OpenCV is built here, static, with only core, imgproc
 # and imgcodecs: Debian's libopencv pulls in GDAL, poppler and 60 more libraries), configs/,
 # bench/ and a launcher, bin/detforge-run, that puts the host torch's lib/ on the library path.
 set -euo pipefail
@@ -76,18 +76,19 @@ build_detforge() {
   cmake --build "$build" -j "${DETFORGE_JOBS:-2}" --target detforge gpu_test
 }
 
-# The libraries `binary` loads that the bundle must carry: not torch's (the host's torch brings
-# them and CUDA's), not the C/C++ runtime (glibc, libstdc++, libgcc_s: the host's).
+# The libraries the binaries load that the bundle must carry: not torch's (the host's torch brings
+# them and CUDA's), not glibc's (the host's: 2.34 or newer). libstdc++ and libgcc_s travel: GCC 12's
+# are newer than those of RHEL 9, and torch's libraries need only manylinux_2_28's.
 bundled_libs() {
   local torch_lib="$1"
   shift
   LD_LIBRARY_PATH="$torch_lib" ldd "$@" | awk '/=> \// {print $3}' | sort -u |
-    grep -v -E "/(torch|nvidia)/|/lib(c|m|dl|rt|pthread|stdc\+\+|gcc_s)\.so|/ld-linux" || true
+    grep -v -E "/(torch|nvidia)/|/lib(c|m|dl|rt|pthread|util)\.so|/ld-linux" || true
 }
 
 stage() {
   local torch_lib commit name dir
-  torch_lib="$("$venv/bin/python" -c 'import os, torch; print(os.path.dirname(torch.__file__))')/lib"
+  torch_lib="$("$venv/bin/python" -W ignore -c 'import os, torch; print(os.path.dirname(torch.__file__))')/lib"
   commit="$(git -C "$root" rev-parse --short HEAD)"
   name="detforge-$commit-torch$BUNDLE_TORCH_VERSION-linux-x86_64"
   dir="$work/stage/$name"
@@ -109,20 +110,32 @@ stage() {
   echo "$root/dist/$name.tar.gz" > "$work/last"
 }
 
-# Runs the tarball as the GPU host would: unpacked elsewhere, no build tree, no Debian
-# libraries beyond the C runtime found through this checkout, torch from a Python.
+# Build trees moved away during the check (restored on any exit).
+hidden=()
+restore_hidden() {
+  for d in "${hidden[@]}"; do mv "$d.hidden" "$d"; done
+  hidden=()
+}
+trap restore_hidden EXIT
+
+# Runs the tarball as the GPU host would: unpacked elsewhere, no build tree, torch from a Python.
 check_bundle() {
-  local tarball tmp hidden=()
+  local tarball tmp run
   tarball="$(cat "$work/last")"
   tmp="$(mktemp -d)"
   tar -C "$tmp" -xzf "$tarball"
-  local run
   run="$(ls -d "$tmp"/detforge-*)/bin/detforge-run"
   for d in "$root/build" "$build"; do
+    [ ! -e "$d.hidden" ] || { echo "[bundle] $d.hidden exists: move it back to $d first" >&2; exit 1; }
     [ -d "$d" ] && mv "$d" "$d.hidden" && hidden+=("$d")
   done
-  restore() { for d in "${hidden[@]}"; do mv "$d.hidden" "$d"; done; }
-  trap restore EXIT
+  # Every library must resolve into the bundle, the torch or the C/C++ runtime, never into
+  # this machine's /usr/lib (which the GPU host does not have).
+  local torch_lib outside
+  torch_lib="$("$venv/bin/python" -W ignore -c 'import os, torch; print(os.path.dirname(torch.__file__))')/lib"
+  outside="$(bundled_libs "$(dirname "$(dirname "$run")")/lib:$torch_lib" "$(dirname "$run")/detforge" "$(dirname "$run")/gpu_test" \
+    "$(dirname "$run")/libexec/"* | xargs -r realpath -s | grep -v "^$(dirname "$(dirname "$run")")/lib/" || true)"
+  [ -z "$outside" ] || { echo "[bundle] resolved outside the bundle:" >&2; echo "$outside" >&2; exit 1; }
   log "check: running $run from $tmp with the build trees moved away"
   (
     cd "$tmp"
@@ -136,8 +149,9 @@ data: {root: $tmp/data, min_size: 128, max_size: 128, workers: 1}
 train: {epochs: 1}
 EOF
     "$run" train --config quick.yaml
-    "$(dirname "$run")/gpu_test" --gtest_brief=1
+    "$run" gpu_test --gtest_brief=1
   )
+  restore_hidden
   rm -rf "$tmp"
   log "check passed"
 }
