@@ -43,6 +43,7 @@ struct BenchModelArgs {
   int nms_classes = 80;
   std::string python = ".venv/bin/python";
   bool peer = true;
+  std::string device = "cpu";
 };
 
 constexpr const char* kPeerScript = R"PY(
@@ -314,11 +315,17 @@ void add_bench_model(CLI::App& bench) {
       "model",
       "detector train step (and NMS or inference): detforge vs torchvision or transformers");
   cmd->add_option("--model", a->model,
-                  "retinanet_r50_fpn (vs torchvision, with batched NMS), rtdetr_r18vd (vs "
+                  "retinanet_r50_fpn (vs torchvision, with batched NMS), retinanet_x50_mlperf "
+                  "(the MLPerf ResNeXt-50 model, 264 classes; use --size 800), rtdetr_r18vd (vs "
                   "transformers, with inference) or yolov8n / yolov8s (vs Ultralytics, with "
                   "inference)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"retinanet_r50_fpn", "rtdetr_r18vd", "yolov8n", "yolov8s"}));
+      ->check(CLI::IsMember(
+          {"retinanet_r50_fpn", "retinanet_x50_mlperf", "rtdetr_r18vd", "yolov8n", "yolov8s"}));
+  cmd->add_option("--device", a->device,
+                  "cpu or cuda:N; not cpu: the RetinaNet train step in fp32, bf16 and "
+                  "channels_last with peak device memory, beside torchvision on that device")
+      ->capture_default_str();
   cmd->add_option("--threads", a->threads, "intra-op threads for both (0: LibTorch's default)")
       ->capture_default_str();
   cmd->add_option("--batch", a->batch, "images per train step")
@@ -350,7 +357,17 @@ void add_bench_model(CLI::App& bench) {
     }
     const BenchPeerArgs peer{a->model, a->threads, a->batch,  a->size,
                              a->iters, a->warmup,  a->python, a->peer};
-    if (a->model == "rtdetr_r18vd") {
+    if (a->threads > 0) torch::set_num_threads(a->threads);
+    const bool retinanet = a->model.rfind("retinanet", 0) == 0;
+    if (a->device != "cpu" && !retinanet) {
+      throw ConfigError("bench model --device " + a->device +
+                        ": only the RetinaNet models "
+                        "(retinanet_r50_fpn, retinanet_x50_mlperf) run on another device");
+    }
+    if (a->device != "cpu" || a->model == "retinanet_x50_mlperf") {
+      run_bench_device(
+          {a->model, a->device, a->batch, a->size, a->iters, a->warmup, a->python, a->peer});
+    } else if (a->model == "rtdetr_r18vd") {
       run_bench_rtdetr(peer);
     } else if (a->model.rfind("yolov8", 0) == 0) {
       run_bench_yolo(peer);

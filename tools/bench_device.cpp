@@ -1,0 +1,210 @@
+// detforge bench model --device cuda:N (or --model retinanet_x50_mlperf): RetinaNet train step
+// images/s in fp32, bf16 autocast and channels_last, with peak device memory, beside torchvision
+// on the same device, inputs, batch and size in the same run. Both sides build the same model
+// (FrozenBatchNorm2d ResNet-50 or ResNeXt-50 32x4d, 3 trainable stages, P6 from P5), feed
+// normalised tensors (no input transform), run the losses under autocast as a training loop does,
+// and synchronise the device around the timed steps.
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <torch/cuda.h>
+#include <torch/torch.h>
+#include <nlohmann/json.hpp>
+
+#include "bench_inputs.h"
+#include "commands.h"
+#include "core/errors.h"
+#include "core/logging.h"
+#include "engine/amp.h"
+#include "models/retinanet.h"
+#include "models/weights.h"
+
+namespace detforge::tools {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kPeerScript = R"PY(
+import json, sys, time
+import torch, torchvision
+from torchvision.models.detection.backbone_utils import _resnet_fpn_extractor
+from torchvision.models.detection.image_list import ImageList
+from torchvision.models.detection.retinanet import RetinaNet
+from torchvision.ops import misc
+from torchvision.ops.feature_pyramid_network import LastLevelP6P7
+
+inputs, device, arch, classes, iters, warmup, out = sys.argv[1:8]
+classes, iters, warmup = int(classes), int(iters), int(warmup)
+dev = torch.device(device)
+data = torch.load(inputs, weights_only=True)
+images = data["images"].to(dev)
+b = images.size(0)
+targets = [{"boxes": data[f"boxes_{i}"].to(dev), "labels": data[f"labels_{i}"].to(dev)} for i in range(b)]
+body = getattr(torchvision.models, arch)(weights=None, norm_layer=misc.FrozenBatchNorm2d)
+backbone = _resnet_fpn_extractor(body, 3, returned_layers=[2, 3, 4], extra_blocks=LastLevelP6P7(256, 256))
+model = RetinaNet(backbone, classes).to(dev).train()
+sizes = [tuple(images.shape[-2:])] * b
+
+def sync():
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+res = {}
+for name, bf16, channels_last in [("fp32", False, False), ("bf16", True, False),
+                                  ("fp32_cl", False, True), ("bf16_cl", True, True)]:
+    x = images.contiguous(memory_format=torch.channels_last) if channels_last else images
+
+    def step():
+        model.zero_grad(set_to_none=True)
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=bf16):
+            feats = list(model.backbone(x).values())
+            head = model.head(feats)
+            anchors = model.anchor_generator(ImageList(x, sizes), feats)
+            losses = model.compute_loss(targets, head, anchors)
+        sum(losses.values()).backward()
+
+    if dev.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(dev)
+    for _ in range(warmup):
+        step()
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        step()
+    sync()
+    s = (time.perf_counter() - t0) / iters
+    peak = torch.cuda.max_memory_allocated(dev) / 2**20 if dev.type == "cuda" else 0.0
+    res[name] = {"step_s": s, "peak_mib": peak}
+json.dump(res, open(out, "w"))
+)PY";
+
+struct Variant {
+  const char* key;
+  const char* label;
+  bool bf16;
+  bool channels_last;
+};
+
+constexpr Variant kVariants[] = {{"fp32", "fp32", false, false},
+                                 {"bf16", "bf16 autocast", true, false},
+                                 {"fp32_cl", "fp32 channels_last", false, true},
+                                 {"bf16_cl", "bf16 channels_last", true, true}};
+
+struct Measured {
+  double step_s = 0;
+  double peak_mib = 0;
+};
+
+void synchronize(const torch::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
+}
+
+Measured time_variant(models::RetinaNet& model, const Batch& batch, const Variant& v,
+                      const torch::Device& device, const BenchDeviceArgs& a) {
+  Batch input = batch;
+  if (v.channels_last) input.images = input.images.contiguous(torch::MemoryFormat::ChannelsLast);
+  const auto precision = v.bf16 ? engine::Precision::kBFloat16 : engine::Precision::kFloat32;
+  auto step = [&] {
+    model->zero_grad(/*set_to_none=*/true);
+    LossDict losses = [&] {
+      engine::AutocastScope autocast(device, precision);
+      return model->forward_train(input);
+    }();
+    losses.total().backward();
+  };
+  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
+  for (int i = 0; i < a.warmup; ++i) step();
+  synchronize(device);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < a.iters; ++i) step();
+  synchronize(device);
+  Measured m;
+  m.step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / a.iters;
+  if (device.is_cuda()) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+    m.peak_mib =
+        double(
+            stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
+                .peak) /
+        (1024.0 * 1024.0);
+  }
+  return m;
+}
+
+}  // namespace
+
+void run_bench_device(const BenchDeviceArgs& a) {
+  const torch::Device device(a.device);
+  if (device.is_cuda() && !torch::cuda::is_available())
+    throw ConfigError(str("bench model --device ", a.device, ": CUDA is not available"));
+  const bool mlperf = a.model == "retinanet_x50_mlperf";
+  const std::string arch = mlperf ? "resnext50_32x4d" : "resnet50";
+  const int64_t classes = mlperf ? 264 : 91;
+  std::mt19937 rng(0);
+  Batch batch = random_detection_batch(a.batch, a.size, classes, rng);
+  models::NamedTensors saved = {{"images", batch.images}};
+  for (int i = 0; i < a.batch; ++i) {
+    saved.emplace_back("boxes_" + std::to_string(i), batch.targets[size_t(i)].boxes.tensor());
+    saved.emplace_back("labels_" + std::to_string(i), batch.targets[size_t(i)].labels);
+  }
+  batch = batch.to(device);
+
+  models::RetinaNetOptions o(classes);
+  o.backbone(models::ResNetOptions(arch));
+  models::RetinaNet model(o);
+  model->to(device);
+  model->train();
+  std::vector<Measured> ours;
+  for (const auto& v : kVariants) {
+    logging::info(str("detforge: RetinaNet ", arch, " FPN, ", classes,
+                      " classes, train step, batch ", a.batch, " at ", a.size, "x", a.size, " on ",
+                      a.device, ", ", v.label));
+    ours.push_back(time_variant(model, batch, v, device, a));
+  }
+
+  nlohmann::json peer;
+  std::string note;
+  if (a.peer) {
+    const fs::path dir =
+        fs::temp_directory_path() / ("detforge_bench_device_" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    const auto inputs = (dir / "inputs.pth").string();
+    models::write_state_dict(saved, inputs);
+    logging::info("torchvision: same model, inputs and device");
+    peer = run_peer(
+        a.python, dir, kPeerScript,
+        str("'", inputs, "' ", a.device, " ", arch, " ", classes, " ", a.iters, " ", a.warmup),
+        "torchvision", note);
+    if (!peer.is_null()) fs::remove_all(dir);
+  }
+
+  std::printf(
+      "RetinaNet %s FPN, %lld classes, on %s; train step = forward + losses + backward, "
+      "batch %d at %dx%d\n",
+      arch.c_str(), static_cast<long long>(classes), a.device.c_str(), a.batch, a.size, a.size);
+  std::printf("%-20s %12s %12s %9s %12s %12s\n", "images/s", "detforge", "torchvision", "speedup",
+              "peak MiB", "theirs MiB");
+  for (size_t k = 0; k < ours.size(); ++k) {
+    const auto& v = kVariants[k];
+    const double mine = a.batch / ours[k].step_s;
+    if (peer.is_null()) {
+      std::printf("%-20s %12.2f %12s %9s %12.0f %12s\n", v.label, mine, "-", "-", ours[k].peak_mib,
+                  "-");
+      continue;
+    }
+    const auto& p = peer.at(v.key);
+    const double theirs = a.batch / p.at("step_s").get<double>();
+    std::printf("%-20s %12.2f %12.2f %8.2fx %12.0f %12.0f\n", v.label, mine, theirs, mine / theirs,
+                ours[k].peak_mib, p.at("peak_mib").get<double>());
+  }
+  if (!note.empty()) std::printf("%s\n", note.c_str());
+}
+
+}  // namespace detforge::tools
