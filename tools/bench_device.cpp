@@ -11,8 +11,6 @@
 #include <string>
 #include <vector>
 
-#include <unistd.h>
-
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
@@ -107,7 +105,7 @@ void synchronize(const torch::Device& device) {
 }
 
 Measured time_variant(models::RetinaNet& model, const Batch& batch, const Variant& v,
-                      const torch::Device& device, const BenchDeviceArgs& a) {
+                      const torch::Device& device, const BenchPeerArgs& a) {
   Batch input = batch;
   if (v.channels_last) input.images = input.images.contiguous(torch::MemoryFormat::ChannelsLast);
   const auto precision = v.bf16 ? engine::Precision::kBFloat16 : engine::Precision::kFloat32;
@@ -140,7 +138,7 @@ Measured time_variant(models::RetinaNet& model, const Batch& batch, const Varian
 
 }  // namespace
 
-void run_bench_device(const BenchDeviceArgs& a) {
+void run_bench_device(const BenchPeerArgs& a) {
   const torch::Device device(a.device);
   if (device.is_cuda() && !torch::cuda::is_available())
     throw ConfigError(str("bench model --device ", a.device, ": CUDA is not available"));
@@ -172,11 +170,8 @@ void run_bench_device(const BenchDeviceArgs& a) {
   nlohmann::json peer;
   std::string note;
   if (a.peer) {
-    const fs::path dir =
-        fs::temp_directory_path() / ("detforge_bench_device_" + std::to_string(::getpid()));
-    fs::create_directories(dir);
+    const fs::path dir = write_peer_inputs("device", saved);
     const auto inputs = (dir / "inputs.pth").string();
-    models::write_state_dict(saved, inputs);
     logging::info("torchvision: same model, inputs and device");
     peer = run_peer(
         a.python, dir, kPeerScript,

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <random>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -16,6 +18,11 @@ namespace detforge::tools {
 /// `batch` random normalised images of size x size, each with 8 random boxes (labels in
 /// [0, classes)) drawn from `rng`. Seeds torch with 0 for the images.
 Batch random_detection_batch(int batch, int size, int64_t classes, std::mt19937& rng);
+
+/// A fresh folder for a peer run of `bench` (in the temporary directory, named by bench and pid)
+/// holding `tensors` as inputs.pth (a state dict torch.load reads).
+std::filesystem::path write_peer_inputs(
+    const std::string& bench, const std::vector<std::pair<std::string, torch::Tensor>>& tensors);
 
 /// This process's peak resident set (VmHWM) in MiB.
 double peak_rss_mb();

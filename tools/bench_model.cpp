@@ -186,11 +186,8 @@ void run_bench(const BenchModelArgs& a) {
   nlohmann::json peer;
   std::string peer_note;
   if (a.peer) {
-    const fs::path dir =
-        fs::temp_directory_path() / ("detforge_bench_model_" + std::to_string(::getpid()));
-    fs::create_directories(dir);
+    const fs::path dir = write_peer_inputs("model", saved);
     const auto inputs = (dir / "inputs.pth").string(), out = (dir / "peer.json").string();
-    models::write_state_dict(saved, inputs);
     std::ofstream(dir / "peer.py") << kPeerScript;
     logging::info(str("torchvision: same model and inputs, ", threads, " threads"));
     const std::string cmd =
@@ -274,6 +271,14 @@ Batch random_detection_batch(int batch, int size, int64_t classes, std::mt19937&
   return b;
 }
 
+fs::path write_peer_inputs(const std::string& bench, const models::NamedTensors& tensors) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("detforge_bench_" + bench + "_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  models::write_state_dict(tensors, (dir / "inputs.pth").string());
+  return dir;
+}
+
 double peak_rss_mb() {
   std::ifstream in("/proc/self/status");
   std::string line;
@@ -355,8 +360,8 @@ void add_bench_model(CLI::App& bench) {
       throw ConfigError("bench model --python: '" + a->python +
                         "' not found (run from the repository root or pass --python)");
     }
-    const BenchPeerArgs peer{a->model, a->threads, a->batch,  a->size,
-                             a->iters, a->warmup,  a->python, a->peer};
+    const BenchPeerArgs peer{a->model,  a->threads, a->batch, a->size,  a->iters,
+                             a->warmup, a->python,  a->peer,  a->device};
     if (a->threads > 0) torch::set_num_threads(a->threads);
     const bool retinanet = a->model.rfind("retinanet", 0) == 0;
     if (a->device != "cpu" && !retinanet) {
@@ -365,8 +370,7 @@ void add_bench_model(CLI::App& bench) {
                         "(retinanet_r50_fpn, retinanet_x50_mlperf) run on another device");
     }
     if (a->device != "cpu" || a->model == "retinanet_x50_mlperf") {
-      run_bench_device(
-          {a->model, a->device, a->batch, a->size, a->iters, a->warmup, a->python, a->peer});
+      run_bench_device(peer);
     } else if (a->model == "rtdetr_r18vd") {
       run_bench_rtdetr(peer);
     } else if (a->model.rfind("yolov8", 0) == 0) {

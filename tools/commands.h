@@ -37,21 +37,13 @@ struct BenchPeerArgs {
   int warmup = 2;
   std::string python;
   bool peer = true;
+  /// cpu or cuda:N (run_bench_device only).
+  std::string device = "cpu";
 };
 /// `bench model --device D` (or --model retinanet_x50_mlperf): RetinaNet train step images/s in
 /// fp32, bf16 and channels_last with peak device memory, beside torchvision on D
 /// (tools/bench_device.cpp).
-struct BenchDeviceArgs {
-  std::string model;
-  std::string device = "cpu";
-  int batch = 2;
-  int size = 512;
-  int iters = 5;
-  int warmup = 2;
-  std::string python;
-  bool peer = true;
-};
-void run_bench_device(const BenchDeviceArgs& args);
+void run_bench_device(const BenchPeerArgs& args);
 void run_bench_rtdetr(const BenchPeerArgs& args);
 void run_bench_yolo(const BenchPeerArgs& args);
 
