@@ -21,11 +21,13 @@ std::vector<std::string> split_lines(const std::string& text) {
   return out;
 }
 
+}  // namespace
+
 // Every rank must sync the same parameters, or the buckets pair up different tensors.
-void check_layout(ProcessGroup& pg, const std::vector<std::string>& names,
-                  const std::vector<torch::Tensor>& params) {
+void check_same_params(ProcessGroup& pg, const TrainableParams& trainable) {
   std::string layout;
-  for (size_t i = 0; i < params.size(); ++i) layout += layout_entry(names[i], params[i]) + "\n";
+  for (size_t i = 0; i < trainable.params.size(); ++i)
+    layout += layout_entry(trainable.names[i], trainable.params[i]) + "\n";
   const auto hash = static_cast<int64_t>(fnv1a64(layout));
   const auto mine =
       torch::full({1}, hash, torch::TensorOptions().dtype(torch::kInt64).device(pg.device()));
@@ -49,7 +51,43 @@ void check_layout(ProcessGroup& pg, const std::vector<std::string>& names,
                       ". Every rank must build the same model from the same config"));
 }
 
-}  // namespace
+TrainableParams trainable_params(const torch::nn::Module& module) {
+  TrainableParams out;
+  for (const auto& item : module.named_parameters(/*recurse=*/true)) {
+    if (!item.value().requires_grad()) continue;
+    out.names.push_back(item.key());
+    out.params.push_back(item.value());
+  }
+  return out;
+}
+
+void broadcast_from_main(ProcessGroup& pg, const std::vector<torch::Tensor>& tensors,
+                         int64_t bucket_bytes, const std::string& what) {
+  torch::NoGradGuard no_grad;
+  for (const auto& bucket : plan_buckets(tensors, bucket_bytes)) {
+    std::vector<torch::Tensor> parts;
+    for (const size_t i : bucket.params) parts.push_back(tensors[i].detach().reshape({-1}));
+    auto flat = torch::cat(parts);
+    pg.broadcast(flat, /*root=*/0, what);
+    int64_t offset = 0;
+    for (const size_t i : bucket.params) {
+      const auto& t = tensors[i];
+      t.detach().view({-1}).copy_(flat.narrow(0, offset, t.numel()));
+      offset += t.numel();
+    }
+  }
+}
+
+void broadcast_module_from_main(ProcessGroup& pg, const torch::nn::Module& module,
+                                int64_t bucket_bytes) {
+  broadcast_from_main(pg, module.parameters(/*recurse=*/true), bucket_bytes,
+                      "parameter broadcast from rank 0");
+  std::vector<torch::Tensor> buffers;
+  for (const auto& b : module.buffers(/*recurse=*/true)) {
+    if (b.defined() && b.numel() > 0) buffers.push_back(b);
+  }
+  broadcast_from_main(pg, buffers, bucket_bytes, "buffer broadcast from rank 0");
+}
 
 std::vector<GradBucket> plan_buckets(const std::vector<torch::Tensor>& params,
                                      int64_t bucket_bytes) {
@@ -90,18 +128,12 @@ std::string GradCoverage::to_string() const {
 
 GradSync::GradSync(std::shared_ptr<ProcessGroup> pg, const torch::nn::Module& module,
                    GradSyncOptions options)
-    : pg_(std::move(pg)), options_(options) {
+    : pg_(std::move(pg)), module_(module), options_(options) {
   TORCH_CHECK(pg_ != nullptr, "GradSync: process group must not be null");
-  for (const auto& item : module.named_parameters(/*recurse=*/true)) {
-    if (!item.value().requires_grad()) continue;
-    names_.push_back(item.key());
-    params_.push_back(item.value());
-  }
-  for (const auto& item : module.named_buffers(/*recurse=*/true)) {
-    buffer_names_.push_back(item.key());
-    buffers_.push_back(item.value());
-  }
-  check_layout(*pg_, names_, params_);
+  auto trainable = trainable_params(module);
+  check_same_params(*pg_, trainable);
+  names_ = std::move(trainable.names);
+  params_ = std::move(trainable.params);
   buckets_ = plan_buckets(params_, options_.bucket_bytes);
   for (const auto& b : buckets_) {
     flat_.push_back(
@@ -117,28 +149,7 @@ int64_t GradSync::bytes() const {
 }
 
 void GradSync::broadcast_from_main() {
-  torch::NoGradGuard no_grad;
-  auto broadcast_all = [&](const std::vector<torch::Tensor>& tensors, const std::string& what) {
-    // Broadcast in the same buckets as the gradients (all tensors here, trainable or not).
-    for (const auto& bucket : plan_buckets(tensors, options_.bucket_bytes)) {
-      std::vector<torch::Tensor> parts;
-      for (const size_t i : bucket.params) parts.push_back(tensors[i].detach().reshape({-1}));
-      auto flat = torch::cat(parts);
-      pg_->broadcast(flat, /*root=*/0, what);
-      int64_t offset = 0;
-      for (const size_t i : bucket.params) {
-        auto& t = tensors[i];
-        t.detach().view({-1}).copy_(flat.narrow(0, offset, t.numel()));
-        offset += t.numel();
-      }
-    }
-  };
-  broadcast_all(params_, "parameter broadcast from rank 0");
-  std::vector<torch::Tensor> defined_buffers;
-  for (const auto& b : buffers_) {
-    if (b.defined() && b.numel() > 0) defined_buffers.push_back(b);
-  }
-  broadcast_all(defined_buffers, "buffer broadcast from rank 0");
+  broadcast_module_from_main(*pg_, module_, options_.bucket_bytes);
 }
 
 const GradCoverage& GradSync::sync(const std::string& what) {

@@ -36,6 +36,26 @@ struct GradBucket {
 std::vector<GradBucket> plan_buckets(const std::vector<torch::Tensor>& params,
                                      int64_t bucket_bytes);
 
+/// What every gradient engine syncs: the parameters of a module that require grad, in
+/// registration order, with their names.
+struct TrainableParams {
+  std::vector<std::string> names;
+  std::vector<torch::Tensor> params;
+};
+TrainableParams trainable_params(const torch::nn::Module& module);
+
+/// Collective: every rank compares a hash of its (name, dtype, shape) list; a mismatch throws
+/// DistError naming the first parameter where each rank differs from rank 0.
+void check_same_params(ProcessGroup& pg, const TrainableParams& trainable);
+
+/// Collective: copies rank 0's `tensors` to every rank, in flat buckets of at most
+/// `bucket_bytes`. `what` names the broadcast in errors.
+void broadcast_from_main(ProcessGroup& pg, const std::vector<torch::Tensor>& tensors,
+                         int64_t bucket_bytes, const std::string& what);
+/// Collective: rank 0's parameters and buffers (all of them, trainable or not) on every rank.
+void broadcast_module_from_main(ProcessGroup& pg, const torch::nn::Module& module,
+                                int64_t bucket_bytes);
+
 /// Parameters that had no gradient at the last sync. `missing` differs between ranks when a
 /// branch ran on some ranks only; those were sent as zeros.
 struct GradCoverage {
@@ -54,14 +74,12 @@ struct GradCoverage {
 
 class GradSync {
  public:
-  /// Syncs module.named_parameters() that require grad, in registration order. Collective:
-  /// every rank compares a hash of its (name, dtype, shape) list; a mismatch throws DistError
-  /// naming the first parameter where each rank differs from rank 0.
+  /// Syncs trainable_params(module). Collective: check_same_params.
   GradSync(std::shared_ptr<ProcessGroup> pg, const torch::nn::Module& module,
            GradSyncOptions options = {});
 
-  /// Copies rank 0's parameters and buffers (all of them, requires_grad or not) to every
-  /// rank, bucketed like the gradients. Collective; call once before the first step.
+  /// broadcast_module_from_main with this sync's bucket size. Collective; call once before
+  /// the first step.
   void broadcast_from_main();
 
   /// After backward: every synced gradient becomes the mean over ranks (sum / world_size).
@@ -79,10 +97,9 @@ class GradSync {
 
  private:
   std::shared_ptr<ProcessGroup> pg_;
+  const torch::nn::Module& module_;
   std::vector<std::string> names_;
   std::vector<torch::Tensor> params_;
-  std::vector<std::string> buffer_names_;
-  std::vector<torch::Tensor> buffers_;
   GradSyncOptions options_;
   std::vector<GradBucket> buckets_;
   std::vector<torch::Tensor> flat_;  // one persistent flat tensor per bucket

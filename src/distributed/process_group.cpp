@@ -5,6 +5,7 @@
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/util/Logging.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #ifdef USE_C10D_NCCL
@@ -23,6 +24,7 @@ struct ProcessGroup::Impl {
   torch::Device device = torch::kCPU;
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::Backend> backend;
+  c10::intrusive_ptr<c10d::ProcessGroup> c10d_group;  // built by c10d_group()
   std::string failure;  // first failure; later collectives refuse to run
 
   std::string where() const { return str("[rank ", env.rank, "/", env.world_size, "]"); }
@@ -37,7 +39,10 @@ constexpr std::chrono::milliseconds kWaitMargin{3000};
 
 std::string first_line(const std::string& text, size_t limit = 400) {
   std::string line = text.substr(0, text.find('\n'));
-  if (line.size() > limit) line = line.substr(0, limit) + "...";
+  if (line.size() > limit) {
+    line.resize(limit);
+    line.append("...");
+  }
   return line;
 }
 
@@ -285,6 +290,17 @@ void check_tensor(const ProcessGroup& pg, const torch::Tensor& t, const std::str
               pg.backend_name(), "), got ", t.device());
 }
 
+DistError fail(ProcessGroup::Impl& impl, const std::string& what, const std::exception& e,
+               Clock::time_point started) {
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
+  const std::string msg = message_of(e);
+  impl.failure =
+      str(impl.where(), " ", what, " failed after ", ms, " ms (collective timeout ",
+          impl.timeout.count(), " ms): ", diagnose(msg), " [", impl.backend_name, ": ", msg, "]");
+  return DistError(impl.failure);
+}
+
 // Waits for every work; the first failure becomes a DistError and poisons the group.
 void finish(ProcessGroup::Impl& impl, std::vector<c10::intrusive_ptr<c10d::Work>> works,
             const std::string& what, Clock::time_point started) {
@@ -295,13 +311,7 @@ void finish(ProcessGroup::Impl& impl, std::vector<c10::intrusive_ptr<c10d::Work>
             str("timeout after ", (impl.timeout + kWaitMargin).count(), " ms"));
       }
     } catch (const std::exception& e) {
-      const auto ms =
-          std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
-      const std::string msg = message_of(e);
-      impl.failure = str(impl.where(), " ", what, " failed after ", ms, " ms (collective timeout ",
-                         impl.timeout.count(), " ms): ", diagnose(msg), " [", impl.backend_name,
-                         ": ", msg, "]");
-      throw DistError(impl.failure);
+      throw fail(impl, what, e, started);
     }
   }
 }
@@ -381,6 +391,25 @@ void ProcessGroup::barrier(const std::string& what) {
   // An all-reduce rather than the backend's barrier: NCCL's needs device ids, Gloo's does not.
   auto token = torch::zeros({1}, torch::TensorOptions().dtype(torch::kFloat32).device(device()));
   all_reduce(token, ReduceOp::kSum, what);
+}
+
+c10::intrusive_ptr<c10d::ProcessGroup> ProcessGroup::c10d_group() {
+  if (!impl_->backend) return {};
+  if (!impl_->c10d_group) {
+    const bool nccl = impl_->backend_name == "nccl";
+    const auto type =
+        nccl ? c10d::ProcessGroup::BackendType::NCCL : c10d::ProcessGroup::BackendType::GLOO;
+    auto group = c10::make_intrusive<c10d::ProcessGroup>(impl_->store, rank(), world_size());
+    group->setDefaultBackend(type);
+    group->setBackend(nccl ? c10::DeviceType::CUDA : c10::DeviceType::CPU, type, impl_->backend);
+    impl_->c10d_group = std::move(group);
+  }
+  return impl_->c10d_group;
+}
+
+DistError ProcessGroup::failure(const std::string& what, const std::exception& error,
+                                std::chrono::steady_clock::time_point started) {
+  return fail(*impl_, what, error, started);
 }
 
 }  // namespace detforge::dist

@@ -12,7 +12,12 @@
 
 #include <torch/torch.h>
 
+#include "core/errors.h"
 #include "distributed/dist_env.h"
+
+namespace c10d {
+class ProcessGroup;
+}  // namespace c10d
 
 namespace detforge::dist {
 
@@ -88,6 +93,15 @@ class ProcessGroup {
   std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor, const std::string& what);
   /// Returns when every rank has called it.
   void barrier(const std::string& what);
+
+  /// This group as c10d sees it, for an engine that starts collectives itself (c10d::Reducer):
+  /// the same store, ranks and backend. Built on first use; nullptr when not launched.
+  c10::intrusive_ptr<c10d::ProcessGroup> c10d_group();
+  /// For such an engine: a collective it started, named `what` and started at `started`,
+  /// failed with `error`. Marks the group failed, as the collectives above do, and returns the
+  /// DistError to throw, naming the rank, the operation and the likely cause.
+  DistError failure(const std::string& what, const std::exception& error,
+                    std::chrono::steady_clock::time_point started);
 
   struct Impl;
 

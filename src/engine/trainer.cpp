@@ -14,7 +14,7 @@
 #include "core/errors.h"
 #include "core/logging.h"
 #include "distributed/collectives.h"
-#include "distributed/grad_allreduce.h"
+#include "distributed/ddp_sync.h"
 #include "distributed/loss_reducer.h"
 #include "engine/build.h"
 #include "engine/checkpoint.h"
@@ -87,6 +87,13 @@ class Trainer {
   void log_step(int64_t epoch, const dist::ReducedLosses& losses);
   void log_augmentation(int64_t epoch);
   void mlperf_header();
+  void zero_grad() {
+    if (ddp_) {
+      ddp_->zero_grad();
+    } else {
+      r_.optimizer->zero_grad();
+    }
+  }
 
   Run& r_;
   const TrainerOptions& o_;
@@ -95,7 +102,7 @@ class Trainer {
   std::vector<torch::Tensor> params_;
   std::unique_ptr<ModelEma> ema_;
   std::unique_ptr<GradScaler> scaler_;
-  std::unique_ptr<dist::GradSync> grad_sync_;
+  std::unique_ptr<dist::DdpSync> ddp_;
   std::unique_ptr<dist::LossReducer> reducer_;
   MetricsFile metrics_;
   TrainProgress progress_;
@@ -123,10 +130,11 @@ Trainer::Trainer(Run& run, const std::string& resume, TrainHooks hooks)
   scaler_ = std::make_unique<GradScaler>(o_.precision == Precision::kFloat16);
   reducer_ = std::make_unique<dist::LossReducer>(r_.pg, r_.model->loss_keys());
   if (pg_.world_size() > 1) {
-    dist::GradSyncOptions gso;
-    gso.bucket_bytes = o_.dist_bucket_mb * 1024 * 1024;
-    grad_sync_ = std::make_unique<dist::GradSync>(r_.pg, *r_.model, gso);
-    grad_sync_->broadcast_from_main();
+    dist::DdpSyncOptions ddp;
+    ddp.bucket_bytes = o_.dist_bucket_mb * 1024 * 1024;
+    ddp.find_unused = o_.dist_find_unused;
+    ddp_ = std::make_unique<dist::DdpSync>(r_.pg, *r_.model, ddp);
+    ddp_->broadcast_from_main();
   }
   if (r_.ema_model) ema_ = std::make_unique<ModelEma>(r_.ema_model, *r_.model, o_.ema_options);
 
@@ -197,6 +205,10 @@ bool Trainer::train_epoch(int64_t epoch) {
     epoch_dropped_boxes_ += batch->dropped_boxes;
     epoch_emptied_images_ += batch->emptied_images;
     Batch on_device = batch->to(r_.device);
+    // The last micro-step of an optimizer step all-reduces the gradients; the others only
+    // accumulate them (DDP's no_sync).
+    const bool syncs = micro_in_step_ + 1 == o_.accumulate;
+    if (ddp_ && syncs) ddp_->before_forward();
     if (o_.channels_last)
       on_device.images = on_device.images.contiguous(torch::MemoryFormat::ChannelsLast);
     LossDict losses = [&] {
@@ -216,7 +228,7 @@ bool Trainer::train_epoch(int64_t epoch) {
           "non-finite loss at epoch ", epoch, " step ", progress_.step, " (", reduced.to_string(),
           local.empty() ? "" : "; non-finite here: " + c10::Join(", ", local), "): step skipped, ",
           progress_.nonfinite_in_row, " in a row"));
-      r_.optimizer->zero_grad();
+      zero_grad();
       micro_in_step_ = 0;
       if (progress_.nonfinite_in_row >= o_.max_nonfinite_steps) {
         throw TrainingError(detforge::str(
@@ -226,7 +238,13 @@ bool Trainer::train_epoch(int64_t epoch) {
       }
       continue;
     }
-    scaler_->scale(losses.total() / static_cast<double>(o_.accumulate)).backward();
+    const auto scaled = scaler_->scale(losses.total() / static_cast<double>(o_.accumulate));
+    if (ddp_) {
+      ddp_->backward(scaled, syncs,
+                     detforge::str("gradient all-reduce (step ", progress_.step, ")"));
+    } else {
+      scaled.backward();
+    }
     if (++micro_in_step_ < o_.accumulate) continue;
     micro_in_step_ = 0;
     if (optimizer_step(epoch)) {
@@ -267,8 +285,6 @@ void Trainer::log_augmentation(int64_t epoch) {
 }
 
 bool Trainer::optimizer_step(int64_t epoch) {
-  if (grad_sync_)
-    grad_sync_->sync(detforge::str("gradient all-reduce (step ", progress_.step, ")"));
   // Gradients are identical on every rank after the sync, so this check agrees across ranks.
   const bool finite = scaler_->unscale(params_);
   scaler_->update(!finite);
@@ -278,7 +294,7 @@ bool Trainer::optimizer_step(int64_t epoch) {
     logging::warn(detforge::str(
         "non-finite gradient at epoch ", epoch, " step ", progress_.step, ": step skipped",
         scaler_->enabled() ? detforge::str(", loss scale now ", scaler_->current_scale()) : ""));
-    r_.optimizer->zero_grad();
+    zero_grad();
     if (!scaler_->enabled() && progress_.nonfinite_in_row >= o_.max_nonfinite_steps) {
       throw TrainingError(detforge::str("gradients were non-finite for ",
                                         progress_.nonfinite_in_row,
@@ -289,7 +305,7 @@ bool Trainer::optimizer_step(int64_t epoch) {
   if (o_.clip_grad_norm > 0) clip_grad_norm(params_, o_.clip_grad_norm);
   set_lr(*r_.optimizer, r_.schedule->lr_at(progress_.step), r_.lr_multipliers);
   r_.optimizer->step();
-  r_.optimizer->zero_grad();
+  zero_grad();
   if (ema_) ema_->update(*r_.model);
   ++progress_.step;
   progress_.ema_updates = ema_ ? ema_->updates() : 0;

@@ -67,10 +67,12 @@ struct TrainerOptions {
   double warmup_epochs = -1;
   std::vector<double> milestone_epochs;
   MlperfOptions mlperf;
-  /// Distributed: backend (auto | gloo | nccl), collective timeout, gradient bucket size.
+  /// Distributed: backend (auto | gloo | nccl), collective timeout, gradient bucket size, and
+  /// whether the gradient engine looks for parameters a step leaves unused (dist::DdpSync).
   dist::BackendKind dist_backend = dist::BackendKind::kAuto;
   double dist_timeout_s = 600;
   int64_t dist_bucket_mb = 25;
+  bool dist_find_unused = false;
 };
 
 /// Result of a run, for the CLI and tests.

@@ -2,12 +2,16 @@
 // (tests/distributed/distributed_test.cpp), started by `detforge launch`, by `torchrun
 // --no-python`, by hand with RANK=... variables, or alone as one process. A model of four Linear
 // layers with a detector's loss shape (cls, box and a denoising-like term that only exists where
-// there is foreground) trains a few SGD steps through GradSync and LossReducer. Scenarios inject
-// one fault on the last rank at step 2.
+// there is foreground) trains a few SGD steps through a gradient engine (DdpSync, or GradSync
+// with --sync buckets) and LossReducer. Scenarios inject one fault on the last rank at step 2.
 //
 //   dist_worker --scenario S [--steps N] [--out DIR] [--timeout-ms T] [--stop-at K]
-//               [--empty-steps E] [--bucket-bytes B]
-// Scenarios: train, nan, keys-extra, keys-missing, keys-startup, throw-before, stall, kill.
+//               [--empty-steps E] [--bucket-bytes B] [--sync ddp|buckets] [--find-unused 0|1]
+//               [--fixed-schema 0|1] [--accumulate A]
+// Scenarios: train, nan, keys-extra, keys-missing, keys-startup, params-startup, throw-before,
+// stall, stall-backward, kill. --fixed-schema 1 keeps dn in the graph on a rank without foreground
+// (as RT-DETR's dummy denoising group does); --accumulate A sums A micro-batches per step, syncing
+// only the last one.
 // With --out DIR, rank r writes its final parameters as raw float32 to DIR/weights_rank<r>.bin.
 #include <signal.h>
 
@@ -25,6 +29,7 @@
 #include "core/errors.h"
 #include "core/logging.h"
 #include "distributed/collectives.h"
+#include "distributed/ddp_sync.h"
 #include "distributed/dist_env.h"
 #include "distributed/grad_allreduce.h"
 #include "distributed/loss_reducer.h"
@@ -47,6 +52,10 @@ struct Args {
   int stop_at = -1;
   int empty_steps = 3;
   int64_t bucket_bytes = 256;
+  std::string sync = "ddp";
+  bool find_unused = true;
+  bool fixed_schema = false;
+  int accumulate = 1;
 };
 
 Args parse_args(int argc, char** argv) {
@@ -69,6 +78,14 @@ Args parse_args(int argc, char** argv) {
       a.empty_steps = std::stoi(value);
     else if (flag == "--bucket-bytes")
       a.bucket_bytes = std::stoll(value);
+    else if (flag == "--sync")
+      a.sync = value;
+    else if (flag == "--find-unused")
+      a.find_unused = value == "1";
+    else if (flag == "--fixed-schema")
+      a.fixed_schema = value == "1";
+    else if (flag == "--accumulate")
+      a.accumulate = std::stoi(value);
     else
       throw ConfigError(str("dist_worker: unknown flag ", flag));
   }
@@ -89,12 +106,13 @@ struct Shard {
   torch::Tensor x, labels, boxes;
 };
 
-// The global batch of `step` is the same for every world size; rank r takes rows
-// [r*8/W, (r+1)*8/W). Rows 0 and 1 are always foreground (so the normaliser stays >= world
-// size); during the first `empty_steps` steps the last half of the batch has no foreground,
-// which is the whole shard of the last rank with two ranks.
-Shard make_shard(int step, int rank, int world, int empty_steps) {
-  auto gen = at::detail::createCPUGenerator(/*seed_in=*/1000 + static_cast<uint64_t>(step));
+// The global batch of `step` (micro-batch `micro` of it) is the same for every world size; rank r
+// takes rows [r*8/W, (r+1)*8/W). Rows 0 and 1 are always foreground (so the normaliser stays >=
+// world size); during the first `empty_steps` steps the last half of the batch has no
+// foreground, which is the whole shard of the last rank with two ranks.
+Shard make_shard(int step, int micro, int rank, int world, int empty_steps) {
+  auto gen = at::detail::createCPUGenerator(/*seed_in=*/1000 + static_cast<uint64_t>(step) +
+                                            100000 * static_cast<uint64_t>(micro));
   auto x = torch::randn({kGlobalBatch, 4}, gen);
   auto labels = (torch::rand({kGlobalBatch}, gen) > 0.4).to(torch::kFloat32);
   auto boxes = torch::rand({kGlobalBatch, 4}, gen);
@@ -105,7 +123,7 @@ Shard make_shard(int step, int rank, int world, int empty_steps) {
           boxes.narrow(0, rank * per, per)};
 }
 
-LossDict forward(Net& net, dist::ProcessGroup& pg, const Shard& s) {
+LossDict forward(Net& net, dist::ProcessGroup& pg, const Shard& s, bool fixed_schema) {
   const auto h = torch::relu(net->trunk(s.x));
   const auto logits = net->cls(h).squeeze(1);
   const auto box_all = net->box(h);
@@ -124,9 +142,10 @@ LossDict forward(Net& net, dist::ProcessGroup& pg, const Shard& s) {
     losses.set("loss_box", (box_all.index({fg}) - s.boxes.index({fg})).abs().sum() / norm);
     losses.set("loss_dn", (net->dn(h.index({fg})) - 0.5 * s.boxes.index({fg})).abs().sum() / norm);
   } else {
-    // No foreground on this rank: same keys, zeros kept in the graph; dn gets no gradient here.
+    // No foreground on this rank: same keys, zeros kept in the graph; dn gets no gradient here
+    // unless the schema is fixed (a zero term through dn, as RT-DETR's dummy denoising group).
     losses.set("loss_box", graph_zero(box_all));
-    losses.set("loss_dn", graph_zero(box_all));
+    losses.set("loss_dn", graph_zero(fixed_schema ? net->dn(h) : box_all));
   }
   return losses;
 }
@@ -160,54 +179,112 @@ void run(const Args& a) {
 
   torch::manual_seed(1234 + rank);  // different on purpose: the broadcast must fix it
   Net net;
-  dist::GradSyncOptions sync_options;
-  sync_options.bucket_bytes = a.bucket_bytes;
-  dist::GradSync sync(pg, *net, sync_options);
-  sync.broadcast_from_main();
-  say(str("buckets ", sync.buckets().size()));
+  if (a.scenario == "params-startup" && faulty)
+    net->register_parameter("extra", torch::zeros({2}));  // own parameters come first: index 0
+  std::unique_ptr<dist::GradSync> bucketed;
+  std::unique_ptr<dist::DdpSync> ddp;
+  if (a.sync != "ddp" && a.sync != "buckets")
+    throw ConfigError(str("dist_worker: --sync ", a.sync, " is not ddp or buckets"));
+  if (env.launched() && a.sync == "buckets") {
+    dist::GradSyncOptions o;
+    o.bucket_bytes = a.bucket_bytes;
+    bucketed = std::make_unique<dist::GradSync>(pg, *net, o);
+    bucketed->broadcast_from_main();
+    say(str("buckets ", bucketed->buckets().size()));
+  } else if (env.launched()) {
+    dist::DdpSyncOptions o;
+    o.bucket_bytes = o.first_bucket_bytes = a.bucket_bytes;
+    o.find_unused = a.find_unused;
+    ddp = std::make_unique<dist::DdpSync>(pg, *net, o);
+    ddp->broadcast_from_main();
+    say(str("buckets ", ddp->buckets().size()));
+  }
   auto keys = kKeys;
   if (a.scenario == "keys-startup" && faulty) keys.push_back("loss_extra");
   dist::LossReducer reducer(pg, keys);
   torch::optim::SGD optimizer(net->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  auto zero_grad = [&] {
+    if (ddp) {
+      ddp->zero_grad();
+    } else {
+      optimizer.zero_grad();
+    }
+  };
 
   for (int step = 0; step < a.steps; ++step) {
-    optimizer.zero_grad();
-    const auto shard = make_shard(step, rank, world, a.empty_steps);
-    LossDict losses = forward(net, *pg, shard);
-    if (faulty && step == kFaultStep) {
-      if (a.scenario == "nan") {
-        losses.set("loss_cls", losses.at("loss_cls") * std::numeric_limits<float>::quiet_NaN());
-      } else if (a.scenario == "keys-extra") {
-        LossDict other({"loss_cls", "loss_box", "loss_dn", "loss_extra"});
-        for (const auto& k : kKeys) other.set(k, losses.at(k));
-        other.set("loss_extra", graph_zero(losses.at("loss_cls")));
-        losses = other;
-      } else if (a.scenario == "keys-missing") {
-        LossDict partial(kKeys);
-        partial.set("loss_cls", losses.at("loss_cls"));
-        partial.set("loss_box", losses.at("loss_box"));
-        losses = partial;
-      } else if (a.scenario == "throw-before") {
-        losses.set("loss_extra", losses.at("loss_cls"));  // unknown key: throws, never reduces
-      } else if (a.scenario == "stall") {
-        std::this_thread::sleep_for(
-            std::chrono::milliseconds(a.timeout_ms + 1500));  // past the peers' timeout
-      } else if (a.scenario == "kill") {
-        ::raise(SIGKILL);
+    zero_grad();
+    bool skipped = false;
+    for (int micro = 0; micro < a.accumulate && !skipped; ++micro) {
+      const bool syncs = micro + 1 == a.accumulate;
+      if (ddp && syncs) ddp->before_forward();
+      const auto shard = make_shard(step, micro, rank, world, a.empty_steps);
+      LossDict losses = forward(net, *pg, shard, a.fixed_schema);
+      const bool fault = faulty && step == kFaultStep && micro == 0;
+      if (fault) {
+        if (a.scenario == "nan") {
+          losses.set("loss_cls", losses.at("loss_cls") * std::numeric_limits<float>::quiet_NaN());
+        } else if (a.scenario == "keys-extra") {
+          LossDict other({"loss_cls", "loss_box", "loss_dn", "loss_extra"});
+          for (const auto& k : kKeys) other.set(k, losses.at(k));
+          other.set("loss_extra", graph_zero(losses.at("loss_cls")));
+          losses = other;
+        } else if (a.scenario == "keys-missing") {
+          LossDict partial(kKeys);
+          partial.set("loss_cls", losses.at("loss_cls"));
+          partial.set("loss_box", losses.at("loss_box"));
+          losses = partial;
+        } else if (a.scenario == "throw-before") {
+          losses.set("loss_extra", losses.at("loss_cls"));  // unknown key: throws, never reduces
+        } else if (a.scenario == "stall") {
+          std::this_thread::sleep_for(
+              std::chrono::milliseconds(a.timeout_ms + 1500));  // past the peers' timeout
+        } else if (a.scenario == "kill") {
+          ::raise(SIGKILL);
+        }
       }
+      const auto reduced = reducer.reduce(losses, step);
+      const bool local_finite = losses.nonfinite_keys().empty();
+      if (dist::any_true(*pg, !local_finite, "non-finite loss decision")) {
+        say(str("step ", step, " skipped: non-finite loss on some rank (finite here: ",
+                local_finite ? "yes" : "no", ", reduced: ", reduced.to_string(), ")"));
+        zero_grad();
+        skipped = true;
+        break;
+      }
+      auto total = losses.total() / static_cast<double>(a.accumulate);
+      if (fault && a.scenario == "stall-backward") {
+        // Inside backward, before any gradient is ready: the peers wait in the bucket
+        // all-reduce past their timeout.
+        total.register_hook([&](const torch::Tensor& g) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(a.timeout_ms + 1500));
+          return g;
+        });
+      }
+      const std::string what = str("gradient all-reduce (step ", step, ")");
+      const dist::GradCoverage* coverage = nullptr;
+      if (ddp) {
+        coverage = &ddp->backward(total, syncs, what);
+      } else {
+        total.backward();
+        if (bucketed && syncs) coverage = &bucketed->sync(what);
+      }
+      if (syncs && coverage && !coverage->complete())
+        say(str("step ", step, " coverage: ", coverage->to_string()));
+      if (world > 1 && a.accumulate > 1) {
+        double sum = 0;
+        for (const auto& p : net->parameters()) {
+          if (p.grad().defined()) sum += p.grad().to(torch::kFloat64).abs().sum().item<double>();
+        }
+        const auto all = pg->all_gather(torch::full({1}, sum, torch::kFloat64), "grad check");
+        bool same = true;
+        for (const auto& v : all) same = same && v.item<double>() == sum;
+        say(str("step ", step, " micro-step ", micro, " gradients ",
+                same ? "equal on all ranks" : "differ across ranks"));
+      }
+      if (syncs) say(str("step ", step, " ", reduced.to_string()));
     }
-    const auto reduced = reducer.reduce(losses, step);
-    const bool local_finite = losses.nonfinite_keys().empty();
-    if (dist::any_true(*pg, !local_finite, "non-finite loss decision")) {
-      say(str("step ", step, " skipped: non-finite loss on some rank (finite here: ",
-              local_finite ? "yes" : "no", ", reduced: ", reduced.to_string(), ")"));
-      continue;
-    }
-    losses.total().backward();
-    const auto& coverage = sync.sync();
-    if (!coverage.complete()) say(str("step ", step, " coverage: ", coverage.to_string()));
+    if (skipped) continue;
     optimizer.step();
-    say(str("step ", step, " ", reduced.to_string()));
     if (dist::any_true(*pg, rank == 0 && step == a.stop_at, "stop decision")) {
       say(str("stopping after step ", step, " (decided by rank 0)"));
       break;

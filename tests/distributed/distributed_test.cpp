@@ -391,17 +391,24 @@ float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 
 const std::string kTrainArgs = "--scenario train --steps 6 --stop-at 4 --timeout-ms 10000";
 
-void expect_matches_single_process(const TempDir& dir, const std::string& distributed_output) {
-  const auto single = run_command(kClean + "timeout 50 " + kWorker + " " + kTrainArgs + " --out " +
+// Runs `args` as one process and compares the two ranks' weights (written to `dir`) with its
+// own and with each other. Returns the single process's output.
+std::string expect_ranks_match_one_process(const TempDir& dir, const std::string& args) {
+  const auto single = run_command(kClean + "timeout 50 " + kWorker + " " + args + " --out " +
                                   (dir.path() / "single").string());
-  ASSERT_EQ(single.exit_code, 0) << single.output;
+  EXPECT_EQ(single.exit_code, 0) << single.output;
   const auto w_single = read_weights(dir.path() / "single" / "weights_rank0.bin");
   const auto w0 = read_weights(dir.path() / "weights_rank0.bin");
   const auto w1 = read_weights(dir.path() / "weights_rank1.bin");
-  ASSERT_FALSE(w_single.empty());
+  EXPECT_FALSE(w_single.empty());
   EXPECT_EQ(max_abs_diff(w0, w1), 0.0f) << "ranks' weights differ";
   EXPECT_LT(max_abs_diff(w0, w_single), 1e-5f)
       << "2 ranks differ from 1 process on the same global batch";
+  return single.output;
+}
+
+void expect_matches_single_process(const TempDir& dir, const std::string& distributed_output) {
+  const std::string single_output = expect_ranks_match_one_process(dir, kTrainArgs);
   // Rank 1 had no foreground for the first steps: same keys, dn unused there and zero-filled.
   EXPECT_TRUE(contains(distributed_output,
                        "rank 1: step 0 coverage: 2 of 8 parameters had no gradient on this rank: "
@@ -412,7 +419,7 @@ void expect_matches_single_process(const TempDir& dir, const std::string& distri
   EXPECT_TRUE(contains(distributed_output, "rank 1: stopping after step 4 (decided by rank 0)"))
       << distributed_output;
   EXPECT_TRUE(contains(distributed_output, "rank 0: gather ok")) << distributed_output;
-  EXPECT_FALSE(contains(single.output, "coverage")) << single.output;
+  EXPECT_FALSE(contains(single_output, "coverage")) << single_output;
 }
 
 TEST(Dist, LaunchedTwoRanksMatchOneProcessWithEmptyRank) {
@@ -435,6 +442,80 @@ TEST(Dist, TorchrunTwoRanksMatchOneProcess) {
           testing::free_port(), " ", kWorker, " ", kTrainArgs, " --out ", dir.path().string()));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   expect_matches_single_process(dir, r.output);
+}
+
+TEST(Dist, FixedSchemaTrainsWithBucketViewsAndMatchesOneProcess) {
+  // find_unused off (the trainer's default): rank 1 keeps dn in its graph with a zero term, so
+  // every parameter is reached and the gradients stay views into the Reducer's buckets.
+  TempDir dir;
+  const std::string args = "--scenario train --steps 6 --stop-at 4 --fixed-schema 1";
+  const auto runs =
+      run_ranks(dir, 2, args + " --find-unused 0 --timeout-ms 10000 --out " + dir.path().string());
+  for (const auto& r : runs) {
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_FALSE(contains(r.output, "coverage")) << r.output;
+    EXPECT_FALSE(contains(r.output, "Warning")) << r.output;
+  }
+  expect_ranks_match_one_process(dir, args);
+}
+
+TEST(Dist, UnreachedParameterWithoutFindUnusedFailsBeforeBackward) {
+  // dn gets no gradient on rank 1: without find_unused its bucket could never be reduced. Rank 1
+  // refuses before backward starts, and rank 0 learns it from the closed connection at once.
+  TempDir dir;
+  const auto runs = run_ranks(dir, 2, "--scenario train --find-unused 0 --timeout-ms 10000");
+  EXPECT_EQ(runs[1].exit_code, static_cast<int>(ExitCode::kTraining)) << runs[1].output;
+  EXPECT_TRUE(contains(runs[1].output,
+                       "[rank 1/2] gradient all-reduce (step 0): the loss does not reach 2 of 8 "
+                       "trainable parameters on this rank (dn.weight, dn.bias)"))
+      << runs[1].output;
+  EXPECT_TRUE(contains(runs[1].output, "or set dist.find_unused=true")) << runs[1].output;
+  EXPECT_EQ(runs[0].exit_code, static_cast<int>(ExitCode::kDist)) << runs[0].output;
+  EXPECT_TRUE(contains(runs[0].output, "[rank 0/2] gradient all-reduce (step 0) failed after"))
+      << runs[0].output;
+  for (const auto& r : runs) EXPECT_LT(r.seconds, 8.0) << "must not wait for the timeout";
+}
+
+TEST(Dist, AccumulationAllReducesOnlyTheLastMicroStep) {
+  TempDir dir;
+  const std::string args = "--scenario train --steps 4 --accumulate 2";
+  const auto runs = run_ranks(dir, 2, args + " --timeout-ms 10000 --out " + dir.path().string());
+  for (int r = 0; r < 2; ++r) {
+    const auto& run = runs[static_cast<size_t>(r)];
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    for (int step = 0; step < 4; ++step) {
+      EXPECT_TRUE(contains(run.output, str("rank ", r, ": step ", step,
+                                           " micro-step 0 gradients differ across ranks")))
+          << run.output;
+      EXPECT_TRUE(contains(run.output, str("rank ", r, ": step ", step,
+                                           " micro-step 1 gradients equal on all ranks")))
+          << run.output;
+    }
+  }
+  expect_ranks_match_one_process(dir, args);
+}
+
+TEST(Dist, BucketedGradSyncMatchesOneProcess) {
+  // GradSync, the engine before DdpSync (still the baseline of `detforge bench dist`).
+  TempDir dir;
+  const auto runs = run_ranks(dir, 2, kTrainArgs + " --sync buckets --out " + dir.path().string());
+  ASSERT_EQ(runs[0].exit_code, 0) << runs[0].output;
+  ASSERT_EQ(runs[1].exit_code, 0) << runs[1].output;
+  expect_matches_single_process(dir, runs[0].output + runs[1].output);
+}
+
+TEST(Dist, TrainableParametersDifferingAtStartupFailOnBothRanks) {
+  TempDir dir;
+  const auto runs = run_ranks(dir, 2, "--scenario params-startup --timeout-ms 10000");
+  for (const auto& r : runs) {
+    EXPECT_EQ(r.exit_code, static_cast<int>(ExitCode::kDist)) << r.output;
+    EXPECT_TRUE(contains(r.output,
+                         "the trainable parameters differ across ranks; rank 1 differs at "
+                         "trainable parameter 0: rank 0 has 'trunk.weight Float [16, 4]', rank 1 "
+                         "has 'extra Float [2]'"))
+        << r.output;
+    EXPECT_LT(r.seconds, 8.0) << "must not wait for the timeout";
+  }
 }
 
 TEST(Dist, LossKeysDifferingAtStartupFailOnBothRanks) {
@@ -492,17 +573,28 @@ TEST(Dist, RankThatFailsBeforeReducingDoesNotHangTheOther) {
   EXPECT_LT(runs[0].seconds, 4.0 + 8.0);
 }
 
-TEST(Dist, StalledRankTimesOutInsteadOfHanging) {
+// Rank 1 sleeps past the 3 s timeout at step 2 (before the loss all-reduce, or inside backward):
+// rank 0 fails in `collective` once the timeout passes, and rank 1 wakes up to a group without
+// rank 0.
+void expect_stall_times_out(const std::string& scenario, const std::string& collective) {
   TempDir dir;
-  const auto runs = run_ranks(dir, 2, "--scenario stall --timeout-ms 3000");
+  const auto runs = run_ranks(dir, 2, "--scenario " + scenario + " --timeout-ms 3000");
   EXPECT_EQ(runs[0].exit_code, static_cast<int>(ExitCode::kDist)) << runs[0].output;
-  EXPECT_TRUE(contains(runs[0].output, "[rank 0/2] loss all-reduce (step 2) failed after"))
+  EXPECT_TRUE(contains(runs[0].output, "[rank 0/2] " + collective + " (step 2) failed after"))
       << runs[0].output;
   EXPECT_TRUE(contains(runs[0].output, "another rank did not join this collective in time"))
       << runs[0].output;
   EXPECT_GE(runs[0].seconds, 2.5);
   EXPECT_LT(runs[0].seconds, 3.0 + 8.0);
-  EXPECT_NE(runs[1].exit_code, 0) << runs[1].output;  // woke up to a group without rank 0
+  EXPECT_NE(runs[1].exit_code, 0) << runs[1].output;
+}
+
+TEST(Dist, StalledRankTimesOutInsteadOfHanging) {
+  expect_stall_times_out("stall", "loss all-reduce");
+}
+
+TEST(Dist, StalledBackwardTimesOutInTheGradientAllReduce) {
+  expect_stall_times_out("stall-backward", "gradient all-reduce");
 }
 
 TEST(Dist, NanOnOneRankSkipsTheStepOnBoth) {

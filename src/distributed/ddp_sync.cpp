@@ -1,0 +1,189 @@
+#include "distributed/ddp_sync.h"
+
+#include <chrono>
+#include <limits>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <gloo/common/error.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/variable.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/comm.hpp>
+#include <torch/csrc/distributed/c10d/logger.hpp>
+#include <torch/csrc/distributed/c10d/reducer.hpp>
+
+#include "core/errors.h"
+
+namespace detforge::dist {
+
+using torch::autograd::Node;
+using AccumulatorPtr =
+    decltype(torch::autograd::impl::grad_accumulator(std::declval<at::Tensor>()));
+
+struct DdpSync::Impl {
+  std::shared_ptr<c10d::Reducer> reducer;
+  // The Reducer reports through it, and its unused-parameter search needs one.
+  std::shared_ptr<c10d::Logger> logger;
+  // Each parameter's gradient accumulator, the node through which backward reaches it (the
+  // Reducer holds them too; they live as long as this sync).
+  std::vector<AccumulatorPtr> accumulators;
+  std::unordered_map<const Node*, size_t> index_of;
+};
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Whether each accumulator is reachable from `loss` through the autograd graph.
+std::vector<bool> reached(const torch::Tensor& loss,
+                          const std::unordered_map<const Node*, size_t>& index_of, size_t count) {
+  std::vector<bool> out(count, false);
+  const auto root = loss.grad_fn();
+  if (!root) return out;
+  std::unordered_set<const Node*> seen{root.get()};
+  std::vector<const Node*> stack{root.get()};
+  while (!stack.empty()) {
+    const Node* node = stack.back();
+    stack.pop_back();
+    const auto found = index_of.find(node);
+    if (found != index_of.end()) out[found->second] = true;
+    for (const auto& edge : node->next_edges()) {
+      const Node* next = edge.function.get();
+      if (next != nullptr && seen.insert(next).second) stack.push_back(next);
+    }
+  }
+  return out;
+}
+
+std::string join_first(const std::vector<std::string>& names, size_t limit) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < limit; ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > limit) out += str(" and ", names.size() - limit, " more");
+  return out;
+}
+
+}  // namespace
+
+DdpSync::DdpSync(std::shared_ptr<ProcessGroup> pg, const torch::nn::Module& module,
+                 DdpSyncOptions options)
+    : pg_(std::move(pg)), module_(module), options_(options), impl_(std::make_unique<Impl>()) {
+  TORCH_CHECK(pg_ != nullptr, "DdpSync: process group must not be null");
+  TORCH_CHECK(options_.bucket_bytes > 0 && options_.first_bucket_bytes > 0,
+              "DdpSync: bucket sizes must be > 0");
+  auto group = pg_->c10d_group();
+  if (!group) {
+    throw DistError(
+        str(pg_->where(), " DdpSync needs a launched process group (torchrun, detforge launch)"));
+  }
+  auto trainable = trainable_params(module);
+  check_same_params(*pg_, trainable);
+  names_ = std::move(trainable.names);
+  params_ = std::move(trainable.params);
+  if (params_.empty()) throw DistError(str(pg_->where(), " the model has no trainable parameter"));
+  coverage_.total = params_.size();
+
+  // As Python's DDP: one bucket for the first step when buckets are rebuilt after it (the
+  // gradient order is not known yet), else the first bucket small; reversed, because gradients
+  // arrive roughly in reverse registration order.
+  std::vector<size_t> limits;
+  if (options_.find_unused) {
+    limits = {static_cast<size_t>(options_.first_bucket_bytes),
+              static_cast<size_t>(options_.bucket_bytes)};
+  } else {
+    limits = {std::numeric_limits<size_t>::max()};
+  }
+  auto [indices, per_bucket_limits] = c10d::compute_bucket_assignment_by_size(params_, limits);
+  std::reverse(indices.begin(), indices.end());
+  std::vector<int64_t> bucket_caps(per_bucket_limits.rbegin(), per_bucket_limits.rend());
+  std::unordered_map<size_t, std::string> param_names;
+  for (size_t i = 0; i < names_.size(); ++i) param_names[i] = names_[i];
+  impl_->reducer = std::make_shared<c10d::Reducer>(
+      params_, std::move(indices), group, std::vector<bool>(params_.size(), false),
+      options_.bucket_bytes, options_.find_unused,
+      /*gradient_as_bucket_view=*/true, std::move(param_names), options_.first_bucket_bytes,
+      /*skip_all_reduce_unused_params=*/false, /*use_python_reducer=*/false,
+      std::move(bucket_caps));
+  impl_->logger = std::make_shared<c10d::Logger>(impl_->reducer);
+  impl_->reducer->set_logger(impl_->logger);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    impl_->accumulators.push_back(torch::autograd::impl::grad_accumulator(params_[i]));
+    impl_->index_of[impl_->accumulators.back().get()] = i;
+  }
+}
+
+DdpSync::~DdpSync() = default;
+
+void DdpSync::broadcast_from_main() {
+  broadcast_module_from_main(*pg_, module_, options_.bucket_bytes);
+}
+
+void DdpSync::before_forward() {
+  impl_->reducer->rebuild_buckets();
+  impl_->reducer->prepare_for_forward();
+}
+
+const GradCoverage& DdpSync::backward(const torch::Tensor& loss, bool sync,
+                                      const std::string& what) {
+  coverage_.missing.clear();
+  coverage_.unused.clear();
+  if (!sync) {
+    loss.backward();
+    return coverage_;
+  }
+  const auto hit = reached(loss, impl_->index_of, params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!hit[i]) coverage_.missing.push_back(names_[i]);
+  }
+  if (!coverage_.missing.empty() && !options_.find_unused) {
+    throw TrainingError(str(
+        pg_->where(), " ", what, ": the loss does not reach ", coverage_.missing.size(), " of ",
+        params_.size(), " trainable parameters on this rank (", join_first(coverage_.missing, 8),
+        "), so their gradient buckets could never be all-reduced. Make every forward use "
+        "every trainable parameter (graph_zero(pred) for a term that does not apply), "
+        "freeze the parameters, or set dist.find_unused=true"));
+  }
+  impl_->reducer->prepare_for_backward(options_.find_unused ? std::vector<at::Tensor>{loss}
+                                                            : std::vector<at::Tensor>{});
+  const auto started = Clock::now();
+  try {
+    loss.backward();
+  } catch (const c10::DistError& e) {  // NCCL, and c10d's own checks
+    throw pg_->failure(what, e, started);
+  } catch (const gloo::Exception& e) {  // Gloo's I/O errors and timeouts
+    throw pg_->failure(what, e, started);
+  }
+  return coverage_;
+}
+
+void DdpSync::zero_grad() {
+  for (auto& p : params_) {
+    auto& grad = p.mutable_grad();
+    if (!grad.defined()) continue;
+    if (options_.find_unused) {
+      grad.reset();
+    } else {
+      grad.zero_();
+    }
+  }
+}
+
+std::vector<std::vector<size_t>> DdpSync::buckets() const {
+  std::unordered_map<const c10::TensorImpl*, size_t> index;
+  for (size_t i = 0; i < params_.size(); ++i) index[params_[i].unsafeGetTensorImpl()] = i;
+  std::vector<std::vector<size_t>> out;
+  for (const auto& bucket : impl_->reducer->get_grad_buckets(/*return_zero_tensors=*/false)) {
+    out.emplace_back();
+    for (const auto& p : bucket.getParameters())
+      out.back().push_back(index.at(p.unsafeGetTensorImpl()));
+  }
+  return out;
+}
+
+int64_t DdpSync::bytes() const {
+  int64_t total = 0;
+  for (const auto& p : params_) total += p.numel() * static_cast<int64_t>(p.element_size());
+  return total;
+}
+
+}  // namespace detforge::dist

@@ -1,0 +1,88 @@
+// DdpSync: gradient averaging through PyTorch's own DDP engine, c10d::Reducer (the C++ class
+// that Python's DistributedDataParallel drives). The Reducer hooks every parameter's gradient
+// accumulator, so buckets are all-reduced while backward is still running, and the gradients
+// become views into the buckets (no copy in or out). detforge adds what the Python wrapper
+// would and what the never-hang guarantee needs (shared/STYLE.md 3.8; FIELD_FAILURES.md 4, 5):
+// the parameter list checked across ranks at start-up, rank 0's weights broadcast, a check
+// before every synced backward that the loss reaches every parameter (or find-unused
+// detection), and a failed bucket all-reduce turned into a DistError naming rank and step.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "distributed/grad_allreduce.h"
+#include "distributed/process_group.h"
+
+namespace detforge::dist {
+
+struct DdpSyncOptions {
+  /// Bucket size cap in bytes. Default: 25 MiB (DDP's bucket_cap_mb)
+  int64_t bucket_bytes = 25 * 1024 * 1024;
+  /// Cap of the first bucket reduced (the last parameters of the forward), so communication
+  /// starts early in backward. Default: 1 MiB (DDP's)
+  int64_t first_bucket_bytes = 1024 * 1024;
+  /// false: every synced backward must reach every trainable parameter; one that would not is
+  /// a TrainingError before backward starts, naming the parameters (the Reducer would wait
+  /// forever for their buckets). true: the Reducer finds the parameters the loss does not
+  /// reach on each rank and reduces zeros for them; a parameter unused on every rank keeps no
+  /// gradient. Costs one small all-reduce per step and keeps no bucket views. Default: false
+  bool find_unused = false;
+};
+
+class DdpSync {
+ public:
+  /// Syncs trainable_params(module) over `pg` (which must be launched, world size >= 1).
+  /// Collective: check_same_params, then the Reducer is built with buckets of
+  /// first_bucket_bytes, then bucket_bytes, in reverse registration order; with find_unused
+  /// off they are rebuilt once, in the order gradients arrived, after the first synced step.
+  DdpSync(std::shared_ptr<ProcessGroup> pg, const torch::nn::Module& module,
+          DdpSyncOptions options = {});
+  ~DdpSync();
+  DdpSync(const DdpSync&) = delete;
+  DdpSync& operator=(const DdpSync&) = delete;
+
+  /// broadcast_module_from_main. Collective; call once before the first step.
+  void broadcast_from_main();
+
+  /// Call on every rank before the forward of a micro-step whose backward will sync: applies
+  /// the bucket order recorded in the first synced backward (a broadcast from rank 0, once).
+  void before_forward();
+
+  /// Runs loss.backward(). With `sync`, every trainable gradient is the mean over ranks when it
+  /// returns (the all-reduces run inside backward); without it (accumulation steps) gradients
+  /// only accumulate locally. Before a synced backward the autograd graph of `loss` is walked:
+  /// the parameters it does not reach are this rank's coverage.missing; with find_unused off
+  /// any such parameter throws TrainingError naming them, before any collective starts. A
+  /// failed or timed-out bucket all-reduce throws DistError naming `what`.
+  const GradCoverage& backward(const torch::Tensor& loss, bool sync, const std::string& what);
+
+  /// Use instead of optimizer.zero_grad (which detaches gradients in place, and views into the
+  /// buckets cannot be): with find_unused off the gradients stay views and are zeroed in place;
+  /// with it on they are set to none, so that a parameter unused on every rank has no gradient,
+  /// as in one process.
+  void zero_grad();
+
+  const GradCoverage& last_coverage() const { return coverage_; }
+  /// Parameter indices (into trainable_params order) per bucket, in reduction order.
+  std::vector<std::vector<size_t>> buckets() const;
+  /// Bytes all-reduced per synced step.
+  int64_t bytes() const;
+
+  struct Impl;
+
+ private:
+  std::shared_ptr<ProcessGroup> pg_;
+  const torch::nn::Module& module_;
+  DdpSyncOptions options_;
+  std::vector<std::string> names_;
+  std::vector<torch::Tensor> params_;
+  GradCoverage coverage_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace detforge::dist
