@@ -1,9 +1,11 @@
-// detforge bench dist: throughput of the bucketed gradient sync (dist::GradSync) against one
-// flat all-reduce of the same bytes and against one all-reduce per parameter, on N Gloo
-// processes on this machine; then the training images/s of 1 process against N processes
-// with the same global batch (real `detforge train` runs on a generated synthetic set). Run
-// alone it starts its own ranks through the launcher; under `detforge launch` or torchrun it
-// measures the all-reduce in the ranks it was given.
+// detforge bench dist: the cost of gradient sync on N Gloo processes on this machine. First the
+// all-reduce alone: the bucketed copy-in/copy-out GradSync against one flat all-reduce of the
+// same bytes and one all-reduce per parameter. Then inside a step (forward, backward, sync):
+// c10d::Reducer (dist::DdpSync, all-reduces during backward into bucket views) against GradSync
+// after backward and one flat all-reduce after backward. Last the training images/s of 1
+// process against N processes with the same global batch (real `detforge train` runs on a
+// generated synthetic set). Run alone it starts its own ranks through the launcher; under
+// `detforge launch` or torchrun it measures in the ranks it was given.
 #include <unistd.h>
 
 #include <chrono>
@@ -20,10 +22,12 @@
 
 #include <torch/torch.h>
 
+#include "cli.h"
 #include "commands.h"
 #include "core/errors.h"
 #include "core/logging.h"
 #include "data/synthetic.h"
+#include "distributed/ddp_sync.h"
 #include "distributed/dist_env.h"
 #include "distributed/grad_allreduce.h"
 #include "distributed/launcher.h"
@@ -69,6 +73,78 @@ double time_ms(int iters, const std::function<void()>& step) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
              .count() /
          iters;
+}
+
+struct StepRow {
+  std::string method;
+  double ms;
+};
+
+// Each engine inside a step whose backward produces every gradient (a fixed random tensor per
+// parameter and rank), so that the Reducer can overlap its all-reduces with backward.
+std::vector<StepRow> step_rows(const BenchDistArgs& a,
+                               const std::shared_ptr<dist::ProcessGroup>& pg, FakeModel& model) {
+  const auto params = model.parameters();
+  std::vector<torch::Tensor> weights;
+  for (const auto& p : params) weights.push_back(torch::randn_like(p));
+  auto loss_of = [&] {
+    auto loss = torch::zeros({});
+    for (size_t i = 0; i < params.size(); ++i) loss = loss + (params[i] * weights[i]).sum();
+    return loss;
+  };
+  auto to_none = [&] {
+    for (const auto& p : params) p.mutable_grad().reset();
+  };
+  const int64_t bucket_bytes = static_cast<int64_t>(a.bucket_mib * 1024 * 1024);
+  std::vector<StepRow> rows;
+  rows.push_back({"none (backward alone)", time_ms(a.iters, [&] {
+                    to_none();
+                    loss_of().backward();
+                  })});
+  {
+    dist::DdpSyncOptions o;
+    o.bucket_bytes = bucket_bytes;
+    dist::DdpSync ddp(pg, model, o);
+    ddp.backward(loss_of(), /*sync=*/true, "bench first step");  // before the bucket rebuild
+    rows.push_back({str("c10d::Reducer (DdpSync), ", a.bucket_mib,
+                        " MiB buckets, during backward, bucket views"),
+                    time_ms(a.iters, [&] {
+                      ddp.zero_grad();
+                      ddp.before_forward();
+                      ddp.backward(loss_of(), /*sync=*/true, "bench reducer step");
+                    })});
+  }
+  {
+    to_none();
+    dist::GradSyncOptions so;
+    so.bucket_bytes = bucket_bytes;
+    dist::GradSync sync(pg, model, so);
+    rows.push_back(
+        {str("GradSync, ", a.bucket_mib, " MiB buckets, after backward"), time_ms(a.iters, [&] {
+           to_none();
+           loss_of().backward();
+           sync.sync("bench gradsync step");
+         })});
+  }
+  {
+    to_none();
+    rows.push_back({"one flat all-reduce of the gradients after backward (flatten, unflatten)",
+                    time_ms(a.iters, [&] {
+                      to_none();
+                      loss_of().backward();
+                      std::vector<torch::Tensor> grads;
+                      for (const auto& p : params) grads.push_back(p.grad().view({-1}));
+                      auto flat = torch::cat(grads);
+                      pg->all_reduce(flat, dist::ReduceOp::kSum, "bench flat step");
+                      flat.div_(pg->world_size());
+                      int64_t offset = 0;
+                      for (const auto& p : params) {
+                        p.mutable_grad().view({-1}).copy_(flat.narrow(0, offset, p.numel()));
+                        offset += p.numel();
+                      }
+                    })});
+  }
+  return rows;
 }
 
 void measure(const BenchDistArgs& a) {
@@ -117,6 +193,7 @@ void measure(const BenchDistArgs& a) {
   rows.push_back({"one all-reduce per parameter", grads.size(), time_ms(a.iters, [&] {
                     pg->all_reduce_many(grads, dist::ReduceOp::kSum, "bench per-parameter");
                   })});
+  const auto steps = step_rows(a, pg, model);
   pg->barrier("bench end");
   if (!pg->is_main()) return;
 
@@ -130,6 +207,13 @@ void measure(const BenchDistArgs& a) {
   for (const auto& r : rows) {
     std::printf("| %s | %zu | %.1f | %.2f |\n", r.method.c_str(), r.collectives, r.ms,
                 static_cast<double>(bytes) / (r.ms * 1e6));
+  }
+  std::printf(
+      "\nin a step: forward (sum of parameter x constant), backward, gradient sync; sync cost = "
+      "step time - the step without sync\n| gradient sync | ms/step | sync cost ms |\n| --- | "
+      "---: | ---: |\n");
+  for (const auto& r : steps) {
+    std::printf("| %s | %.1f | %.1f |\n", r.method.c_str(), r.ms, r.ms - steps.front().ms);
   }
   std::fflush(stdout);
 }
@@ -146,7 +230,7 @@ ScalingRow train_run(const BenchDistArgs& a, const std::filesystem::path& dir, i
   namespace fs = std::filesystem;
   const int log_interval = std::max(1, a.train_steps / 6);
   const fs::path out = dir / str("run_", nproc);
-  const std::string self = fs::read_symlink("/proc/self/exe").string();
+  const std::string self = front_path();
   const std::string cmd =
       str(self, " launch --nproc-per-node ", nproc, " --master-port ", dist::free_local_port(),
           " -- ", self, " train -c ", (dir / "train.yaml").string(), " output_dir=", out.string(),
@@ -231,7 +315,7 @@ void run(const BenchDistArgs& a, const std::vector<std::string>& argv) {
   lo.nproc_per_node = a.nproc;
   lo.master_port = dist::free_local_port();
   lo.prefix_output = false;  // only rank 0 prints: the table stays a table
-  lo.command = {std::filesystem::read_symlink("/proc/self/exe").string(), "bench", "dist"};
+  lo.command = {front_path(), "bench", "dist"};
   lo.command.insert(lo.command.end(), argv.begin(), argv.end());
   logging::info(str("starting ", a.nproc, " local ranks on port ", lo.master_port));
   dist::launch(lo);
@@ -248,7 +332,7 @@ void add_bench_dist(CLI::App& bench) {
   cmd->add_option("--mib", args->mib, "gradient size in MiB")
       ->capture_default_str()
       ->check(CLI::Range(1.0, 4096.0));
-  cmd->add_option("--bucket-mib", args->bucket_mib, "GradSync bucket size in MiB")
+  cmd->add_option("--bucket-mib", args->bucket_mib, "bucket size in MiB (GradSync and the Reducer)")
       ->capture_default_str()
       ->check(CLI::Range(0.01, 1024.0));
   cmd->add_option("--iters", args->iters, "timed iterations (after one warm-up)")

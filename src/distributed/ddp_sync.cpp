@@ -160,11 +160,7 @@ void DdpSync::zero_grad() {
   for (auto& p : params_) {
     auto& grad = p.mutable_grad();
     if (!grad.defined()) continue;
-    if (options_.find_unused) {
-      grad.reset();
-    } else {
-      grad.zero_();
-    }
+    grad.reset();
   }
 }
 
