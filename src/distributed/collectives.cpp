@@ -87,4 +87,39 @@ uint64_t fnv1a64(const std::string& text) {
   return h;
 }
 
+namespace {
+
+// The group travels to backward in the context's saved data, which holds IValues.
+struct GroupHolder : torch::CustomClassHolder {
+  explicit GroupHolder(std::shared_ptr<ProcessGroup> group) : pg(std::move(group)) {}
+  std::shared_ptr<ProcessGroup> pg;
+};
+
+struct AllReduceSum : torch::autograd::Function<AllReduceSum> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& tensor,
+                               const std::shared_ptr<ProcessGroup>& pg, const std::string& what) {
+    ctx->saved_data["what"] = what;
+    ctx->saved_data["pg"] = c10::IValue::make_capsule(c10::make_intrusive<GroupHolder>(pg));
+    auto out = tensor.contiguous().clone();
+    pg->all_reduce(out, ReduceOp::kSum, what);
+    return out;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto holder =
+        c10::static_intrusive_pointer_cast<GroupHolder>(ctx->saved_data["pg"].toCapsule());
+    auto grad = grads[0].contiguous().clone();
+    holder->pg->all_reduce(grad, ReduceOp::kSum,
+                           ctx->saved_data["what"].toStringRef() + " (backward)");
+    return {grad, torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor all_reduce_sum_with_grad(const std::shared_ptr<ProcessGroup>& pg,
+                                       const torch::Tensor& tensor, const std::string& what) {
+  return AllReduceSum::apply(tensor, pg, what);
+}
+
 }  // namespace detforge::dist

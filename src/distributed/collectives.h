@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,12 @@ std::vector<std::string> all_gather_bytes(ProcessGroup& pg, const std::string& b
 /// Rank 0 gets every rank's blob in rank order; the other ranks get an empty vector.
 std::vector<std::string> gather_bytes_to_main(ProcessGroup& pg, const std::string& blob,
                                               const std::string& what);
+
+/// The sum of `tensor` over ranks (one all-reduce) as a differentiable op: its backward sums the
+/// incoming gradient over ranks too (one all-reduce inside backward, so every rank must run
+/// the same backward). What SyncBN's statistics need. `pg` must outlive the graph.
+torch::Tensor all_reduce_sum_with_grad(const std::shared_ptr<ProcessGroup>& pg,
+                                       const torch::Tensor& tensor, const std::string& what);
 
 /// FNV-1a 64 of `text`; the key-list and parameter-layout checks compare these across ranks.
 uint64_t fnv1a64(const std::string& text);

@@ -166,6 +166,7 @@ TrainerOptions trainer_options(const ConfigNode& root, const torch::Device& devi
     if (n.read("timeout_s", o.dist_timeout_s)) positive(n, "timeout_s", o.dist_timeout_s);
     read_count(n, "bucket_mb", o.dist_bucket_mb);
     n.read("find_unused", o.dist_find_unused);
+    n.read("sync_bn", o.dist_sync_bn);
   });
   return o;
 }

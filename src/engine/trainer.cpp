@@ -21,6 +21,7 @@
 #include "engine/metrics_file.h"
 #include "engine/mlperf_log.h"
 #include "eval/coco_io.h"
+#include "models/sync_batch_norm.h"
 
 namespace fs = std::filesystem;
 
@@ -71,6 +72,20 @@ void check_ranks_agree(dist::ProcessGroup& pg, const torch::nn::Module& model, i
   }
 }
 
+// dist.sync_bn for the trainer's lifetime: the detectors' batch norms sum their statistics over
+// the ranks of `pg` (models::set_cross_rank_sum is process-wide).
+class SyncBnScope {
+ public:
+  explicit SyncBnScope(std::shared_ptr<dist::ProcessGroup> pg) {
+    models::set_cross_rank_sum([pg = std::move(pg)](const torch::Tensor& t) {
+      return dist::all_reduce_sum_with_grad(pg, t, "SyncBN statistics all-reduce");
+    });
+  }
+  ~SyncBnScope() { models::set_cross_rank_sum({}); }
+  SyncBnScope(const SyncBnScope&) = delete;
+  SyncBnScope& operator=(const SyncBnScope&) = delete;
+};
+
 class Trainer {
  public:
   Trainer(Run& run, const std::string& resume, TrainHooks hooks);
@@ -103,6 +118,7 @@ class Trainer {
   std::unique_ptr<ModelEma> ema_;
   std::unique_ptr<GradScaler> scaler_;
   std::unique_ptr<dist::DdpSync> ddp_;
+  std::unique_ptr<SyncBnScope> sync_bn_;
   std::unique_ptr<dist::LossReducer> reducer_;
   MetricsFile metrics_;
   TrainProgress progress_;
@@ -135,6 +151,7 @@ Trainer::Trainer(Run& run, const std::string& resume, TrainHooks hooks)
     ddp.find_unused = o_.dist_find_unused;
     ddp_ = std::make_unique<dist::DdpSync>(r_.pg, *r_.model, ddp);
     ddp_->broadcast_from_main();
+    if (o_.dist_sync_bn) sync_bn_ = std::make_unique<SyncBnScope>(r_.pg);
   }
   if (r_.ema_model) ema_ = std::make_unique<ModelEma>(r_.ema_model, *r_.model, o_.ema_options);
 

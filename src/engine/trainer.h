@@ -73,6 +73,8 @@ struct TrainerOptions {
   double dist_timeout_s = 600;
   int64_t dist_bucket_mb = 25;
   bool dist_find_unused = false;
+  /// Batch norms normalise with the statistics of the global batch (models::SyncBatchNorm2d).
+  bool dist_sync_bn = false;
 };
 
 /// Result of a run, for the CLI and tests.

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "losses/varifocal_loss.h"
+#include "models/sync_batch_norm.h"
 #include "models/weights.h"
 #include "ops/box_ops.h"
 
@@ -17,7 +18,7 @@ namespace {
 
 torch::nn::Sequential conv_bn(int64_t in, int64_t out, double eps) {
   return torch::nn::Sequential(torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 1).bias(false)),
-                               torch::nn::BatchNorm2d(torch::nn::BatchNorm2dOptions(out).eps(eps)));
+                               SyncBatchNorm2d(torch::nn::BatchNorm2dOptions(out).eps(eps)));
 }
 
 // The encoder's anchor boxes (before the sigmoid) per location of every level, and which lie

@@ -1,5 +1,7 @@
 #include "models/rtdetr_encoder.h"
 
+#include "models/sync_batch_norm.h"
+
 #include <algorithm>
 #include <utility>
 
@@ -79,8 +81,7 @@ class ConvNormImpl : public torch::nn::Module {
                                                           .stride(stride)
                                                           .padding(padding_)
                                                           .bias(false)));
-    norm_ = register_module("norm",
-                            torch::nn::BatchNorm2d(torch::nn::BatchNorm2dOptions(out).eps(eps)));
+    norm_ = register_module("norm", SyncBatchNorm2d(torch::nn::BatchNorm2dOptions(out).eps(eps)));
   }
   torch::Tensor forward(const torch::Tensor& x) {
     torch::Tensor y;
@@ -103,7 +104,7 @@ class ConvNormImpl : public torch::nn::Module {
   bool act_;
   int64_t stride_, padding_;
   torch::nn::Conv2d conv_{nullptr};
-  torch::nn::BatchNorm2d norm_{nullptr};
+  SyncBatchNorm2d norm_{nullptr};
 };
 TORCH_MODULE(ConvNorm);
 

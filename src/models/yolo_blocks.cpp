@@ -15,8 +15,8 @@ YoloConvImpl::YoloConvImpl(int64_t in, int64_t out, int64_t kernel, int64_t stri
                                                         .groups(groups)
                                                         .bias(false)));
   bn_ = register_module(
-      "bn", torch::nn::BatchNorm2d(
-                torch::nn::BatchNorm2dOptions(out).eps(norm.eps).momentum(norm.momentum)));
+      "bn",
+      SyncBatchNorm2d(torch::nn::BatchNorm2dOptions(out).eps(norm.eps).momentum(norm.momentum)));
 }
 
 torch::Tensor YoloConvImpl::forward(const torch::Tensor& x) {

@@ -7,6 +7,8 @@
 
 #include <torch/torch.h>
 
+#include "models/sync_batch_norm.h"
+
 namespace detforge::models {
 
 /// Batch-norm settings of every YOLO conv (Ultralytics' initialize_weights()).
@@ -27,7 +29,7 @@ class YoloConvImpl : public torch::nn::Module {
 
  private:
   torch::nn::Conv2d conv_{nullptr};
-  torch::nn::BatchNorm2d bn_{nullptr};
+  SyncBatchNorm2d bn_{nullptr};
   bool act_;
 };
 TORCH_MODULE(YoloConv);
