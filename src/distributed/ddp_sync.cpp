@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <limits>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -14,6 +15,7 @@
 #include <torch/csrc/distributed/c10d/reducer.hpp>
 
 #include "core/errors.h"
+#include "core/logging.h"
 
 namespace detforge::dist {
 
@@ -29,6 +31,7 @@ struct DdpSync::Impl {
   // Reducer holds them too; they live as long as this sync).
   std::vector<AccumulatorPtr> accumulators;
   std::unordered_map<const Node*, size_t> index_of;
+  std::set<std::vector<std::string>> reported;  // sets of unreached parameters already logged
 };
 
 namespace {
@@ -53,13 +56,6 @@ std::vector<bool> reached(const torch::Tensor& loss,
       if (next != nullptr && seen.insert(next).second) stack.push_back(next);
     }
   }
-  return out;
-}
-
-std::string join_first(const std::vector<std::string>& names, size_t limit) {
-  std::string out;
-  for (size_t i = 0; i < names.size() && i < limit; ++i) out += (i ? ", " : "") + names[i];
-  if (names.size() > limit) out += str(" and ", names.size() - limit, " more");
   return out;
 }
 
@@ -132,22 +128,25 @@ const GradCoverage& DdpSync::backward(const torch::Tensor& loss, bool sync,
     return coverage_;
   }
   const auto hit = reached(loss, impl_->index_of, params_.size());
+  auto total = loss;
   for (size_t i = 0; i < params_.size(); ++i) {
-    if (!hit[i]) coverage_.missing.push_back(names_[i]);
+    if (hit[i]) continue;
+    coverage_.missing.push_back(names_[i]);
+    // A zero through the parameter, so that its bucket is reduced with a zero from this rank.
+    if (!options_.find_unused) total = total + params_[i].sum() * 0.0;
   }
-  if (!coverage_.missing.empty() && !options_.find_unused) {
-    throw TrainingError(str(
-        pg_->where(), " ", what, ": the loss does not reach ", coverage_.missing.size(), " of ",
-        params_.size(), " trainable parameters on this rank (", join_first(coverage_.missing, 8),
-        "), so their gradient buckets could never be all-reduced. Make every forward use "
-        "every trainable parameter (graph_zero(pred) for a term that does not apply), "
-        "freeze the parameters, or set dist.find_unused=true"));
+  if (!coverage_.missing.empty() && impl_->reported.insert(coverage_.missing).second) {
+    logging::warn(str(what, ": ", coverage_.to_string(),
+                      options_.find_unused
+                          ? "; the Reducer reduces zeros for them (dist.find_unused)"
+                          : "; they take a zero gradient on this rank and the mean over ranks "
+                            "(reported once per set of parameters)"));
   }
-  impl_->reducer->prepare_for_backward(options_.find_unused ? std::vector<at::Tensor>{loss}
+  impl_->reducer->prepare_for_backward(options_.find_unused ? std::vector<at::Tensor>{total}
                                                             : std::vector<at::Tensor>{});
   const auto started = Clock::now();
   try {
-    loss.backward();
+    total.backward();
   } catch (const c10::DistError& e) {  // NCCL, and c10d's own checks
     throw pg_->failure(what, e, started);
   } catch (const gloo::Exception& e) {  // Gloo's I/O errors and timeouts

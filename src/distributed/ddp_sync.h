@@ -3,9 +3,10 @@
 // accumulator, so buckets are all-reduced while backward is still running, and the gradients
 // become views into the buckets (no copy in or out). detforge adds what the Python wrapper
 // would and what the never-hang guarantee needs (shared/STYLE.md 3.8; FIELD_FAILURES.md 4, 5):
-// the parameter list checked across ranks at start-up, rank 0's weights broadcast, a check
-// before every synced backward that the loss reaches every parameter (or find-unused
-// detection), and a failed bucket all-reduce turned into a DistError naming rank and step.
+// the parameter list checked across ranks at start-up, rank 0's weights broadcast, a walk of the
+// loss's graph before every synced backward so that a parameter the loss does not reach still
+// fills its bucket (with a zero), and a failed bucket all-reduce turned into a DistError naming
+// rank and step.
 #pragma once
 
 #include <cstdint>
@@ -26,11 +27,15 @@ struct DdpSyncOptions {
   /// Cap of the first bucket reduced (the last parameters of the forward), so communication
   /// starts early in backward. Default: 1 MiB (DDP's)
   int64_t first_bucket_bytes = 1024 * 1024;
-  /// false: every synced backward must reach every trainable parameter; one that would not is
-  /// a TrainingError before backward starts, naming the parameters (the Reducer would wait
-  /// forever for their buckets). true: the Reducer finds the parameters the loss does not
-  /// reach on each rank and reduces zeros for them; a parameter unused on every rank keeps no
-  /// gradient. Costs one small all-reduce per step and keeps no bucket views. Default: false
+  /// How a synced backward treats trainable parameters its loss does not reach on this rank
+  /// (their buckets would otherwise never be reduced, and the other ranks would wait).
+  /// false: detforge finds them by walking the loss's autograd graph before backward and adds a
+  /// zero term through each, so their gradient is zero on this rank and the mean over ranks
+  /// (GradSync's rule); a parameter no rank reaches gets a zero gradient too, which optimizers
+  /// with weight decay or momentum still apply. true: the Reducer's own detection (one more
+  /// small all-reduce per step, buckets never rebuilt); a parameter no rank reaches keeps no
+  /// gradient, as in one process. Either way the set of such parameters is logged once.
+  /// Default: false
   bool find_unused = false;
 };
 
@@ -56,9 +61,9 @@ class DdpSync {
   /// Runs loss.backward(). With `sync`, every trainable gradient is the mean over ranks when it
   /// returns (the all-reduces run inside backward); without it (accumulation steps) gradients
   /// only accumulate locally. Before a synced backward the autograd graph of `loss` is walked:
-  /// the parameters it does not reach are this rank's coverage.missing; with find_unused off
-  /// any such parameter throws TrainingError naming them, before any collective starts. A
-  /// failed or timed-out bucket all-reduce throws DistError naming `what`.
+  /// the parameters it does not reach are this rank's coverage.missing, handled as
+  /// DdpSyncOptions::find_unused says. A failed or timed-out bucket all-reduce throws DistError
+  /// naming `what`.
   const GradCoverage& backward(const torch::Tensor& loss, bool sync, const std::string& what);
 
   /// Sets every synced gradient to none; use it instead of optimizer.zero_grad, which detaches

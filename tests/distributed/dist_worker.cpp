@@ -53,7 +53,7 @@ struct Args {
   int empty_steps = 3;
   int64_t bucket_bytes = 256;
   std::string sync = "ddp";
-  bool find_unused = true;
+  bool find_unused = false;
   bool fixed_schema = false;
   int accumulate = 1;
 };
