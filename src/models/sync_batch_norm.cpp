@@ -33,12 +33,19 @@ torch::Tensor SyncBatchNorm2dImpl::forward(const torch::Tensor& input) {
   TORCH_CHECK(input.dim() == 4, "SyncBatchNorm2d: expected a 4-d input, got ", input.sizes());
   const int64_t channels = input.size(1);
   const auto x = input.to(torch::kFloat32);  // statistics in float32, also under autocast
+  // Each rank's own mean and biased variance (Welford: stable when the mean is large against
+  // the spread), combined over ranks in float64 through the sums n, n*mean and
+  // n*(var + mean^2); Chan's parallel formula, free of E[x^2] - E[x]^2 cancellation in float32.
+  const auto [local_var, local_mean] = torch::var_mean(x, {0, 2, 3}, /*correction=*/0);
   const double local_count = static_cast<double>(x.numel() / channels);
-  const auto stats = sum(torch::cat(
-      {x.sum({0, 2, 3}), x.square().sum({0, 2, 3}), torch::full({1}, local_count, x.options())}));
-  const auto count = stats[2 * channels].detach();
-  const auto mean = stats.slice(0, 0, channels) / count;
-  const auto var = (stats.slice(0, channels, 2 * channels) / count - mean.square()).clamp_min(0);
+  const auto m = local_mean.to(torch::kFloat64);
+  const auto stats = sum(torch::cat({torch::full({1}, local_count, m.options()), m * local_count,
+                                     (local_var.to(torch::kFloat64) + m.square()) * local_count}));
+  const auto count = stats[0].detach();
+  const auto mean64 = stats.slice(0, 1, channels + 1) / count;
+  const auto var64 =
+      (stats.slice(0, channels + 1, 2 * channels + 1) / count - mean64.square()).clamp_min(0);
+  const auto mean = mean64.to(torch::kFloat32), var = var64.to(torch::kFloat32);
   if (options.track_running_stats()) {
     torch::NoGradGuard no_grad;
     num_batches_tracked += 1;

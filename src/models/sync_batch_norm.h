@@ -18,18 +18,18 @@ using CrossRankSum = std::function<torch::Tensor(const torch::Tensor&)>;
 /// Makes every SyncBatchNorm2d in training mode use global-batch statistics through `sum`; an
 /// empty function restores per-rank statistics. Process-wide, as PyTorch's SyncBatchNorm uses
 /// the default process group: the trainer sets it from dist.sync_bn when there are several
-/// ranks. Each synced layer then costs one all-reduce of 2C+1 floats in forward and one in
+/// ranks. Each synced layer then costs one all-reduce of 2C+1 values in forward and one in
 /// backward, so every rank must run the same layers in the same order (they do: the detectors'
-/// graphs do not depend on the batch).
+/// graphs do not depend on the batch). The sum receives [1 + 2C] float64 values.
 void set_cross_rank_sum(CrossRankSum sum);
 
 class SyncBatchNorm2dImpl : public torch::nn::BatchNorm2dImpl {
  public:
   using torch::nn::BatchNorm2dImpl::BatchNorm2dImpl;
-  /// Eval mode, or no cross-rank sum set: BatchNorm2d. Training with one: per channel, the
-  /// sum, the sum of squares and the element count of `input` summed over ranks give the
-  /// global mean and biased variance used to normalise; the running statistics take the
-  /// unbiased variance, with the module's momentum, identically on every rank.
+  /// Eval mode, or no cross-rank sum set: BatchNorm2d. Training with one: per channel, each
+  /// rank's count, mean and variance are combined over ranks (in float64) into the global mean
+  /// and biased variance used to normalise; the running statistics take the unbiased variance,
+  /// with the module's momentum, identically on every rank.
   torch::Tensor forward(const torch::Tensor& input);
 };
 TORCH_MODULE(SyncBatchNorm2d);

@@ -46,9 +46,13 @@ Result synced(const torch::Tensor& x, const torch::Tensor& upstream, int parts,
       for (int q = 0; q < parts; ++q) {
         if (q == p) continue;
         const auto xq = chunks[static_cast<size_t>(q)];
-        total = total + torch::cat({xq.sum({0, 2, 3}), xq.square().sum({0, 2, 3}),
-                                    torch::full({1}, static_cast<double>(xq.numel() / xq.size(1)),
-                                                xq.options())});
+        // [count, count x mean, count x (variance + mean^2)] in float64 from the part's own
+        // mean and variance, as each rank contributes them.
+        const auto [v, m] = torch::var_mean(xq, {0, 2, 3}, /*correction=*/0);
+        const double n = static_cast<double>(xq.numel() / xq.size(1));
+        const auto m64 = m.to(torch::kFloat64);
+        total = total + torch::cat({torch::full({1}, n, mine.options()), m64 * n,
+                                    (v.to(torch::kFloat64) + m64.square()) * n});
       }
       return total;
     });
@@ -84,6 +88,20 @@ TEST(SyncBatchNorm, SplitBatchWithSummedStatisticsEqualsBatchNormOnTheWholeBatch
     EXPECT_TRUE(torch::allclose(got.running_mean, ref.running_mean, 1e-5, 1e-6));
     EXPECT_TRUE(torch::allclose(got.running_var, ref.running_var, 1e-5, 1e-6));
   }
+}
+
+TEST(SyncBatchNorm, LargeMeanAgainstSpreadKeepsTheVariance) {
+  // Activations far from zero with a small spread: E[x^2] - E[x]^2 in float32 would lose the
+  // variance to cancellation (1e8 against 1); the per-part Welford statistics keep it.
+  torch::manual_seed(3);
+  const auto x = torch::randn({8, 4, 6, 6}) * 0.5 + 1e4;
+  const auto upstream = torch::randn({8, 4, 6, 6});
+  const auto ref = reference(x, upstream);
+  const auto got = synced(x, upstream, 2, torch::MemoryFormat::Contiguous);
+  EXPECT_TRUE(torch::allclose(got.out, ref.out, 1e-2, 1e-2))
+      << (got.out - ref.out).abs().max().item<double>();
+  EXPECT_TRUE(torch::allclose(got.running_var, ref.running_var, 1e-3, 1e-4))
+      << got.running_var << ref.running_var;
 }
 
 TEST(SyncBatchNorm, WithoutACrossRankSumOrInEvalModeItIsBatchNorm2d) {
