@@ -156,11 +156,7 @@ const GradCoverage& DdpSync::backward(const torch::Tensor& loss, bool sync,
 }
 
 void DdpSync::zero_grad() {
-  for (auto& p : params_) {
-    auto& grad = p.mutable_grad();
-    if (!grad.defined()) continue;
-    grad.reset();
-  }
+  for (auto& p : params_) p.mutable_grad().reset();
 }
 
 std::vector<std::vector<size_t>> DdpSync::buckets() const {
@@ -173,12 +169,6 @@ std::vector<std::vector<size_t>> DdpSync::buckets() const {
       out.back().push_back(index.at(p.unsafeGetTensorImpl()));
   }
   return out;
-}
-
-int64_t DdpSync::bytes() const {
-  int64_t total = 0;
-  for (const auto& p : params_) total += p.numel() * static_cast<int64_t>(p.element_size());
-  return total;
 }
 
 }  // namespace detforge::dist

@@ -1,7 +1,7 @@
 // DdpSync: gradient averaging through PyTorch's own DDP engine, c10d::Reducer (the C++ class
 // that Python's DistributedDataParallel drives). The Reducer hooks every parameter's gradient
 // accumulator, so buckets are all-reduced while backward is still running, and the gradients
-// become views into the buckets (no copy in or out). detforge adds what the Python wrapper
+// become views into the buckets (one copy in, none back out). detforge adds what the Python wrapper
 // would and what the never-hang guarantee needs (shared/STYLE.md 3.8; FIELD_FAILURES.md 4, 5):
 // the parameter list checked across ranks at start-up, rank 0's weights broadcast, a walk of the
 // loss's graph before every synced backward so that a parameter the loss does not reach still
@@ -77,8 +77,6 @@ class DdpSync {
   const GradCoverage& last_coverage() const { return coverage_; }
   /// Parameter indices (into trainable_params order) per bucket, in reduction order.
   std::vector<std::vector<size_t>> buckets() const;
-  /// Bytes all-reduced per synced step.
-  int64_t bytes() const;
 
   struct Impl;
 

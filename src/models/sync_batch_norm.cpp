@@ -51,9 +51,10 @@ torch::Tensor SyncBatchNorm2dImpl::forward(const torch::Tensor& input) {
     num_batches_tracked += 1;
     const double factor = options.momentum().has_value() ? *options.momentum()
                                                          : 1.0 / num_batches_tracked.item<double>();
-    const double n = count.item<double>();
+    // Unbiased, with the count kept on the device (no host sync per layer).
+    const auto unbiased = var64.detach() * (count / (count - 1).clamp_min(1));
     running_mean.mul_(1.0 - factor).add_(mean.detach(), factor);
-    running_var.mul_(1.0 - factor).add_(var.detach() * (n / std::max(1.0, n - 1.0)), factor);
+    running_var.mul_(1.0 - factor).add_(unbiased.to(torch::kFloat32), factor);
   }
   auto y = (x - mean.view({1, -1, 1, 1})) * (var + options.eps()).rsqrt().view({1, -1, 1, 1});
   if (options.affine()) y = y * weight.view({1, -1, 1, 1}) + bias.view({1, -1, 1, 1});

@@ -469,14 +469,19 @@ TEST(Dist, FixedSchemaTrainsWithBucketViewsAndMatchesOneProcess) {
   expect_ranks_match_one_process(dir, args);
 }
 
-TEST(Dist, ReducersOwnUnusedDetectionAlsoMatchesOneProcess) {
-  // dist.find_unused=true: the Reducer finds dn unused on rank 1 itself (the other tests take
-  // the default, where detforge adds a zero term through dn).
+// The train scenario (rank 1 without foreground for 3 steps) with another engine setting.
+void expect_engine_matches_single_process(const std::string& engine_args) {
   TempDir dir;
-  const auto runs = run_ranks(dir, 2, kTrainArgs + " --find-unused 1 --out " + dir.path().string());
+  const auto runs = run_ranks(dir, 2, kTrainArgs + engine_args + " --out " + dir.path().string());
   ASSERT_EQ(runs[0].exit_code, 0) << runs[0].output;
   ASSERT_EQ(runs[1].exit_code, 0) << runs[1].output;
   expect_matches_single_process(dir, runs[0].output + runs[1].output);
+}
+
+TEST(Dist, ReducersOwnUnusedDetectionAlsoMatchesOneProcess) {
+  // dist.find_unused=true: the Reducer finds dn unused on rank 1 itself (the other tests take
+  // the default, where detforge adds a zero term through dn).
+  expect_engine_matches_single_process(" --find-unused 1");
 }
 
 TEST(Dist, AccumulationAllReducesOnlyTheLastMicroStep) {
@@ -500,11 +505,7 @@ TEST(Dist, AccumulationAllReducesOnlyTheLastMicroStep) {
 
 TEST(Dist, BucketedGradSyncMatchesOneProcess) {
   // GradSync, the engine before DdpSync (still the baseline of `detforge bench dist`).
-  TempDir dir;
-  const auto runs = run_ranks(dir, 2, kTrainArgs + " --sync buckets --out " + dir.path().string());
-  ASSERT_EQ(runs[0].exit_code, 0) << runs[0].output;
-  ASSERT_EQ(runs[1].exit_code, 0) << runs[1].output;
-  expect_matches_single_process(dir, runs[0].output + runs[1].output);
+  expect_engine_matches_single_process(" --sync buckets");
 }
 
 TEST(Dist, TrainableParametersDifferingAtStartupFailOnBothRanks) {
