@@ -26,7 +26,7 @@ target_precompile_headers(detforge_pch PRIVATE <torch/torch.h>)
 function(_detforge_uses_torch out deps)
   set(${out} OFF PARENT_SCOPE)
   foreach(d ${deps})
-    if(d STREQUAL "torch" OR d MATCHES "^detforge_(structures|ops|data|models|losses|distributed|eval|engine|tools)$")
+    if(d STREQUAL "torch" OR d MATCHES "^detforge_(structures|ops|weights|data|models|losses|distributed|eval|engine|tools)$")
       set(${out} ON PARENT_SCOPE)
     endif()
   endforeach()
@@ -59,9 +59,12 @@ function(detforge_add_library)
   _detforge_setup(${A_NAME} "${A_DEPS}")
 endfunction()
 
-# detforge_add_test(NAME x_test SRCS ... DEPS ... LABELS unit ...)
+# detforge_add_test(NAME x_test SRCS ... DEPS ... LABELS unit ... [TIMEOUT s] [THREADS n])
+# Each test takes THREADS of ctest's -j slots (default 1) and runs LibTorch with that many
+# threads (OMP_NUM_THREADS): under `ctest -j2` two tests of 2 threads each on 2 cores spin
+# against each other and took several times as long.
 function(detforge_add_test)
-  cmake_parse_arguments(A "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(A "" "NAME;TIMEOUT;THREADS" "SRCS;DEPS;LABELS" ${ARGN})
   add_executable(${A_NAME} ${A_SRCS} "${CMAKE_SOURCE_DIR}/tests/test_main.cpp")
   target_include_directories(${A_NAME} PRIVATE "${CMAKE_SOURCE_DIR}/tests")
   target_link_libraries(${A_NAME} PRIVATE ${A_DEPS} GTest::gtest GTest::gmock)
@@ -73,12 +76,16 @@ function(detforge_add_test)
   if(NOT A_TIMEOUT)
     set(A_TIMEOUT 300)
   endif()
+  if(NOT A_THREADS)
+    set(A_THREADS 1)
+  endif()
   if(DETFORGE_RELOCATABLE)
     # Bundled test binaries run on the GPU host, not here: nothing to discover.
     return()
   endif()
   gtest_discover_tests(${A_NAME}
     WORKING_DIRECTORY "${CMAKE_BINARY_DIR}"
-    PROPERTIES LABELS "${A_LABELS}" TIMEOUT ${A_TIMEOUT}
+    PROPERTIES LABELS "${A_LABELS}" TIMEOUT ${A_TIMEOUT} PROCESSORS ${A_THREADS}
+      ENVIRONMENT "OMP_NUM_THREADS=${A_THREADS}"
     DISCOVERY_TIMEOUT 60)
 endfunction()

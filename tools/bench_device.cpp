@@ -21,8 +21,8 @@
 #include "core/errors.h"
 #include "core/logging.h"
 #include "engine/amp.h"
-#include "models/retinanet.h"
-#include "models/weights.h"
+#include "models/module_state.h"
+#include "models/retinanet/retinanet.h"
 
 namespace detforge::tools {
 namespace {

@@ -23,8 +23,8 @@
 #include "commands.h"
 #include "core/errors.h"
 #include "core/logging.h"
-#include "models/retinanet.h"
-#include "models/weights.h"
+#include "models/module_state.h"
+#include "models/retinanet/retinanet.h"
 #include "ops/nms.h"
 
 namespace detforge::tools {
@@ -275,7 +275,7 @@ fs::path write_peer_inputs(const std::string& bench, const models::NamedTensors&
   const fs::path dir =
       fs::temp_directory_path() / ("detforge_bench_" + bench + "_" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  models::write_state_dict(tensors, (dir / "inputs.pth").string());
+  weights::write_state_dict(tensors, (dir / "inputs.pth").string());
   return dir;
 }
 

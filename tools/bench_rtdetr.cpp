@@ -19,9 +19,9 @@
 #include "commands.h"
 #include "core/errors.h"
 #include "core/logging.h"
-#include "models/build.h"
-#include "models/rtdetr.h"
-#include "models/weights.h"
+#include "models/module_state.h"
+#include "models/rtdetr/build.h"
+#include "models/rtdetr/rtdetr.h"
 #include "ops/box_ops.h"
 
 namespace detforge::tools {
@@ -110,7 +110,7 @@ void run_bench_rtdetr(const BenchPeerArgs& a) {
       fs::temp_directory_path() / ("detforge_bench_rtdetr_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const auto weights = (dir / "weights.pth").string();
-  models::write_state_dict(models::export_state(*model), weights);
+  weights::write_state_dict(models::export_state(*model), weights);
   const auto train_step = [&](models::RTDetr& m, const Batch& b) {
     m->zero_grad(/*set_to_none=*/true);
     m->forward_train(b).total().backward();
@@ -134,7 +134,7 @@ void run_bench_rtdetr(const BenchPeerArgs& a) {
   std::string peer_note;
   if (a.peer) {
     const auto in_path = (dir / "inputs.pth").string();
-    models::write_state_dict(inputs, in_path);
+    weights::write_state_dict(inputs, in_path);
     logging::info(str("transformers: same weights and inputs, ", threads, " threads"));
     peer = run_peer(a.python, dir, kPeerScript,
                     str("'", in_path, "' '", weights, "' ", threads, " ", a.iters, " ", a.warmup),

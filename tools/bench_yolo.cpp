@@ -20,9 +20,9 @@
 #include "commands.h"
 #include "core/errors.h"
 #include "core/logging.h"
-#include "models/build.h"
-#include "models/weights.h"
-#include "models/yolo.h"
+#include "models/module_state.h"
+#include "models/yolo/build.h"
+#include "models/yolo/yolo.h"
 
 namespace detforge::tools {
 namespace {
@@ -117,7 +117,7 @@ void run_bench_yolo(const BenchPeerArgs& a) {
       fs::temp_directory_path() / ("detforge_bench_yolo_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const auto weights = (dir / "weights.pth").string();
-  models::write_state_dict(models::export_state(*model), weights);
+  weights::write_state_dict(models::export_state(*model), weights);
   const double train_s = time_it("train step", true, [&] {
     model->zero_grad(/*set_to_none=*/true);
     model->forward_train(batch).total().backward();
@@ -129,7 +129,7 @@ void run_bench_yolo(const BenchPeerArgs& a) {
   std::string peer_note;
   if (a.peer) {
     const auto in_path = (dir / "inputs.pth").string();
-    models::write_state_dict(inputs, in_path);
+    weights::write_state_dict(inputs, in_path);
     logging::info(str("Ultralytics: same weights and inputs, ", threads, " threads"));
     peer = run_peer(
         a.python, dir, kPeerScript,

@@ -15,7 +15,7 @@
 #include "engine/build.h"
 #include "load_weights.h"
 #include "models/build.h"
-#include "models/weights.h"
+#include "models/module_state.h"
 
 namespace detforge::tools {
 namespace {
@@ -35,7 +35,7 @@ void run_export(const ExportArgs& a) {
   auto detector = models::build_detector(spec.detector);
   load_weights(*detector, a.weights, a.ema);
   const auto state = models::export_state(*detector);
-  models::write_state_dict(state, a.out);
+  weights::write_state_dict(state, a.out);
   int64_t values = 0;
   for (const auto& [name, t] : state) values += t.numel();
   logging::info(str("export: ", state.size(), " tensors (", values, " values) from ", a.weights,

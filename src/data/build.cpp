@@ -1,6 +1,12 @@
 #include "data/build.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "core/config_node.h"
 #include "core/errors.h"
@@ -113,102 +119,135 @@ void read_fill(const ConfigNode& n, int& fill) {
     n.fail("fill", str("must lie in [0, 255], got ", fill));
 }
 
-// One entry of data.train.transforms; `base` holds the data-level resize and flip keys, which a
-// `resize` or `flip` entry inherits.
+// The readers of data.train.transforms entries: each reads its keys (the `type` key already
+// read) into its Options and makes the transform. `base` holds the data-level resize and flip
+// keys, which a `resize` or `flip` entry inherits.
+using TransformReader =
+    std::function<std::shared_ptr<const Transform>(const ConfigNode&, const TransformOptions&)>;
+
+std::shared_ptr<const Transform> read_resize(const ConfigNode& n, const TransformOptions& base) {
+  ResizeOptions o{base.min_size, base.max_size, base.fixed_size, false};
+  o.min_size = int_or_list(n, "min_size", o.min_size);
+  if (o.min_size.empty()) n.fail("min_size", "must not be empty");
+  for (const int64_t m : o.min_size) {
+    if (m < 1) n.fail("min_size", str("sizes must be >= 1, got ", m));
+  }
+  if (n.read("max_size", o.max_size)) at_least(n, "max_size", o.max_size, 1);
+  std::array<int64_t, 2> fixed{};
+  if (n.has("fixed_size")) {
+    read_pair(n, "fixed_size", fixed, "[width, height]");
+    o.fixed_size = fixed;
+  }
+  return make_resize(o, true);
+}
+
+std::shared_ptr<const Transform> read_flip(const ConfigNode& n, const TransformOptions& base) {
+  FlipOptions o{base.flip_prob, 0.0};
+  probability(n, "prob", o.prob);
+  probability(n, "vertical_prob", o.vertical_prob);
+  return make_flip(o);
+}
+
+std::shared_ptr<const Transform> read_hsv(const ConfigNode& n, const TransformOptions&) {
+  HsvOptions o;
+  probability(n, "hue", o.hue);
+  probability(n, "saturation", o.saturation);
+  probability(n, "value", o.value);
+  probability(n, "prob", o.prob);
+  return make_hsv(o);
+}
+
+std::shared_ptr<const Transform> read_affine(const ConfigNode& n, const TransformOptions&) {
+  AffineOptions o;
+  non_negative(n, "degrees", o.degrees);
+  probability(n, "translate", o.translate);
+  if (n.read("scale", o.scale) && !(o.scale >= 0 && o.scale < 1))
+    n.fail("scale", str("must lie in [0, 1) (the gain is U(1 - scale, 1 + scale)), got ", o.scale));
+  if (n.read("shear", o.shear) && !(o.shear >= 0 && o.shear < 90))
+    n.fail("shear", str("must lie in [0, 90) degrees, got ", o.shear));
+  if (n.has("size")) {
+    std::array<int64_t, 2> size{};
+    read_pair(n, "size", size, "[width, height]");
+    o.size = size;
+  }
+  read_fill(n, o.fill);
+  return make_affine(o);
+}
+
+std::shared_ptr<const Transform> read_scale_jitter(const ConfigNode& n, const TransformOptions&) {
+  ScaleJitterOptions o;
+  read_pair(n, "size", o.size, "[width, height]");
+  read_pair(n, "scale", o.scale, "[min, max]");
+  n.read("crop", o.crop);
+  return make_scale_jitter(o);
+}
+
+std::shared_ptr<const Transform> read_iou_crop(const ConfigNode& n, const TransformOptions&) {
+  IouCropOptions o;
+  n.read("min_ious", o.min_ious);
+  if (o.min_ious.empty()) n.fail("min_ious", "must not be empty");
+  for (const double v : o.min_ious) {
+    if (!(v >= 0 && v <= 1)) n.fail("min_ious", str("values must lie in [0, 1], got ", v));
+  }
+  std::array<double, 2> scale{o.min_scale, o.max_scale}, aspect{o.min_aspect, o.max_aspect};
+  read_pair(n, "scale", scale, "[min, max]");
+  read_pair(n, "aspect", aspect, "[min, max]");
+  if (scale[1] > 1) n.fail("scale", "the crop's side fraction must be <= 1");
+  o.min_scale = scale[0], o.max_scale = scale[1], o.min_aspect = aspect[0];
+  o.max_aspect = aspect[1];
+  if (n.read("trials", o.trials)) at_least(n, "trials", o.trials, 1);
+  return make_iou_crop(o);
+}
+
+std::shared_ptr<const Transform> read_zoom_out(const ConfigNode& n, const TransformOptions&) {
+  ZoomOutOptions o;
+  read_pair(n, "side_range", o.side_range, "[min, max]");
+  if (o.side_range[0] < 1) n.fail("side_range", "must start at >= 1 (the canvas is never smaller)");
+  probability(n, "prob", o.prob);
+  read_fill(n, o.fill);
+  return make_zoom_out(o);
+}
+
+std::shared_ptr<const Transform> read_mosaic(const ConfigNode& n, const TransformOptions&) {
+  MosaicOptions o;
+  if (n.read("size", o.size)) at_least(n, "size", o.size, 2);
+  probability(n, "prob", o.prob);
+  read_fill(n, o.fill);
+  return make_mosaic(o);
+}
+
+std::shared_ptr<const Transform> read_mixup(const ConfigNode& n, const TransformOptions&) {
+  MixUpOptions o;
+  probability(n, "prob", o.prob);
+  if (n.read("alpha", o.alpha) && !(o.alpha > 0)) n.fail("alpha", "must be > 0");
+  read_fill(n, o.fill);
+  return make_mixup(o);
+}
+
+// One entry of data.train.transforms through the table: `type` -> its reader (the order is
+// the one error messages list). A new transform is one reader and one row here.
 std::shared_ptr<const Transform> read_transform(const ConfigNode& n, const TransformOptions& base) {
-  static const std::vector<std::string> kTypes = {
-      "resize", "flip", "hsv", "affine", "scale_jitter", "iou_crop", "zoom_out", "mosaic", "mixup"};
+  static const std::vector<std::pair<std::string, TransformReader>> kReaders = {
+      {"resize", read_resize},
+      {"flip", read_flip},
+      {"hsv", read_hsv},
+      {"affine", read_affine},
+      {"scale_jitter", read_scale_jitter},
+      {"iou_crop", read_iou_crop},
+      {"zoom_out", read_zoom_out},
+      {"mosaic", read_mosaic},
+      {"mixup", read_mixup}};
+  std::vector<std::string> types;
+  for (const auto& [type, reader] : kReaders) types.push_back(type);
   if (!n.has("type")) {
     std::string known;
-    for (const auto& k : kTypes) known += (known.empty() ? "" : ", ") + k;
+    for (const auto& k : types) known += (known.empty() ? "" : ", ") + k;
     n.fail("type", "missing; one of " + known);
   }
-  const std::string type = n.one_of("type", kTypes, "");
-  std::shared_ptr<const Transform> t;
-  if (type == "resize") {
-    ResizeOptions o{base.min_size, base.max_size, base.fixed_size, false};
-    o.min_size = int_or_list(n, "min_size", o.min_size);
-    if (o.min_size.empty()) n.fail("min_size", "must not be empty");
-    for (const int64_t m : o.min_size) {
-      if (m < 1) n.fail("min_size", str("sizes must be >= 1, got ", m));
-    }
-    if (n.read("max_size", o.max_size)) at_least(n, "max_size", o.max_size, 1);
-    std::array<int64_t, 2> fixed{};
-    if (n.has("fixed_size")) {
-      read_pair(n, "fixed_size", fixed, "[width, height]");
-      o.fixed_size = fixed;
-    }
-    t = make_resize(o, true);
-  } else if (type == "flip") {
-    FlipOptions o{base.flip_prob, 0.0};
-    probability(n, "prob", o.prob);
-    probability(n, "vertical_prob", o.vertical_prob);
-    t = make_flip(o);
-  } else if (type == "hsv") {
-    HsvOptions o;
-    probability(n, "hue", o.hue);
-    probability(n, "saturation", o.saturation);
-    probability(n, "value", o.value);
-    probability(n, "prob", o.prob);
-    t = make_hsv(o);
-  } else if (type == "affine") {
-    AffineOptions o;
-    non_negative(n, "degrees", o.degrees);
-    probability(n, "translate", o.translate);
-    if (n.read("scale", o.scale) && !(o.scale >= 0 && o.scale < 1))
-      n.fail("scale",
-             str("must lie in [0, 1) (the gain is U(1 - scale, 1 + scale)), got ", o.scale));
-    if (n.read("shear", o.shear) && !(o.shear >= 0 && o.shear < 90))
-      n.fail("shear", str("must lie in [0, 90) degrees, got ", o.shear));
-    if (n.has("size")) {
-      std::array<int64_t, 2> size{};
-      read_pair(n, "size", size, "[width, height]");
-      o.size = size;
-    }
-    read_fill(n, o.fill);
-    t = make_affine(o);
-  } else if (type == "scale_jitter") {
-    ScaleJitterOptions o;
-    read_pair(n, "size", o.size, "[width, height]");
-    read_pair(n, "scale", o.scale, "[min, max]");
-    n.read("crop", o.crop);
-    t = make_scale_jitter(o);
-  } else if (type == "iou_crop") {
-    IouCropOptions o;
-    n.read("min_ious", o.min_ious);
-    if (o.min_ious.empty()) n.fail("min_ious", "must not be empty");
-    for (const double v : o.min_ious) {
-      if (!(v >= 0 && v <= 1)) n.fail("min_ious", str("values must lie in [0, 1], got ", v));
-    }
-    std::array<double, 2> scale{o.min_scale, o.max_scale}, aspect{o.min_aspect, o.max_aspect};
-    read_pair(n, "scale", scale, "[min, max]");
-    read_pair(n, "aspect", aspect, "[min, max]");
-    if (scale[1] > 1) n.fail("scale", "the crop's side fraction must be <= 1");
-    o.min_scale = scale[0], o.max_scale = scale[1], o.min_aspect = aspect[0];
-    o.max_aspect = aspect[1];
-    if (n.read("trials", o.trials)) at_least(n, "trials", o.trials, 1);
-    t = make_iou_crop(o);
-  } else if (type == "zoom_out") {
-    ZoomOutOptions o;
-    read_pair(n, "side_range", o.side_range, "[min, max]");
-    if (o.side_range[0] < 1)
-      n.fail("side_range", "must start at >= 1 (the canvas is never smaller)");
-    probability(n, "prob", o.prob);
-    read_fill(n, o.fill);
-    t = make_zoom_out(o);
-  } else if (type == "mosaic") {
-    MosaicOptions o;
-    if (n.read("size", o.size)) at_least(n, "size", o.size, 2);
-    probability(n, "prob", o.prob);
-    read_fill(n, o.fill);
-    t = make_mosaic(o);
-  } else {
-    MixUpOptions o;
-    probability(n, "prob", o.prob);
-    if (n.read("alpha", o.alpha) && !(o.alpha > 0)) n.fail("alpha", "must be > 0");
-    read_fill(n, o.fill);
-    t = make_mixup(o);
-  }
+  const std::string type = n.one_of("type", types, "");
+  const auto entry = std::find_if(kReaders.begin(), kReaders.end(),
+                                  [&](const auto& row) { return row.first == type; });
+  auto t = entry->second(n, base);
   n.reject_unused();
   return t;
 }

@@ -113,12 +113,6 @@ Sample CocoDataset::read(int64_t index) const {
   return s;
 }
 
-Sample CocoDataset::load(int64_t index, const TransformOptions& options, int64_t epoch) const {
-  Sample s = read(index);
-  apply_transforms(s, options, epoch, index);
-  return s;
-}
-
 std::string report_json(const std::string& annotation_file, const std::vector<Issue>& issues,
                         const PolicyResult* policy, const std::string& policy_name) {
   nlohmann::json doc;

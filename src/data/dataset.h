@@ -1,6 +1,6 @@
 // CocoDataset: an instances file checked by every validation rule, the data.on_invalid policy
 // applied (with counts logged and removed ids written to a report), and contiguous labels.
-// load() decodes and transforms one image; it is safe to call from many threads.
+// read() decodes one image; it is safe to call from many threads.
 // Free of LibTorch.
 #pragma once
 
@@ -49,8 +49,6 @@ class CocoDataset {
   /// Throws DataError naming image id and file if the file cannot be decoded or its size differs
   /// from the json.
   Sample read(int64_t index) const;
-  /// read() followed by apply_transforms(options, epoch, index).
-  Sample load(int64_t index, const TransformOptions& options, int64_t epoch) const;
 
   /// Every issue the rules found (before the policy).
   const std::vector<Issue>& issues() const { return issues_; }

@@ -31,11 +31,11 @@ struct DdpSyncOptions {
   /// (their buckets would otherwise never be reduced, and the other ranks would wait).
   /// false: detforge finds them by walking the loss's autograd graph before backward and adds a
   /// zero term through each, so their gradient is zero on this rank and the mean over ranks
-  /// (GradSync's rule); a parameter no rank reaches gets a zero gradient too, which optimizers
-  /// with weight decay or momentum still apply. true: the Reducer's own detection (one more
-  /// small all-reduce per step, buckets never rebuilt); a parameter no rank reaches keeps no
-  /// gradient, as in one process. Either way the set of such parameters is logged once.
-  /// Default: false
+  /// (as a rank without the branch contributes nothing); a parameter no rank reaches gets a zero
+  /// gradient too, which optimizers with weight decay or momentum still apply. true: the Reducer's
+  /// own detection (one more small all-reduce per step, buckets never rebuilt); a parameter no rank
+  /// reaches keeps no gradient, as in one process. Either way the set of such parameters is logged
+  /// once. Default: false
   bool find_unused = false;
 };
 

@@ -1,7 +1,6 @@
-// Gradient synchronisation without DistributedDataParallel (LibTorch's C++ API has none):
-// parameters broadcast from rank 0 once, then after every backward the gradients are
-// all-reduced in flattened buckets, in registration order, with undefined gradients sent as
-// zeros, so that every rank runs the same collectives on the same sizes every step
+// What every gradient engine needs besides the all-reduce (dist::DdpSync runs it on
+// c10d::Reducer): the trainable parameters in registration order, a cross-rank check that
+// they agree, rank 0's weights broadcast in flat buckets, and the per-step gradient coverage
 // (shared/STYLE.md 3.8; FIELD_FAILURES.md 4 and 5).
 #pragma once
 
@@ -15,12 +14,6 @@
 #include "distributed/process_group.h"
 
 namespace detforge::dist {
-
-struct GradSyncOptions {
-  /// Largest flattened bucket in bytes; a single larger parameter gets a bucket of its own.
-  /// Default: 25 MiB (DDP's bucket_cap_mb)
-  int64_t bucket_bytes = 25 * 1024 * 1024;
-};
 
 /// Consecutive parameters (registration order) of one dtype and device, reduced as one flat
 /// tensor. `params` are indices into the synced parameter list.
@@ -70,40 +63,6 @@ struct GradCoverage {
   /// "2 of 12 parameters had no gradient on this rank: dn.weight, dn.bias[; without gradient
   /// on every rank (left undefined): ...]".
   std::string to_string() const;
-};
-
-class GradSync {
- public:
-  /// Syncs trainable_params(module). Collective: check_same_params.
-  GradSync(std::shared_ptr<ProcessGroup> pg, const torch::nn::Module& module,
-           GradSyncOptions options = {});
-
-  /// broadcast_module_from_main with this sync's bucket size. Collective; call once before
-  /// the first step.
-  void broadcast_from_main();
-
-  /// After backward: every synced gradient becomes the mean over ranks (sum / world_size).
-  /// Undefined gradients are sent as zeros, so every rank reduces every bucket; after the sync
-  /// they hold the mean, except where no rank had a gradient: those stay undefined on every
-  /// rank, so optimizers skip them as they would in one process. Collective (one all-reduce per
-  /// bucket plus one of P floats counting gradients). Returns this rank's coverage (also kept
-  /// in last_coverage()).
-  const GradCoverage& sync(const std::string& what = "gradient all-reduce");
-
-  const GradCoverage& last_coverage() const { return coverage_; }
-  const std::vector<GradBucket>& buckets() const { return buckets_; }
-  /// Bytes all-reduced per sync.
-  int64_t bytes() const;
-
- private:
-  std::shared_ptr<ProcessGroup> pg_;
-  const torch::nn::Module& module_;
-  std::vector<std::string> names_;
-  std::vector<torch::Tensor> params_;
-  GradSyncOptions options_;
-  std::vector<GradBucket> buckets_;
-  std::vector<torch::Tensor> flat_;  // one persistent flat tensor per bucket
-  GradCoverage coverage_;
 };
 
 }  // namespace detforge::dist

@@ -12,7 +12,7 @@
 #include "core/atomic_file.h"
 #include "core/errors.h"
 #include "core/logging.h"
-#include "models/weights.h"
+#include "models/module_state.h"
 
 namespace fs = std::filesystem;
 

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "models/weights.h"
+#include "models/module_state.h"
 
 namespace detforge::engine {
 ModelEma::ModelEma(std::shared_ptr<torch::nn::Module> shadow, const torch::nn::Module& model,

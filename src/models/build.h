@@ -1,6 +1,7 @@
-// Config -> detectors. The only file of models/ that reads the config (shared/STYLE.md 3.3).
-// Keys are documented in docs/models.md. A detector family is one entry of the table in
-// detector_spec(): `model.type` -> a function reading the family's keys into its Options.
+// Config -> detectors. With models/<family>/build.cpp, the only files of models/ that read the
+// config (shared/STYLE.md 3.3). Keys are documented in docs/models.md. A detector family is
+// one entry of the table in detector_spec(): `model.type` -> the family's FamilyBuilder, which
+// reads its keys into its Options and fills the factory and stride of a DetectorSpec.
 #pragma once
 
 #include <cstdint>
@@ -8,12 +9,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "losses/target_checks.h"
 #include "models/detector.h"
-#include "models/retinanet.h"
-#include "models/rtdetr.h"
-#include "models/weights.h"
-#include "models/yolo.h"
+#include "models/module_state.h"
 
 namespace detforge {
 class ConfigNode;
@@ -36,23 +37,14 @@ struct DetectorSpec {
   std::optional<std::string> backbone_weights;
 };
 
-/// RetinaNet options from the `model` map (type: retinanet). `num_classes` comes from the
-/// caller when given (already checked against `model.num_classes`), else from the map. Throws
-/// ConfigError with file:line and key for a missing, mistyped, out-of-range or unknown key.
-RetinaNetOptions retinanet_options(const ConfigNode& model,
-                                   std::optional<int64_t> num_classes = {});
-
-/// RT-DETR options from the `model` map (type: rtdetr); keys in docs/models.md. `num_classes` as
-/// in retinanet_options.
-RTDetrOptions rtdetr_options(const ConfigNode& model, std::optional<int64_t> num_classes = {});
-
-/// YOLO (DFL-head) options from the `model` map (type: yolo); keys in docs/models.md.
-/// `num_classes` as in retinanet_options.
-YoloOptions yolo_options(const ConfigNode& model, std::optional<int64_t> num_classes = {});
+/// A family's entry in the table: reads the family's keys of the `model` map (spec.num_classes
+/// already set) into its Options, rejects unknown keys below `model`, and sets spec.create and
+/// spec.size_divisibility.
+using FamilyBuilder = std::function<void(const ConfigNode& model, DetectorSpec& spec)>;
 
 /// Reads the `model` map through the builder of `model.type` (known: retinanet, rtdetr, yolo; a
-/// miss lists them and suggests the nearest) and rejects unknown keys. `num_classes` as in
-/// retinanet_options.
+/// miss lists them and suggests the nearest) and rejects unknown keys. `num_classes`, when given,
+/// comes from the caller (already checked against `model.num_classes`), else from the map.
 DetectorSpec detector_spec(const ConfigNode& model, std::optional<int64_t> num_classes = {});
 
 /// spec.create(), then `spec.weights` or else `spec.backbone_weights` loaded.
@@ -72,5 +64,19 @@ NamedTensors export_state(const Detector& detector);
 /// Loads a torchvision ImageNet classification state dict (resnet*/resnext*) into the
 /// backbone body of `detector` ("fc.*" ignored). Returns the number of tensors loaded.
 int64_t import_backbone_weights(Detector& detector, const std::string& path);
+
+// Readers the family builders share. Each throws ConfigError with file:line and key.
+
+/// `given` when set, else `model.num_classes` (required, >= 1).
+int64_t read_num_classes(const ConfigNode& model, std::optional<int64_t> given);
+/// `value` when > 0; else fails on `key` of `n`.
+double positive(const ConfigNode& n, const std::string& key, double value);
+/// Each key of `n` in `keys` read into its field and checked against `min` (inclusive).
+void read_at_least(const ConfigNode& n, const std::vector<std::pair<const char*, int64_t*>>& keys,
+                   int64_t min);
+void read_at_least(const ConfigNode& n, const std::vector<std::pair<const char*, double*>>& keys,
+                   double min);
+/// `invalid_target_policy` of `n` (error, drop, skip_image), `fallback` when absent.
+losses::InvalidTargetPolicy read_policy(const ConfigNode& n, losses::InvalidTargetPolicy fallback);
 
 }  // namespace detforge::models

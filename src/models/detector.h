@@ -1,6 +1,7 @@
 // The interface every detector implements (shared/DESIGN.md, "Contracts"): a loss-key list
 // fixed at construction, a training forward returning exactly those keys, and inference
-// returning detections in original image pixels.
+// returning detections in original image pixels. DetectorBase holds what every family writes
+// the same way (options, keys, class count, stride, copy).
 #pragma once
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 
 #include <torch/torch.h>
 
+#include "models/module_state.h"
 #include "structures/batch.h"
 #include "structures/detections.h"
 #include "structures/loss_dict.h"
@@ -84,6 +86,36 @@ class Detector : public torch::nn::Module {
 
  private:
   CountNormalizer count_normalizer_;
+};
+
+/// The overrides every family writes the same way. A family derives as
+///   class FooImpl : public DetectorBase<FooImpl, FooOptions>
+/// with a static constexpr `kSizeDivisibility` and an Options type with `num_classes()`; copy()
+/// builds a new FooImpl from the same options and copies every tensor into it.
+template <typename Derived, typename Options>
+class DetectorBase : public Detector {
+ public:
+  DetectorBase(Options options, std::vector<std::string> loss_keys)
+      : options_(std::move(options)), loss_keys_(std::move(loss_keys)) {}
+
+  const std::vector<std::string>& loss_keys() const override { return loss_keys_; }
+  int64_t size_divisibility() const override { return Derived::kSizeDivisibility; }
+  int64_t num_classes() const override { return options_.num_classes(); }
+  std::shared_ptr<Detector> copy() const override {
+    auto out = std::make_shared<Derived>(options_);
+    out->to(parameters().front().device());
+    copy_state(*out, *this);
+    return out;
+  }
+
+  const Options& options() const { return options_; }
+  /// Images left out of the loss by the skip policy since construction.
+  int64_t skipped_images() const { return skipped_images_; }
+
+ protected:
+  Options options_;
+  std::vector<std::string> loss_keys_;
+  int64_t skipped_images_ = 0;
 };
 
 }  // namespace detforge::models

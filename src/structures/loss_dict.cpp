@@ -33,8 +33,6 @@ const torch::Tensor& LossDict::at(const std::string& key) const {
   return values_[i];
 }
 
-bool LossDict::is_set(const std::string& key) const { return values_[index_of(key)].defined(); }
-
 void LossDict::check_complete() const {
   std::vector<std::string> missing;
   for (size_t i = 0; i < keys_.size(); ++i) {

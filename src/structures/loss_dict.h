@@ -22,8 +22,6 @@ class LossDict {
   /// The term at `key`; throws if unknown or unset.
   const torch::Tensor& at(const std::string& key) const;
 
-  bool is_set(const std::string& key) const;
-
   /// Throws naming every unset key; call before any reduction.
   void check_complete() const;
 

@@ -15,7 +15,7 @@
 #include "engine/ema.h"
 #include "engine/mlperf_log.h"
 #include "engine/optim.h"
-#include "models/weights.h"
+#include "models/module_state.h"
 #include "ops/py_reference.h"
 #include "test_util.h"
 
@@ -103,7 +103,7 @@ TEST(Optimizer, ParamGroupsMatchTorchOptim) {
           torch::sin(torch::arange(p.numel()).to(torch::kFloat32) * 0.37 + k++).view(p.sizes()));
   }
   const auto params = named(*net);
-  models::write_state_dict(params, (dir.path() / "init.pth").string());
+  weights::write_state_dict(params, (dir.path() / "init.pth").string());
   for (const auto type : {OptimizerType::kSgd, OptimizerType::kAdamW}) {
     const std::string kind = type == OptimizerType::kSgd ? "sgd" : "adamw";
     OptimizerOptions o;

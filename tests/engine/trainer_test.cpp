@@ -20,7 +20,7 @@
 #include "engine/checkpoint.h"
 #include "engine/plot.h"
 #include "models/build.h"
-#include "models/weights.h"
+#include "models/module_state.h"
 #include "test_util.h"
 
 namespace detforge::engine {
@@ -245,7 +245,7 @@ TEST_F(TrainerTest, RunDirectoryHoldsConfigMetricsCheckpointsAndCurves) {
                                       dir_.write("e.yaml", yaml(out)) + " --weights " +
                                       (out / "last.ckpt").string() + " --ema --out " + exported);
   ASSERT_EQ(e.exit_code, 0) << e.output;
-  const auto file = models::read_state_dict(exported);
+  const auto file = weights::read_state_dict(exported);
   auto ema = models::build_detector(config(out).root().child("model"));
   load_checkpoint_weights((out / "last.ckpt").string(), *ema, "ema");
   const auto expected = models::module_state(*ema);

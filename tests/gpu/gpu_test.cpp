@@ -39,7 +39,7 @@
 #include "engine/amp.h"
 #include "eval/coco_evaluator.h"
 #include "eval/coco_io.h"
-#include "models/retinanet.h"
+#include "models/retinanet/retinanet.h"
 #include "test_util.h"
 
 namespace detforge {

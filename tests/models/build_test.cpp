@@ -3,7 +3,9 @@
 
 #include "core/config_node.h"
 #include "core/errors.h"
-#include "models/build.h"
+#include "models/retinanet/build.h"
+#include "models/rtdetr/build.h"
+#include "models/yolo/build.h"
 #include "test_util.h"
 
 namespace detforge::models {

@@ -1,0 +1,22 @@
+// The `model` section of `type: retinanet` -> RetinaNetOptions, and the family's entry in the
+// detector table (models/build.h). Keys are documented in docs/models.md.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "models/build.h"
+#include "models/retinanet/retinanet.h"
+
+namespace detforge::models {
+
+/// RetinaNet options from the `model` map. `num_classes` comes from the caller when given, else
+/// from the map. Throws ConfigError with file:line and key for a missing, mistyped, out-of-range
+/// or unknown key.
+RetinaNetOptions retinanet_options(const ConfigNode& model,
+                                   std::optional<int64_t> num_classes = {});
+
+/// The table entry (FamilyBuilder) of `type: retinanet`.
+void retinanet_spec(const ConfigNode& model, DetectorSpec& spec);
+
+}  // namespace detforge::models

@@ -1,0 +1,209 @@
+#include "models/retinanet/retinanet.h"
+
+#include <algorithm>
+
+#include "models/module_state.h"
+#include "ops/nms.h"
+
+namespace detforge::models {
+
+RetinaNetOptions::RetinaNetOptions(int64_t num_classes) : num_classes_(num_classes) {}
+
+RetinaNetImpl::RetinaNetImpl(RetinaNetOptions options)
+    : DetectorBase(std::move(options), {"classification", "bbox_regression"}),
+      anchor_generator_(options_.anchors()),
+      matcher_(options_.matcher()),
+      box_coder_(options_.box_coder()) {
+  TORCH_CHECK(options_.num_classes() >= 1, "RetinaNet: num_classes must be >= 1, got ",
+              options_.num_classes());
+  const auto per_location = anchor_generator_.num_anchors_per_location();
+  TORCH_CHECK(anchor_generator_.num_levels() == 5,
+              "RetinaNet: anchors must define 5 levels "
+              "(P3-P7), got ",
+              anchor_generator_.num_levels());
+  TORCH_CHECK(std::all_of(per_location.begin(), per_location.end(),
+                          [&](int64_t a) { return a == per_location[0]; }),
+              "RetinaNet: every level needs the same number of anchors per location");
+  backbone_ = register_module(
+      "backbone",
+      BackboneWithFpn(options_.backbone(), options_.fpn_channels(), options_.p6_from_p5()));
+  head_ = register_module(
+      "head", RetinaNetHead(RetinaNetHeadOptions(options_.fpn_channels(), options_.num_classes())
+                                .num_anchors(per_location[0])
+                                .prior_prob(options_.prior_prob())
+                                .norm_groups(options_.head_norm_groups())));
+}
+
+std::vector<torch::Tensor> RetinaNetImpl::features(const torch::Tensor& images) {
+  TORCH_CHECK(images.dim() == 4 && images.size(1) == 3,
+              "RetinaNet: images must be [B, 3, H, W], got ", images.sizes());
+  return backbone_(images);
+}
+
+HeadOutputs RetinaNetImpl::head_outputs(const std::vector<torch::Tensor>& features) {
+  return head_(features);
+}
+
+torch::Tensor RetinaNetImpl::anchors(const torch::Tensor& images,
+                                     const std::vector<torch::Tensor>& features) const {
+  std::vector<std::pair<int64_t, int64_t>> grids;
+  for (const auto& f : features) grids.emplace_back(f.size(2), f.size(3));
+  return anchor_generator_.grid_anchors(grids, images.size(2), images.size(3), images.device());
+}
+
+std::vector<int64_t> RetinaNetImpl::level_sizes(const std::vector<torch::Tensor>& features) const {
+  const int64_t a = anchor_generator_.num_anchors_per_location()[0];
+  std::vector<int64_t> sizes;
+  for (const auto& f : features) sizes.push_back(f.size(2) * f.size(3) * a);
+  return sizes;
+}
+
+namespace {
+
+// Ground truth padded to [B, G, 4] / [B, G] with a validity mask; images not kept get no rows.
+struct PaddedTargets {
+  torch::Tensor boxes, labels, valid;
+};
+
+PaddedTargets pad_targets(const std::vector<Targets>& targets, const std::vector<bool>& keep,
+                          const torch::Device& device) {
+  const int64_t b = static_cast<int64_t>(targets.size());
+  int64_t g = 0;
+  for (int64_t i = 0; i < b; ++i) {
+    if (keep[i]) g = std::max(g, targets[i].size());
+  }
+  auto fopts = torch::TensorOptions().dtype(torch::kFloat32).device(device);
+  PaddedTargets p{torch::zeros({b, g, 4}, fopts), torch::zeros({b, g}, fopts.dtype(torch::kInt64)),
+                  torch::zeros({b, g}, fopts.dtype(torch::kBool))};
+  for (int64_t i = 0; i < b; ++i) {
+    const int64_t n = targets[i].size();
+    if (!keep[i] || n == 0) continue;
+    p.boxes[i].narrow(0, 0, n).copy_(targets[i].boxes.tensor());
+    p.labels[i].narrow(0, 0, n).copy_(targets[i].labels);
+    p.valid[i].narrow(0, 0, n).fill_(true);
+  }
+  return p;
+}
+
+}  // namespace
+
+torch::Tensor RetinaNetImpl::match(const std::vector<Targets>& targets,
+                                   const torch::Tensor& anchors,
+                                   const std::vector<bool>& keep) const {
+  const auto p = pad_targets(targets, keep, anchors.device());
+  return matcher_(ops::batched_box_iou(p.boxes, anchors), p.valid);
+}
+
+LossDict RetinaNetImpl::compute_loss(const std::vector<Targets>& targets,
+                                     const HeadOutputs& outputs, const torch::Tensor& anchors,
+                                     const std::vector<bool>& keep) const {
+  const auto& logits = outputs.cls_logits;       // [B, A, K]
+  const auto& deltas = outputs.bbox_regression;  // [B, A, 4]
+  const int64_t b = logits.size(0);
+  TORCH_CHECK(static_cast<int64_t>(targets.size()) == b && static_cast<int64_t>(keep.size()) == b,
+              "RetinaNet::compute_loss: ", b, " images but ", targets.size(), " targets and ",
+              keep.size(), " keep flags");
+  const auto device = logits.device();
+  const auto p = pad_targets(targets, keep, device);
+  const auto matched = match(targets, anchors, keep);  // [B, A]
+
+  std::vector<uint8_t> keep_bytes(keep.begin(), keep.end());
+  const auto kept = torch::tensor(keep_bytes, torch::kBool).to(device);
+  const int64_t num_kept = std::count(keep.begin(), keep.end(), true);
+  const auto fg = matched >= 0;
+  const auto num_fg = fg.sum(1).clamp_min(1).to(logits.scalar_type());  // max(1, fg) per image
+
+  // Classification: one-hot targets for foreground anchors (label -1: background), anchors
+  // between thresholds and skipped images weigh 0; each image is normalised by its own
+  // foreground count and the sum by the number of kept images.
+  const double denom = static_cast<double>(std::max<int64_t>(1, num_kept));
+  const auto gt_labels =
+      p.labels.size(1) > 0 ? p.labels.gather(1, matched.clamp_min(0)) : torch::zeros_like(matched);
+  const auto counted = (matched != ops::kBetweenThresholds) & kept.unsqueeze(1);
+  const auto anchor_weight =
+      counted.to(torch::kFloat32) / (num_fg.to(torch::kFloat32).unsqueeze(1) * denom);
+  const auto classification = losses::one_hot_focal_loss_sum(
+      logits, torch::where(fg, gt_labels, torch::full({}, -1, gt_labels.options())), anchor_weight,
+      options_.focal());
+
+  // Regression: foreground anchors only, each image normalised by its own foreground count.
+  const auto fg_idx = fg.nonzero();  // [F, 2] (image, anchor)
+  const auto img = fg_idx.select(1, 0), anc = fg_idx.select(1, 1);
+  const auto gt_idx = matched.index({img, anc});
+  const auto per_pair =
+      losses::box_regression_loss(options_.box_loss(), box_coder_, deltas.index({img, anc}),
+                                  anchors.index({anc}), p.boxes.index({img, gt_idx}));
+  const auto box_per_image =
+      torch::zeros({b}, per_pair.options()).index_add(0, img, per_pair) / num_fg;
+
+  LossDict out(loss_keys_);
+  out.set("classification", classification);
+  // The `* 0` sum keeps every regression parameter in the graph when no image has a foreground.
+  out.set("bbox_regression", box_per_image.sum() / denom + graph_zero(deltas));
+  return out;
+}
+
+LossDict RetinaNetImpl::forward_train(const Batch& batch) {
+  batch.check();
+  const auto keep = losses::check_targets(batch.targets, options_.num_classes(),
+                                          options_.invalid_target_policy());
+  skipped_images_ += std::count(keep.begin(), keep.end(), false);
+  const auto feats = features(batch.images);
+  const auto outputs = head_outputs(feats);
+  return compute_loss(batch.targets, outputs, anchors(batch.images, feats), keep);
+}
+
+std::vector<Detections> RetinaNetImpl::postprocess(const HeadOutputs& outputs,
+                                                   const torch::Tensor& anchors,
+                                                   const std::vector<int64_t>& level_sizes,
+                                                   const Batch& batch) const {
+  const int64_t b = outputs.cls_logits.size(0);
+  const int64_t k = outputs.cls_logits.size(2);
+  std::vector<Detections> out;
+  out.reserve(b);
+  for (int64_t i = 0; i < b; ++i) {
+    const auto& size = batch.image_sizes[i];
+    std::vector<torch::Tensor> boxes, scores, labels;
+    int64_t start = 0;
+    for (int64_t n : level_sizes) {
+      const auto logits = outputs.cls_logits[i].narrow(0, start, n);
+      const auto deltas = outputs.bbox_regression[i].narrow(0, start, n);
+      const auto level_anchors = anchors.narrow(0, start, n);
+      start += n;
+      auto s = torch::sigmoid(logits).flatten();
+      const auto candidates = torch::where(s > options_.score_threshold())[0];
+      s = s.index({candidates});
+      const int64_t topk = std::min<int64_t>(options_.topk_candidates(), candidates.size(0));
+      auto [top_scores, order] = s.topk(topk);
+      const auto flat = candidates.index({order});
+      const auto anchor_idx = torch::div(flat, k, "floor");
+      const auto decoded =
+          box_coder_.decode(deltas.index({anchor_idx}), level_anchors.index({anchor_idx}));
+      boxes.push_back(ops::clip_boxes(decoded, size.height, size.width));
+      scores.push_back(top_scores);
+      labels.push_back(flat.remainder(k));
+    }
+    auto all_boxes = torch::cat(boxes), all_scores = torch::cat(scores),
+         all_labels = torch::cat(labels);
+    auto keep = ops::batched_nms(all_boxes, all_scores, all_labels, options_.nms_threshold());
+    keep = keep.narrow(0, 0, std::min<int64_t>(keep.size(0), options_.detections_per_image()));
+    // Back to original pixels, ratios computed in float32 as torchvision's resize_boxes.
+    const auto& orig = batch.original_sizes[i];
+    const float rh = static_cast<float>(orig.height) / static_cast<float>(size.height);
+    const float rw = static_cast<float>(orig.width) / static_cast<float>(size.width);
+    const auto ratio = torch::tensor({rw, rh, rw, rh}, all_boxes.options());
+    out.emplace_back(batch.targets[i].image_id, Boxes(all_boxes.index({keep}) * ratio),
+                     all_scores.index({keep}), all_labels.index({keep}));
+  }
+  return out;
+}
+
+std::vector<Detections> RetinaNetImpl::predict(const Batch& batch) {
+  batch.check();
+  torch::NoGradGuard no_grad;
+  const auto feats = features(batch.images);
+  const auto outputs = head_outputs(feats);
+  return postprocess(outputs, anchors(batch.images, feats), level_sizes(feats), batch);
+}
+
+}  // namespace detforge::models

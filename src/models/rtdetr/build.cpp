@@ -1,0 +1,123 @@
+#include "models/rtdetr/build.h"
+
+#include <algorithm>
+#include <memory>
+
+#include "core/config_node.h"
+#include "core/errors.h"
+
+namespace detforge::models {
+
+namespace {
+
+void read_rtdetr_backbone(const ConfigNode& n, RTDetrOptions& o) {
+  ResNetVdOptions b = o.backbone();
+  n.read("type", b.arch());
+  const auto& names = resnet_vd_arch_names();
+  if (std::find(names.begin(), names.end(), b.arch()) == names.end()) {
+    n.fail("type", str("unknown '", b.arch(), "'; ", list_choices(b.arch(), names)));
+  }
+  if (n.read("norm_eps", b.norm_eps()) && b.norm_eps() < 0)
+    n.fail("norm_eps", str(b.norm_eps(), " must be >= 0"));
+  n.read("fold_frozen_bn", b.fold_frozen_bn());
+  if (n.has("weights")) {
+    n.fail("weights",
+           "an ImageNet backbone file is read for RetinaNet only; give RT-DETR a whole "
+           "model with model.weights (a detforge or transformers state dict)");
+  }
+  n.reject_unused();
+  o.backbone(b);
+}
+
+void read_rtdetr_encoder(const ConfigNode& n, RTDetrOptions& o) {
+  read_at_least(n,
+                {{"hidden_dim", &o.encoder_hidden_dim()},
+                 {"heads", &o.encoder_heads()},
+                 {"ffn_dim", &o.encoder_ffn_dim()}},
+                1);
+  read_at_least(n, {{"layers", &o.encoder_layers()}}, 0);
+  if (n.read("expansion", o.hidden_expansion())) positive(n, "expansion", o.hidden_expansion());
+  if (o.encoder_hidden_dim() % o.encoder_heads() != 0) {
+    n.fail("heads", str(o.encoder_heads(), " must divide hidden_dim ", o.encoder_hidden_dim()));
+  }
+  if (o.encoder_hidden_dim() % 4 != 0) {
+    n.fail("hidden_dim", str(o.encoder_hidden_dim(),
+                             " must be a multiple of 4 (the sine position "
+                             "embedding)"));
+  }
+  n.reject_unused();
+}
+
+void read_rtdetr_decoder(const ConfigNode& n, RTDetrOptions& o) {
+  read_at_least(n,
+                {{"d_model", &o.d_model()},
+                 {"layers", &o.decoder_layers()},
+                 {"heads", &o.decoder_heads()},
+                 {"ffn_dim", &o.decoder_ffn_dim()},
+                 {"points", &o.decoder_points()},
+                 {"num_queries", &o.num_queries()}},
+                1);
+  if (n.read("offset_scale", o.decoder_offset_scale()))
+    positive(n, "offset_scale", o.decoder_offset_scale());
+  if (o.d_model() % o.decoder_heads() != 0) {
+    n.fail("heads", str(o.decoder_heads(), " must divide d_model ", o.d_model()));
+  }
+  n.reject_unused();
+}
+
+void read_rtdetr_denoising(const ConfigNode& n, RTDetrOptions& o) {
+  read_at_least(n, {{"num_queries", &o.num_denoising()}}, 0);
+  if (n.read("label_noise_ratio", o.label_noise_ratio()) &&
+      (o.label_noise_ratio() < 0 || o.label_noise_ratio() > 1)) {
+    n.fail("label_noise_ratio", str(o.label_noise_ratio(), " must be in [0, 1]"));
+  }
+  read_at_least(n, {{"box_noise_scale", &o.box_noise_scale()}}, 0.0);
+  n.reject_unused();
+}
+
+void read_rtdetr_loss(const ConfigNode& n, RTDetrOptions& o) {
+  read_at_least(n,
+                {{"vfl_weight", &o.weight_vfl()},
+                 {"bbox_weight", &o.weight_bbox()},
+                 {"giou_weight", &o.weight_giou()},
+                 {"vfl_alpha", &o.vfl_alpha()},
+                 {"vfl_gamma", &o.vfl_gamma()}},
+                0.0);
+  o.invalid_target_policy(read_policy(n, o.invalid_target_policy()));
+  n.reject_unused();
+}
+
+}  // namespace
+
+RTDetrOptions rtdetr_options(const ConfigNode& model, std::optional<int64_t> num_classes) {
+  RTDetrOptions o(read_num_classes(model, num_classes));
+  if (auto b = model.optional_child("backbone")) read_rtdetr_backbone(*b, o);
+  if (auto e = model.optional_child("encoder")) read_rtdetr_encoder(*e, o);
+  if (auto d = model.optional_child("decoder")) read_rtdetr_decoder(*d, o);
+  if (auto d = model.optional_child("denoising")) read_rtdetr_denoising(*d, o);
+  if (auto m = model.optional_child("matcher")) {
+    read_at_least(*m,
+                  {{"class_cost", &o.matcher_class_cost()},
+                   {"bbox_cost", &o.matcher_bbox_cost()},
+                   {"giou_cost", &o.matcher_giou_cost()},
+                   {"alpha", &o.matcher_alpha()},
+                   {"gamma", &o.matcher_gamma()}},
+                  0.0);
+    m->reject_unused();
+  }
+  if (auto l = model.optional_child("loss")) read_rtdetr_loss(*l, o);
+  if (auto inf = model.optional_child("inference")) {
+    inf->read("score_threshold", o.score_threshold());
+    inf->reject_unused();
+  }
+  return o;
+}
+
+void rtdetr_spec(const ConfigNode& model, DetectorSpec& spec) {
+  spec.create = [o = rtdetr_options(model, spec.num_classes)] {
+    return std::make_shared<RTDetrImpl>(o);
+  };
+  spec.size_divisibility = RTDetrImpl::kSizeDivisibility;
+}
+
+}  // namespace detforge::models

@@ -1,0 +1,80 @@
+// RT-DETR's decoder: self-attention among the queries, multi-scale deformable cross-attention
+// into the encoder's maps (v2: per-level sampling points, offsets scaled by the reference box,
+// bilinear sampling with grid_sample), a feed-forward block, and after every layer a class
+// head and a box head that refines the reference boxes. Module names equal transformers'
+// RTDetrV2Decoder (layers.0.encoder_attn.sampling_offsets, query_pos_head.layers.0, ...).
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "models/rtdetr/encoder.h"
+#include "models/rtdetr/options.h"
+
+namespace detforge::models {
+
+/// (height, width) of each level of the flattened memory, finest first.
+using LevelShapes = std::vector<std::pair<int64_t, int64_t>>;
+
+/// log(x / (1 - x)) with x clamped into [0, 1] and both terms into [eps, inf).
+torch::Tensor inverse_sigmoid(const torch::Tensor& x, double eps = 1e-5);
+
+/// Linear layers with ReLU between them: RTDetrV2MLPPredictionHead (names layers.0, layers.1..).
+class RTDetrMlpImpl : public torch::nn::Module {
+ public:
+  RTDetrMlpImpl(int64_t in, int64_t hidden, int64_t out, int64_t num_layers);
+  torch::Tensor forward(torch::Tensor x);
+  /// The last linear layer (zero-initialised for box heads).
+  torch::nn::Linear last() const { return layers_.back(); }
+
+ private:
+  std::vector<torch::nn::Linear> layers_;
+};
+TORCH_MODULE(RTDetrMlp);
+
+class RTDetrDeformableAttentionImpl : public torch::nn::Module {
+ public:
+  explicit RTDetrDeformableAttentionImpl(const RTDetrOptions& options);
+  /// query: [B, Q, D] (position embedding already added); reference: [B, Q, 4] cxcywh in
+  /// [0, 1]; memory: [B, S, D] with S = sum of h * w over `shapes` -> [B, Q, D].
+  torch::Tensor forward(const torch::Tensor& query, const torch::Tensor& reference,
+                        const torch::Tensor& memory, const LevelShapes& shapes);
+  /// RT-DETR's initialisation: offsets on a circle per head, uniform attention weights.
+  void reset_parameters();
+
+ private:
+  int64_t heads_, levels_, points_;
+  double offset_scale_;
+  torch::nn::Linear offsets_{nullptr}, weights_{nullptr}, value_{nullptr}, output_{nullptr};
+  torch::Tensor points_scale_;
+};
+TORCH_MODULE(RTDetrDeformableAttention);
+
+/// Every decoder layer's class logits [L, B, T, C] and boxes [L, B, T, 4] (cxcywh in [0, 1]).
+struct RTDetrDecoderOutputs {
+  torch::Tensor logits;
+  torch::Tensor boxes;
+};
+
+class RTDetrDecoderImpl : public torch::nn::Module {
+ public:
+  explicit RTDetrDecoderImpl(const RTDetrOptions& options);
+  /// target: [B, T, D] query content; reference_logits: [B, T, 4] initial boxes before the
+  /// sigmoid (no gradient flows into them); memory: [B, S, D]; mask: [T, T] float (0 / -inf) or
+  /// undefined.
+  RTDetrDecoderOutputs forward(torch::Tensor target, const torch::Tensor& reference_logits,
+                               const torch::Tensor& memory, const LevelShapes& shapes,
+                               const torch::Tensor& mask);
+  /// RT-DETR's initialisation of the heads (class bias at the prior, last box layer zero).
+  void reset_parameters(double class_bias);
+
+ private:
+  torch::nn::ModuleList layers_{nullptr}, class_embed_{nullptr}, bbox_embed_{nullptr};
+  RTDetrMlp query_pos_{nullptr};
+};
+TORCH_MODULE(RTDetrDecoder);
+
+}  // namespace detforge::models

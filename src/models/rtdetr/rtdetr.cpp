@@ -1,0 +1,345 @@
+#include "models/rtdetr/rtdetr.h"
+
+#include <cmath>
+#include <limits>
+
+#include "losses/varifocal_loss.h"
+#include "models/module_state.h"
+#include "models/sync_batch_norm.h"
+#include "ops/box_ops.h"
+
+namespace detforge::models {
+
+namespace F = torch::nn::functional;
+
+RTDetrOptions::RTDetrOptions(int64_t num_classes) : num_classes_(num_classes) {}
+
+namespace {
+
+torch::nn::Sequential conv_bn(int64_t in, int64_t out, double eps) {
+  return torch::nn::Sequential(torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 1).bias(false)),
+                               SyncBatchNorm2d(torch::nn::BatchNorm2dOptions(out).eps(eps)));
+}
+
+// The encoder's anchor boxes (before the sigmoid) per location of every level, and which lie
+// inside the image: [1, S, 4] and [1, S, 1]. Anchors outside are set to the dtype's maximum.
+std::pair<torch::Tensor, torch::Tensor> encoder_anchors(const LevelShapes& shapes, double grid_size,
+                                                        const torch::TensorOptions& options) {
+  std::vector<torch::Tensor> levels;
+  for (size_t l = 0; l < shapes.size(); ++l) {
+    const auto [h, w] = shapes[l];
+    const auto grids =
+        torch::meshgrid({torch::arange(h, options), torch::arange(w, options)}, "ij");
+    const auto xy = torch::stack(
+        {(grids[1] + 0.5) / static_cast<double>(w), (grids[0] + 0.5) / static_cast<double>(h)}, -1);
+    const auto wh = torch::ones_like(xy) * (grid_size * std::pow(2.0, static_cast<double>(l)));
+    levels.push_back(torch::cat({xy, wh}, -1).reshape({1, h * w, 4}));
+  }
+  auto anchors = torch::cat(levels, 1);
+  const double eps = 1e-2;
+  const auto valid = ((anchors > eps) * (anchors < 1 - eps)).all(-1, true);
+  anchors = torch::log(anchors / (1 - anchors));
+  const double big = options.dtype() == torch::kFloat64 ? std::numeric_limits<double>::max()
+                                                        : std::numeric_limits<float>::max();
+  anchors = torch::where(valid, anchors, torch::full({}, big, options));
+  return {anchors, valid};
+}
+
+torch::Tensor gather_rows(const torch::Tensor& x, const torch::Tensor& index) {
+  return x.gather(1, index.unsqueeze(-1).expand({-1, -1, x.size(-1)}));
+}
+
+struct SetTerms {
+  torch::Tensor vfl, bbox, giou;
+};
+
+// Varifocal, L1 and GIoU terms of one output set (unweighted, each divided by `normaliser`).
+SetTerms set_terms(const torch::Tensor& logits, const torch::Tensor& boxes,
+                   const std::vector<ops::SetTarget>& targets,
+                   const std::vector<ops::SetMatch>& matches, double normaliser,
+                   const RTDetrOptions& o) {
+  const auto device = logits.device();
+  const int64_t b = logits.size(0), q = logits.size(1), c = logits.size(2);
+  std::vector<torch::Tensor> batch_idx, query_idx, labels, gt;
+  for (int64_t i = 0; i < b; ++i) {
+    const auto& m = matches[i];
+    batch_idx.push_back(torch::full({m.queries.size(0)}, i, torch::kInt64));
+    query_idx.push_back(m.queries);
+    labels.push_back(targets[i].labels.to(device).index_select(0, m.targets.to(device)));
+    gt.push_back(
+        targets[i].boxes.to(device, boxes.scalar_type()).index_select(0, m.targets.to(device)));
+  }
+  const auto bi = torch::cat(batch_idx).to(device), qi = torch::cat(query_idx).to(device);
+  const auto tgt_labels = torch::cat(labels), tgt_boxes = torch::cat(gt).view({-1, 4});
+  const auto src_boxes = boxes.index({bi, qi});
+  const auto tgt_xyxy = ops::box_cxcywh_to_xyxy(tgt_boxes);
+  const auto iou =
+      ops::paired_iou_giou(ops::box_cxcywh_to_xyxy(src_boxes.detach()), tgt_xyxy).first;
+  const auto giou = ops::paired_iou_giou(ops::box_cxcywh_to_xyxy(src_boxes), tgt_xyxy).second;
+
+  auto classes = torch::full({b, q}, c, torch::TensorOptions().dtype(torch::kInt64).device(device));
+  classes.index_put_({bi, qi}, tgt_labels);
+  const auto one_hot = F::one_hot(classes, c + 1).narrow(-1, 0, c).to(logits.scalar_type());
+  auto score = torch::zeros({b, q}, logits.options());
+  score.index_put_({bi, qi}, iou.to(logits.scalar_type()));
+  const auto vfl = losses::varifocal_loss(logits, score.unsqueeze(-1) * one_hot, one_hot,
+                                          losses::VarifocalLossOptions()
+                                              .alpha(o.vfl_alpha())
+                                              .gamma(o.vfl_gamma())
+                                              .reduction(losses::Reduction::kNone));
+  return {vfl.sum() / normaliser, (src_boxes - tgt_boxes).abs().sum() / normaliser,
+          (1 - giou).sum() / normaliser};
+}
+
+// The three terms for the last layer, then _aux_i per decoder layer and the encoder proposals,
+// then _dn_i per layer when denoising is on: fixed by the options, never by a batch.
+std::vector<std::string> rtdetr_loss_keys(const RTDetrOptions& o) {
+  std::vector<std::string> suffixes = {""};
+  for (int64_t i = 0; i < o.decoder_layers(); ++i) suffixes.push_back("_aux_" + std::to_string(i));
+  if (o.num_denoising() > 0) {
+    for (int64_t i = 0; i < o.decoder_layers(); ++i) suffixes.push_back("_dn_" + std::to_string(i));
+  }
+  std::vector<std::string> keys;
+  for (const auto& s : suffixes) {
+    for (const char* k : {"loss_vfl", "loss_bbox", "loss_giou"}) keys.push_back(k + s);
+  }
+  return keys;
+}
+
+}  // namespace
+
+RTDetrImpl::RTDetrImpl(RTDetrOptions options) : DetectorBase(options, rtdetr_loss_keys(options)) {
+  const auto& o = options_;
+  TORCH_CHECK(o.num_classes() >= 1, "RT-DETR: num_classes must be >= 1, got ", o.num_classes());
+  TORCH_CHECK(o.decoder_layers() >= 1, "RT-DETR: decoder_layers must be >= 1, got ",
+              o.decoder_layers());
+  TORCH_CHECK(o.num_queries() >= 1, "RT-DETR: num_queries must be >= 1, got ", o.num_queries());
+
+  const int64_t d = o.d_model(), hidden = o.encoder_hidden_dim();
+  auto model = register_module("model", std::make_shared<torch::nn::Module>());
+  auto holder = model->register_module("backbone", std::make_shared<torch::nn::Module>());
+  backbone_ = holder->register_module("model", ResNetVd(o.backbone()));
+  encoder_input_proj_ = model->register_module("encoder_input_proj", torch::nn::ModuleList());
+  for (int64_t c : backbone_->out_channels())
+    encoder_input_proj_->push_back(conv_bn(c, hidden, 1e-5));
+  encoder_ = model->register_module("encoder", RTDetrHybridEncoder(o));
+  if (o.num_denoising() > 0) {
+    denoising_class_embed_ = model->register_module(
+        "denoising_class_embed",
+        torch::nn::Embedding(
+            torch::nn::EmbeddingOptions(o.num_classes() + 1, d).padding_idx(o.num_classes())));
+  }
+  enc_output_ = model->register_module(
+      "enc_output",
+      torch::nn::Sequential(
+          torch::nn::Linear(d, d),
+          torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(o.layer_norm_eps()))));
+  enc_score_head_ = model->register_module("enc_score_head", torch::nn::Linear(d, o.num_classes()));
+  enc_bbox_head_ = model->register_module("enc_bbox_head", RTDetrMlp(d, d, 4, 3));
+  decoder_input_proj_ = model->register_module("decoder_input_proj", torch::nn::ModuleList());
+  for (int i = 0; i < 3; ++i)
+    decoder_input_proj_->push_back(conv_bn(hidden, d, o.batch_norm_eps()));
+  decoder_ = model->register_module("decoder", RTDetrDecoder(o));
+
+  // RT-DETR's initialisation of the heads: class biases at the prior 1 / (C + 1).
+  torch::NoGradGuard no_grad;
+  const double prior = 1.0 / static_cast<double>(o.num_classes() + 1);
+  const double bias = -std::log((1 - prior) / prior);
+  torch::nn::init::xavier_uniform_(enc_score_head_->weight);
+  enc_score_head_->bias.fill_(bias);
+  decoder_->reset_parameters(bias);
+  if (denoising_class_embed_) {
+    torch::nn::init::xavier_uniform_(denoising_class_embed_->weight);
+    denoising_class_embed_->weight[o.num_classes()].zero_();
+  }
+}
+
+DenoisingOptions RTDetrImpl::denoising_options() const {
+  return DenoisingOptions()
+      .num_classes(options_.num_classes())
+      .num_queries(options_.num_queries())
+      .num_denoising(options_.num_denoising())
+      .label_noise_ratio(options_.label_noise_ratio())
+      .box_noise_scale(options_.box_noise_scale());
+}
+
+RTDetrOutputs RTDetrImpl::forward_outputs(const torch::Tensor& images,
+                                          const DenoisingGroup* denoising) {
+  TORCH_CHECK(images.dim() == 4 && images.size(1) == 3,
+              "RT-DETR: images must be [B, 3, H, W], got ", images.sizes());
+  const auto feats = backbone_(images);
+  std::vector<torch::Tensor> proj;
+  for (size_t l = 0; l < feats.size(); ++l) {
+    proj.push_back(encoder_input_proj_[l]->as<torch::nn::SequentialImpl>()->forward(feats[l]));
+  }
+  RTDetrOutputs out;
+  out.encoder_maps = encoder_(proj);
+
+  LevelShapes shapes;
+  std::vector<torch::Tensor> flat;
+  for (size_t l = 0; l < out.encoder_maps.size(); ++l) {
+    const auto s =
+        decoder_input_proj_[l]->as<torch::nn::SequentialImpl>()->forward(out.encoder_maps[l]);
+    shapes.emplace_back(s.size(2), s.size(3));
+    flat.push_back(s.flatten(2).transpose(1, 2));
+  }
+  const auto memory = torch::cat(flat, 1);
+  const auto [anchors, valid] =
+      encoder_anchors(shapes, options_.anchor_grid_size(), memory.options());
+  const auto output_memory = enc_output_->forward(valid.to(memory.scalar_type()) * memory);
+  const auto enc_class = enc_score_head_(output_memory);
+  const auto topk = std::get<1>(std::get<0>(enc_class.max(-1)).topk(options_.num_queries(), 1));
+  // The box head is row-wise: run it on the selected rows only (the reference runs it on every
+  // location, S >> Q, and gathers afterwards; the values are the same).
+  const auto top_memory = gather_rows(output_memory, topk);
+  auto reference =
+      enc_bbox_head_(top_memory) + gather_rows(anchors.expand({memory.size(0), -1, -1}), topk);
+  out.enc_boxes = torch::sigmoid(reference);
+  out.enc_logits = gather_rows(enc_class, topk);
+  auto target = top_memory.detach();
+  torch::Tensor mask;
+  if (denoising != nullptr) {
+    reference = torch::cat({denoising->box_logits.to(reference.dtype()), reference}, 1);
+    target = torch::cat({denoising_class_embed_(denoising->labels), target}, 1);
+    mask = denoising->attn_mask;
+  }
+  out.decoder = decoder_(target, reference.detach(), memory, shapes, mask);
+  return out;
+}
+
+std::vector<ops::SetTarget> RTDetrImpl::set_targets(const Batch& batch,
+                                                    const std::vector<bool>& keep) const {
+  const auto h = static_cast<double>(batch.images.size(2));
+  const auto w = static_cast<double>(batch.images.size(3));
+  std::vector<ops::SetTarget> out;
+  for (int64_t i = 0; i < batch.size(); ++i) {
+    const auto& t = batch.targets[i];
+    ops::SetTarget s;
+    s.image_id = t.image_id;
+    s.file_name = t.file_name;
+    const auto opts = batch.images.options();
+    if (keep[i]) {
+      const auto scale = torch::tensor({w, h, w, h}, opts);
+      s.labels = t.labels.to(opts.device());
+      s.boxes = ops::box_xyxy_to_cxcywh(t.boxes.tensor().to(opts) / scale);
+    } else {
+      s.labels = torch::zeros({0}, opts.dtype(torch::kInt64));
+      s.boxes = torch::zeros({0, 4}, opts);
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+LossDict RTDetrImpl::compute_loss(const RTDetrOutputs& outputs,
+                                  const std::vector<ops::SetTarget>& targets,
+                                  const DenoisingGroup* denoising, double num_boxes) const {
+  const auto& o = options_;
+  const int64_t layers = o.decoder_layers();
+  const int64_t n = denoising != nullptr ? denoising->num_queries : 0;
+  const auto matcher = ops::SetMatcherOptions()
+                           .class_cost(o.matcher_class_cost())
+                           .bbox_cost(o.matcher_bbox_cost())
+                           .giou_cost(o.matcher_giou_cost())
+                           .alpha(o.matcher_alpha())
+                           .gamma(o.matcher_gamma());
+  LossDict out(loss_keys_);
+  const auto put = [&](const std::string& suffix, const SetTerms& t, double scale) {
+    out.set("loss_vfl" + suffix, t.vfl * (o.weight_vfl() * scale));
+    out.set("loss_bbox" + suffix, t.bbox * (o.weight_bbox() * scale));
+    out.set("loss_giou" + suffix, t.giou * (o.weight_giou() * scale));
+  };
+  const auto matched = [&](const std::string& suffix, const torch::Tensor& logits,
+                           const torch::Tensor& boxes) {
+    put(suffix,
+        set_terms(logits, boxes, targets, ops::match_sets(logits, boxes, targets, matcher),
+                  num_boxes, o),
+        1.0);
+  };
+  const auto& dec = outputs.decoder;
+  const int64_t q = dec.logits.size(2) - n;
+  for (int64_t l = 0; l < layers; ++l) {
+    const std::string suffix = l + 1 == layers ? "" : "_aux_" + std::to_string(l);
+    matched(suffix, dec.logits[l].narrow(1, n, q), dec.boxes[l].narrow(1, n, q));
+  }
+  matched("_aux_" + std::to_string(layers - 1), outputs.enc_logits, outputs.enc_boxes);
+  if (o.num_denoising() > 0) {
+    TORCH_CHECK(denoising != nullptr, "RT-DETR: training needs the denoising group");
+    std::vector<ops::SetMatch> dn_matches;
+    for (size_t i = 0; i < targets.size(); ++i) {
+      dn_matches.push_back({denoising->positive_queries[i], denoising->positive_targets[i]});
+    }
+    // A batch without boxes trains one dummy group: same graph, zero loss.
+    const double scale = denoising->dummy ? 0.0 : 1.0;
+    const double normaliser = num_boxes * static_cast<double>(denoising->num_groups);
+    for (int64_t l = 0; l < layers; ++l) {
+      put("_dn_" + std::to_string(l),
+          set_terms(dec.logits[l].narrow(1, 0, n), dec.boxes[l].narrow(1, 0, n), targets,
+                    dn_matches, normaliser, o),
+          scale);
+    }
+  }
+  return out;
+}
+
+LossDict RTDetrImpl::forward_train(const Batch& batch) {
+  batch.check();
+  const auto keep = losses::check_targets(batch.targets, options_.num_classes(),
+                                          options_.invalid_target_policy());
+  skipped_images_ += std::count(keep.begin(), keep.end(), false);
+  const auto targets = set_targets(batch, keep);
+  int64_t boxes = 0;
+  for (const auto& t : targets) boxes += t.labels.size(0);
+  std::optional<DenoisingGroup> denoising;
+  if (options_.num_denoising() > 0) {
+    std::vector<torch::Tensor> labels, gt;
+    std::vector<int64_t> counts;
+    for (const auto& t : targets) {
+      labels.push_back(t.labels);
+      gt.push_back(t.boxes);
+      counts.push_back(t.labels.size(0));
+    }
+    const auto dn_options = denoising_options();
+    const int64_t n = denoising_size(counts, dn_options).first;
+    denoising = make_denoising_group(
+        labels, gt, dn_options,
+        draw_denoising_noise(batch.size(), n, dn_options, batch.images.options()));
+  }
+  const auto outputs = forward_outputs(batch.images, denoising ? &*denoising : nullptr);
+  return compute_loss(outputs, targets, denoising ? &*denoising : nullptr, normalize_count(boxes));
+}
+
+std::vector<Detections> RTDetrImpl::postprocess(const torch::Tensor& logits,
+                                                const torch::Tensor& boxes,
+                                                const Batch& batch) const {
+  const int64_t q = logits.size(1), c = logits.size(2);
+  const auto [scores, index] = torch::sigmoid(logits).flatten(1).topk(q, 1);
+  const auto labels = index.remainder(c);
+  const auto query = torch::div(index, c, "floor");
+  const auto h = static_cast<double>(batch.images.size(2));
+  const auto w = static_cast<double>(batch.images.size(3));
+  const auto xyxy = ops::box_cxcywh_to_xyxy(boxes) * torch::tensor({w, h, w, h}, boxes.options());
+  std::vector<Detections> out;
+  for (int64_t i = 0; i < logits.size(0); ++i) {
+    const auto keep = torch::where(scores[i] > options_.score_threshold())[0];
+    const auto& size = batch.image_sizes[i];
+    const auto& orig = batch.original_sizes[i];
+    const float rh = static_cast<float>(orig.height) / static_cast<float>(size.height);
+    const float rw = static_cast<float>(orig.width) / static_cast<float>(size.width);
+    const auto ratio = torch::tensor({rw, rh, rw, rh}, boxes.options());
+    const auto picked = xyxy[i].index_select(0, query[i].index_select(0, keep));
+    out.emplace_back(batch.targets[i].image_id, Boxes(picked * ratio),
+                     scores[i].index_select(0, keep), labels[i].index_select(0, keep));
+  }
+  return out;
+}
+
+std::vector<Detections> RTDetrImpl::predict(const Batch& batch) {
+  batch.check();
+  torch::NoGradGuard no_grad;
+  const auto outputs = forward_outputs(batch.images);
+  const int64_t last = options_.decoder_layers() - 1;
+  return postprocess(outputs.decoder.logits[last], outputs.decoder.boxes[last], batch);
+}
+
+}  // namespace detforge::models

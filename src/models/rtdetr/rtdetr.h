@@ -1,0 +1,98 @@
+// RT-DETR-style detector (RT-DETRv2, Lv et al. 2024) as transformers' RTDetrV2ForObjectDetection
+// builds it: ResNet-vd backbone, hybrid encoder, top-k encoder query selection, deformable
+// decoder with iterative box refinement, contrastive denoising in training, varifocal + L1 +
+// GIoU losses on Hungarian matches for the last layer, every earlier layer and the encoder.
+// Parameter and buffer names equal the reference's state dict ("model.decoder.layers.0...").
+//
+// Boxes inside the model are cxcywh normalised by the padded batch size (H, W of
+// batch.images), so a padded image's predictions and targets share one frame.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "models/detector.h"
+#include "models/resnet_vd.h"
+#include "models/rtdetr/decoder.h"
+#include "models/rtdetr/denoising.h"
+#include "models/rtdetr/encoder.h"
+#include "models/rtdetr/options.h"
+#include "ops/set_matcher.h"
+
+namespace detforge::models {
+
+/// Everything a training forward produces before the losses.
+struct RTDetrOutputs {
+  /// Fused encoder maps, finest first (after the hybrid encoder).
+  std::vector<torch::Tensor> encoder_maps;
+  /// Per decoder layer: [L, B, N + Q, C] logits and [L, B, N + Q, 4] boxes (the N denoising
+  /// queries first; N = 0 without denoising).
+  RTDetrDecoderOutputs decoder;
+  /// The top-k encoder proposals: [B, Q, C] logits and [B, Q, 4] boxes.
+  torch::Tensor enc_logits, enc_boxes;
+};
+
+class RTDetrImpl : public DetectorBase<RTDetrImpl, RTDetrOptions> {
+ public:
+  explicit RTDetrImpl(RTDetrOptions options);
+
+  /// Keys: loss_vfl, loss_bbox, loss_giou for the last layer; the same with _aux_i for decoder
+  /// layer i (i < L - 1) and _aux_{L-1} for the encoder proposals; with _dn_i for the denoising
+  /// queries of layer i (when num_denoising > 0). Each term already carries its weight.
+  LossDict forward_train(const Batch& batch) override;
+  std::vector<Detections> predict(const Batch& batch) override;
+  static constexpr int64_t kSizeDivisibility = 32;
+  /// transformers ties "class_embed.*" and "bbox_embed.*" to model.decoder's heads and saves
+  /// both names.
+  std::vector<std::pair<std::string, std::string>> weight_aliases() const override {
+    return {{"class_embed.", "model.decoder.class_embed."},
+            {"bbox_embed.", "model.decoder.bbox_embed."}};
+  }
+  /// The hub layout save_pretrained() writes (transformers' conversion_mapping for rt_detr).
+  std::vector<std::pair<std::string, std::string>> weight_renames() const override {
+    return {{R"(out_proj\.)", "o_proj."},
+            {R"(layers\.(\d+)\.fc([12])\.)", "layers.$1.mlp.fc$2."},
+            {R"(encoder\.encoder\.(\d+)\.layers)", "encoder.aifi.$1.layers"}};
+  }
+
+  // The stages, public for parity tests and tools.
+
+  /// images [B, 3, H, W] -> decoder and encoder outputs; `denoising` prepends its queries.
+  RTDetrOutputs forward_outputs(const torch::Tensor& images,
+                                const DenoisingGroup* denoising = nullptr);
+  /// The ground truth of `batch` as the matcher sees it (labels, boxes cxcywh in [0, 1] of the
+  /// padded size); images not kept have no boxes.
+  std::vector<ops::SetTarget> set_targets(const Batch& batch, const std::vector<bool>& keep) const;
+  /// The losses of `outputs` against `targets`; `denoising` as passed to forward_outputs().
+  /// `num_boxes` is the normaliser (forward_train: the box count through the count normaliser,
+  /// so the global batch's under several ranks).
+  LossDict compute_loss(const RTDetrOutputs& outputs, const std::vector<ops::SetTarget>& targets,
+                        const DenoisingGroup* denoising, double num_boxes) const;
+  /// Detections of the last decoder layer: logits [B, Q, C], boxes [B, Q, 4] -> the top Q of
+  /// Q x C scores above score_threshold, boxes in original pixels.
+  std::vector<Detections> postprocess(const torch::Tensor& logits, const torch::Tensor& boxes,
+                                      const Batch& batch) const;
+  /// The denoising options this detector trains with.
+  DenoisingOptions denoising_options() const;
+
+  std::vector<std::pair<std::string, int64_t>> counters() const override {
+    return {{"skipped_images", skipped_images_}};
+  }
+
+ private:
+  ResNetVd backbone_{nullptr};
+  torch::nn::ModuleList encoder_input_proj_{nullptr}, decoder_input_proj_{nullptr};
+  RTDetrHybridEncoder encoder_{nullptr};
+  torch::nn::Embedding denoising_class_embed_{nullptr};
+  torch::nn::Sequential enc_output_{nullptr};
+  torch::nn::Linear enc_score_head_{nullptr};
+  RTDetrMlp enc_bbox_head_{nullptr};
+  RTDetrDecoder decoder_{nullptr};
+};
+TORCH_MODULE(RTDetr);
+
+}  // namespace detforge::models

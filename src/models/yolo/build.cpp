@@ -1,0 +1,75 @@
+#include "models/yolo/build.h"
+
+#include <algorithm>
+#include <memory>
+
+#include "core/config_node.h"
+#include "core/errors.h"
+
+namespace detforge::models {
+
+namespace {
+
+void read_yolo_loss(const ConfigNode& n, YoloOptions& o) {
+  read_at_least(n,
+                {{"box_gain", &o.box_gain()},
+                 {"cls_gain", &o.cls_gain()},
+                 {"dfl_gain", &o.dfl_gain()},
+                 {"vfl_alpha", &o.vfl_alpha()},
+                 {"vfl_gamma", &o.vfl_gamma()}},
+                0.0);
+  if (n.has("cls")) {
+    o.cls_loss(n.one_of("cls", {"bce", "varifocal"}, "bce") == "bce" ? YoloClsLoss::kBce
+                                                                     : YoloClsLoss::kVarifocal);
+  }
+  o.invalid_target_policy(read_policy(n, o.invalid_target_policy()));
+  n.reject_unused();
+}
+
+}  // namespace
+
+YoloOptions yolo_options(const ConfigNode& model, std::optional<int64_t> num_classes) {
+  YoloOptions o(read_num_classes(model, num_classes));
+  if (model.has("scale")) {
+    const auto name = model.required<std::string>("scale");
+    const auto& names = yolo_scale_names();
+    if (std::find(names.begin(), names.end(), name) == names.end())
+      model.fail("scale", str("unknown '", name, "'; ", list_choices(name, names)));
+    o.scale(yolo_scale(name));
+  }
+  YoloScale s = o.scale();
+  if (model.read("depth_multiple", s.depth)) positive(model, "depth_multiple", s.depth);
+  if (model.read("width_multiple", s.width)) positive(model, "width_multiple", s.width);
+  read_at_least(model, {{"max_channels", &s.max_channels}}, 8);
+  o.scale(s);
+  read_at_least(model, {{"reg_max", &o.reg_max()}}, 2);
+  if (auto a = model.optional_child("assigner")) {
+    read_at_least(*a, {{"topk", &o.assigner_topk()}}, 1);
+    read_at_least(*a, {{"alpha", &o.assigner_alpha()}, {"beta", &o.assigner_beta()}}, 0.0);
+    a->reject_unused();
+  }
+  if (auto l = model.optional_child("loss")) read_yolo_loss(*l, o);
+  if (auto inf = model.optional_child("inference")) {
+    if (inf->read("score_threshold", o.score_threshold()) &&
+        (o.score_threshold() < 0 || o.score_threshold() > 1))
+      inf->fail("score_threshold", "must be in [0, 1]");
+    if (inf->read("nms_threshold", o.nms_threshold()) &&
+        (o.nms_threshold() < 0 || o.nms_threshold() > 1))
+      inf->fail("nms_threshold", "must be in [0, 1]");
+    read_at_least(*inf,
+                  {{"max_candidates", &o.max_candidates()},
+                   {"detections_per_image", &o.detections_per_image()}},
+                  1);
+    inf->reject_unused();
+  }
+  return o;
+}
+
+void yolo_spec(const ConfigNode& model, DetectorSpec& spec) {
+  spec.create = [o = yolo_options(model, spec.num_classes)] {
+    return std::make_shared<YoloImpl>(o);
+  };
+  spec.size_divisibility = YoloImpl::kSizeDivisibility;
+}
+
+}  // namespace detforge::models

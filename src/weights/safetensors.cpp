@@ -1,0 +1,90 @@
+#include "weights/state_dict.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "core/errors.h"
+
+namespace detforge::weights {
+
+namespace {
+
+torch::Dtype safetensors_dtype(const std::string& path, const std::string& name,
+                               const std::string& code) {
+  static const std::map<std::string, torch::Dtype> dtypes = {
+      {"F64", torch::kFloat64},   {"F32", torch::kFloat32}, {"F16", torch::kFloat16},
+      {"BF16", torch::kBFloat16}, {"I64", torch::kInt64},   {"I32", torch::kInt32},
+      {"I16", torch::kInt16},     {"I8", torch::kInt8},     {"U8", torch::kUInt8},
+      {"BOOL", torch::kBool}};
+  const auto it = dtypes.find(code);
+  if (it == dtypes.end()) {
+    throw IoError(detforge::str(path, ": tensor ", name, " has dtype ", code,
+                                " that detforge does not read"));
+  }
+  return it->second;
+}
+
+}  // namespace
+
+NamedTensors read_safetensors(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError(detforge::str(path, ": cannot open weights file"));
+  const auto file_size = static_cast<uint64_t>(std::filesystem::file_size(path));
+  uint64_t header_size = 0;
+  in.read(reinterpret_cast<char*>(&header_size), 8);  // little-endian, as the format says
+  if (in.gcount() != 8 || header_size > file_size - 8) {
+    throw IoError(detforge::str(path, ": not a safetensors file (header size ", header_size,
+                                " does not fit in ", file_size, " bytes)"));
+  }
+  std::string header(header_size, '\0');
+  in.read(header.data(), static_cast<std::streamsize>(header_size));
+  nlohmann::json meta;
+  try {
+    meta = nlohmann::json::parse(header);
+  } catch (const nlohmann::json::exception& e) {
+    throw IoError(detforge::str(path, ": safetensors header is not valid JSON: ", e.what()));
+  }
+  if (!meta.is_object()) throw IoError(detforge::str(path, ": safetensors header is not a map"));
+  const uint64_t data_size = file_size - 8 - header_size;
+  std::string data(data_size, '\0');
+  in.read(data.data(), static_cast<std::streamsize>(data_size));
+  if (static_cast<uint64_t>(in.gcount()) != data_size) {
+    throw IoError(detforge::str(path, ": truncated safetensors file"));
+  }
+  std::vector<std::pair<uint64_t, std::pair<std::string, torch::Tensor>>> tensors;
+  for (const auto& [name, entry] : meta.items()) {
+    if (name == "__metadata__") continue;
+    try {
+      const auto dtype = safetensors_dtype(path, name, entry.at("dtype").get<std::string>());
+      const auto shape = entry.at("shape").get<std::vector<int64_t>>();
+      const auto offsets = entry.at("data_offsets").get<std::vector<uint64_t>>();
+      int64_t numel = 1;
+      for (int64_t d : shape) numel *= d;
+      const auto bytes = static_cast<uint64_t>(numel) * torch::elementSize(dtype);
+      if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_size ||
+          offsets[1] - offsets[0] != bytes) {
+        throw IoError(detforge::str(path, ": tensor ", name,
+                                    " has data offsets outside the file "
+                                    "or of the wrong length (truncated file?)"));
+      }
+      auto t = torch::empty(shape, torch::TensorOptions().dtype(dtype));
+      std::memcpy(t.data_ptr(), data.data() + offsets[0], bytes);
+      tensors.push_back({offsets[0], {name, t}});
+    } catch (const nlohmann::json::exception& e) {
+      throw IoError(detforge::str(path, ": safetensors entry ", name, " is malformed: ", e.what()));
+    }
+  }
+  std::sort(tensors.begin(), tensors.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  NamedTensors out;
+  for (auto& [offset, named] : tensors) out.push_back(std::move(named));
+  return out;
+}
+
+}  // namespace detforge::weights

@@ -1,0 +1,488 @@
+#include "weights/state_dict.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <unordered_map>
+
+#include <caffe2/serialize/inline_container.h>
+
+#include "core/atomic_file.h"
+#include "core/errors.h"
+
+namespace detforge::weights {
+
+namespace {
+
+// A minimal unpickler for what torch.save writes for a state dict (pickle protocol 2-5):
+// dicts (OrderedDict included, its `_metadata` state ignored), tuples, lists, strings, numbers
+// and tensors rebuilt by torch._utils._rebuild_tensor_v2 / _rebuild_parameter from the zip's
+// storages. LibTorch's own unpickler turns OrderedDict into None, so it cannot read these.
+struct PyObj;
+using Obj = std::shared_ptr<PyObj>;
+
+struct PyObj {
+  enum Kind { kNone, kBool, kInt, kFloat, kStr, kTuple, kList, kDict, kGlobal, kTensor, kMark };
+  Kind kind = kNone;
+  int64_t i = 0;
+  double f = 0;
+  std::string s;  // string, or "module.name" for a global
+  std::vector<Obj> items;
+  std::vector<std::pair<Obj, Obj>> dict;
+  torch::Tensor tensor;
+};
+
+Obj make(PyObj::Kind k) {
+  auto o = std::make_shared<PyObj>();
+  o->kind = k;
+  return o;
+}
+
+torch::ScalarType storage_dtype(const std::string& global, const std::string& file) {
+  static const std::map<std::string, torch::ScalarType> types = {
+      {"torch.FloatStorage", torch::kFloat32}, {"torch.DoubleStorage", torch::kFloat64},
+      {"torch.HalfStorage", torch::kFloat16},  {"torch.BFloat16Storage", torch::kBFloat16},
+      {"torch.LongStorage", torch::kInt64},    {"torch.IntStorage", torch::kInt32},
+      {"torch.ShortStorage", torch::kInt16},   {"torch.CharStorage", torch::kInt8},
+      {"torch.ByteStorage", torch::kUInt8},    {"torch.BoolStorage", torch::kBool}};
+  const auto it = types.find(global);
+  if (it == types.end()) throw IoError(detforge::str(file, ": unsupported storage type ", global));
+  return it->second;
+}
+
+class StateDictUnpickler {
+ public:
+  StateDictUnpickler(std::string file, caffe2::serialize::PyTorchStreamReader& zip,
+                     const char* data, size_t size)
+      : file_(std::move(file)), zip_(zip), p_(data), end_(data + size) {}
+
+  Obj run() {
+    while (true) {
+      const uint8_t op = byte();
+      switch (op) {
+        case 0x80:
+          byte();
+          break;  // PROTO
+        case 0x95:
+          take(8);
+          break;  // FRAME
+        case '.':
+          return pop();  // STOP
+        case '(':
+          push(make(PyObj::kMark));
+          break;  // MARK
+        case 'N':
+          push(make(PyObj::kNone));
+          break;
+        case 0x88:
+        case 0x89: {  // NEWTRUE / NEWFALSE
+          auto o = make(PyObj::kBool);
+          o->i = op == 0x88;
+          push(o);
+          break;
+        }
+        case 'K':
+          push_int(byte());
+          break;  // BININT1
+        case 'M':
+          push_int(le(2));
+          break;  // BININT2
+        case 'J':
+          push_int(static_cast<int32_t>(le(4)));
+          break;      // BININT
+        case 0x8a: {  // LONG1
+          const int n = byte();
+          int64_t v = 0;
+          const char* d = take(n);
+          for (int k = n - 1; k >= 0; --k) v = (v << 8) | static_cast<uint8_t>(d[k]);
+          if (n > 0 && n < 8 && (static_cast<uint8_t>(d[n - 1]) & 0x80)) v -= int64_t{1} << (8 * n);
+          push_int(v);
+          break;
+        }
+        case 'G': {  // BINFLOAT (big-endian)
+          const char* d = take(8);
+          uint64_t bits = 0;
+          for (int k = 0; k < 8; ++k) bits = (bits << 8) | static_cast<uint8_t>(d[k]);
+          auto o = make(PyObj::kFloat);
+          std::memcpy(&o->f, &bits, 8);
+          push(o);
+          break;
+        }
+        case 'X':
+          push_str(le(4));
+          break;  // BINUNICODE
+        case 0x8c:
+          push_str(byte());
+          break;  // SHORT_BINUNICODE
+        case 0x8d:
+          push_str(le(8));
+          break;     // BINUNICODE8
+        case 'c': {  // GLOBAL
+          auto o = make(PyObj::kGlobal);
+          o->s = line() + ".";
+          o->s += line();
+          push(o);
+          break;
+        }
+        case 0x93: {  // STACK_GLOBAL
+          auto name = pop(), module = pop();
+          auto o = make(PyObj::kGlobal);
+          o->s = module->s + "." + name->s;
+          push(o);
+          break;
+        }
+        case 'q':
+          memo_[byte()] = top();
+          break;  // BINPUT
+        case 'r':
+          memo_[le(4)] = top();
+          break;  // LONG_BINPUT
+        case 0x94:
+          memo_[memo_.size()] = top();
+          break;  // MEMOIZE
+        case 'h':
+          push(memo_.at(byte()));
+          break;  // BINGET
+        case 'j':
+          push(memo_.at(le(4)));
+          break;  // LONG_BINGET
+        case ')':
+          push(make(PyObj::kTuple));
+          break;
+        case ']':
+          push(make(PyObj::kList));
+          break;
+        case '}':
+          push(make(PyObj::kDict));
+          break;
+        case 't': {  // TUPLE
+          auto o = make(PyObj::kTuple);
+          o->items = pop_to_mark();
+          push(o);
+          break;
+        }
+        case 0x85:
+        case 0x86:
+        case 0x87: {  // TUPLE1..3
+          auto o = make(PyObj::kTuple);
+          o->items.resize(op - 0x84);
+          for (auto it = o->items.rbegin(); it != o->items.rend(); ++it) *it = pop();
+          push(o);
+          break;
+        }
+        case 'a': {  // APPEND
+          auto v = pop();
+          top()->items.push_back(v);
+          break;
+        }
+        case 'e': {  // APPENDS
+          auto vs = pop_to_mark();
+          auto& l = top()->items;
+          l.insert(l.end(), vs.begin(), vs.end());
+          break;
+        }
+        case 's': {  // SETITEM
+          auto v = pop(), k = pop();
+          top()->dict.emplace_back(k, v);
+          break;
+        }
+        case 'u': {  // SETITEMS
+          auto vs = pop_to_mark();
+          for (size_t k = 0; k + 1 < vs.size(); k += 2) top()->dict.emplace_back(vs[k], vs[k + 1]);
+          break;
+        }
+        case 'b':
+          pop();
+          break;  // BUILD: state ignored
+        case 'Q':
+          push(load_storage(pop()));
+          break;     // BINPERSID
+        case 'R': {  // REDUCE
+          auto args = pop(), fn = pop();
+          push(call(fn->s, args));
+          break;
+        }
+        default:
+          throw IoError(detforge::str(file_, ": unsupported pickle opcode 0x", std::hex, int(op),
+                                      " (not a state dict saved by torch.save?)"));
+      }
+    }
+  }
+
+ private:
+  uint8_t byte() { return static_cast<uint8_t>(*take(1)); }
+  const char* take(size_t n) {
+    if (static_cast<size_t>(end_ - p_) < n)
+      throw IoError(detforge::str(file_, ": truncated pickle data"));
+    const char* d = p_;
+    p_ += n;
+    return d;
+  }
+  uint64_t le(int n) {
+    const char* d = take(n);
+    uint64_t v = 0;
+    for (int k = n - 1; k >= 0; --k) v = (v << 8) | static_cast<uint8_t>(d[k]);
+    return v;
+  }
+  std::string line() {
+    const char* start = p_;
+    while (p_ < end_ && *p_ != '\n') ++p_;
+    std::string s(start, p_);
+    take(1);
+    return s;
+  }
+  void push(Obj o) { stack_.push_back(std::move(o)); }
+  void push_int(int64_t v) {
+    auto o = make(PyObj::kInt);
+    o->i = v;
+    push(o);
+  }
+  void push_str(uint64_t n) {
+    auto o = make(PyObj::kStr);
+    o->s.assign(take(n), n);
+    push(o);
+  }
+  Obj top() {
+    if (stack_.empty()) throw IoError(detforge::str(file_, ": malformed pickle (empty stack)"));
+    return stack_.back();
+  }
+  Obj pop() {
+    auto o = top();
+    stack_.pop_back();
+    return o;
+  }
+  std::vector<Obj> pop_to_mark() {
+    std::vector<Obj> out;
+    while (top()->kind != PyObj::kMark) out.insert(out.begin(), pop());
+    pop();
+    return out;
+  }
+
+  Obj load_storage(const Obj& pid) {
+    // ('storage', <storage type global>, key, location, numel)
+    if (pid->kind != PyObj::kTuple || pid->items.size() < 5) {
+      throw IoError(detforge::str(file_, ": unexpected persistent id in pickle"));
+    }
+    const std::string key = pid->items[2]->s;
+    auto it = storages_.find(key);
+    if (it == storages_.end()) {
+      const auto dtype = storage_dtype(pid->items[1]->s, file_);
+      const int64_t numel = pid->items[4]->i;
+      auto [data, size] = zip_.getRecord("data/" + key);
+      const size_t expected = static_cast<size_t>(numel) * c10::elementSize(dtype);
+      if (size < expected) {
+        throw IoError(detforge::str(file_, ": storage ", key, " holds ", size, " bytes, expected ",
+                                    expected));
+      }
+      auto t = torch::empty({numel}, torch::TensorOptions().dtype(dtype));
+      std::memcpy(t.data_ptr(), data.get(), expected);
+      it = storages_.emplace(key, t).first;
+    }
+    auto o = make(PyObj::kTensor);
+    o->tensor = it->second;
+    return o;
+  }
+
+  static std::vector<int64_t> ints(const Obj& tuple) {
+    std::vector<int64_t> v;
+    for (const auto& x : tuple->items) v.push_back(x->i);
+    return v;
+  }
+
+  Obj call(const std::string& fn, const Obj& args) {
+    if (fn == "collections.OrderedDict") return make(PyObj::kDict);
+    if (fn == "torch._utils._rebuild_tensor_v2" || fn == "torch._utils._rebuild_tensor") {
+      const auto& a = args->items;
+      if (a.size() < 4 || a[0]->kind != PyObj::kTensor) {
+        throw IoError(detforge::str(file_, ": malformed tensor record"));
+      }
+      auto o = make(PyObj::kTensor);
+      o->tensor = a[0]->tensor.as_strided(ints(a[2]), ints(a[3]), a[1]->i).clone();
+      return o;
+    }
+    if (fn == "torch._utils._rebuild_parameter") return args->items.at(0);
+    throw IoError(detforge::str(file_, ": unsupported object ", fn,
+                                " in the pickle; expected a state dict (name -> tensor)"));
+  }
+
+  std::string file_;
+  caffe2::serialize::PyTorchStreamReader& zip_;
+  const char* p_;
+  const char* end_;
+  std::vector<Obj> stack_;
+  std::unordered_map<uint64_t, Obj> memo_;
+  std::map<std::string, torch::Tensor> storages_;
+};
+
+bool is_tensor_dict(const Obj& o) {
+  if (o->kind != PyObj::kDict || o->dict.empty()) return false;
+  for (const auto& [k, v] : o->dict) {
+    if (k->kind != PyObj::kStr || v->kind != PyObj::kTensor) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+NamedTensors read_state_dict(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError(detforge::str(path, ": cannot open weights file"));
+  char magic[9] = {};
+  in.read(magic, 9);
+  // safetensors: an 8-byte header length, then the JSON header.
+  if (in.gcount() == 9 && std::memcmp(magic, "PK\x03\x04", 4) != 0 && magic[8] == '{') {
+    return read_safetensors(path);
+  }
+  if (in.gcount() < 4 || std::memcmp(magic, "PK\x03\x04", 4) != 0) {
+    throw IoError(detforge::str(path,
+                                ": not a torch.save zip file (the legacy pre-1.6 format is not "
+                                "supported; re-save it with torch.save(obj, path))"));
+  }
+  in.close();
+  Obj root;
+  try {
+    caffe2::serialize::PyTorchStreamReader zip(path);
+    auto [data, size] = zip.getRecord("data.pkl");
+    root = StateDictUnpickler(path, zip, static_cast<const char*>(data.get()), size).run();
+  } catch (const c10::Error& e) {
+    throw IoError(detforge::str(path, ": cannot read weights: ", e.what_without_backtrace()));
+  }
+  // Accept {"model": state_dict} / {"state_dict": state_dict} wrappers of training scripts.
+  if (!is_tensor_dict(root) && root->kind == PyObj::kDict) {
+    for (const auto& [k, v] : root->dict) {
+      if (k->kind == PyObj::kStr && (k->s == "model" || k->s == "state_dict") &&
+          is_tensor_dict(v)) {
+        root = v;
+        break;
+      }
+    }
+  }
+  if (!is_tensor_dict(root)) {
+    throw IoError(detforge::str(path,
+                                ": expected a state dict (a dict of name -> tensor, or one under "
+                                "'model' / 'state_dict')"));
+  }
+  NamedTensors out;
+  for (const auto& [k, v] : root->dict) out.emplace_back(k->s, v->tensor);
+  return out;
+}
+
+namespace {
+
+// Writes what torch.save writes for a dict of CPU tensors: a protocol-2 pickle that rebuilds
+// each tensor with torch._utils._rebuild_tensor_v2 from a persistent storage record. Only
+// globals on torch.load's weights_only allow-list are used (LibTorch's pickle_save adds a
+// torch.jit type tag that weights_only refuses).
+class StateDictPickler {
+ public:
+  void begin() { out_ += "\x80\x02}("; }
+  void entry(const std::string& key, const std::string& storage_key, const torch::Tensor& t) {
+    unicode(key);
+    global("torch._utils", "_rebuild_tensor_v2");
+    out_ += "((";
+    unicode("storage");
+    global("torch", storage_name(t.scalar_type()));
+    unicode(storage_key);
+    unicode("cpu");
+    integer(t.numel());
+    out_ += "tQ";  // TUPLE, BINPERSID
+    integer(0);    // storage offset
+    ints(t.sizes());
+    ints(t.strides());
+    out_ += '\x89';  // requires_grad = False
+    global("collections", "OrderedDict");
+    out_ += ")Rt";  // OrderedDict() (backward hooks), close the argument tuple
+    out_ += 'R';
+  }
+  std::string finish() { return out_ + "u."; }
+
+ private:
+  static std::string storage_name(torch::ScalarType t) {
+    switch (t) {
+      case torch::kFloat32:
+        return "FloatStorage";
+      case torch::kFloat64:
+        return "DoubleStorage";
+      case torch::kFloat16:
+        return "HalfStorage";
+      case torch::kBFloat16:
+        return "BFloat16Storage";
+      case torch::kInt64:
+        return "LongStorage";
+      case torch::kInt32:
+        return "IntStorage";
+      case torch::kInt16:
+        return "ShortStorage";
+      case torch::kInt8:
+        return "CharStorage";
+      case torch::kUInt8:
+        return "ByteStorage";
+      case torch::kBool:
+        return "BoolStorage";
+      default:
+        throw IoError(detforge::str("write_state_dict: unsupported dtype ", t));
+    }
+  }
+  void unicode(const std::string& v) {
+    out_ += 'X';
+    raw_le(v.size(), 4);
+    out_ += v;
+  }
+  void global(const std::string& module, const std::string& name) {
+    out_ += "c" + module + "\n" + name + "\n";
+  }
+  void integer(int64_t v) {
+    if (v >= INT32_MIN && v <= INT32_MAX) {
+      out_ += 'J';
+      raw_le(static_cast<uint32_t>(static_cast<int32_t>(v)), 4);
+    } else {
+      out_ += "\x8a\x08";  // LONG1, 8 bytes
+      raw_le(static_cast<uint64_t>(v), 8);
+    }
+  }
+  void ints(torch::IntArrayRef v) {
+    out_ += '(';
+    for (int64_t x : v) integer(x);
+    out_ += 't';
+  }
+  void raw_le(uint64_t v, int n) {
+    for (int k = 0; k < n; ++k) out_ += static_cast<char>((v >> (8 * k)) & 0xff);
+  }
+  std::string out_;
+};
+
+}  // namespace
+
+void write_state_dict(const NamedTensors& tensors, const std::string& path) {
+  std::vector<torch::Tensor> storages;
+  StateDictPickler pickler;
+  pickler.begin();
+  for (const auto& [name, t] : tensors) {
+    auto c = t.detach().to(torch::kCPU).contiguous();
+    pickler.entry(name, std::to_string(storages.size()), c);
+    storages.push_back(c);
+  }
+  const std::string pkl = pickler.finish();
+  write_file_atomic(path, [&](const ByteSink& sink) {
+    try {
+      caffe2::serialize::PyTorchStreamWriter writer(
+          [&sink](const void* buf, size_t n) -> size_t { return sink(buf, n) ? n : 0; });
+      writer.writeRecord("data.pkl", pkl.data(), pkl.size());
+      writer.writeRecord("byteorder", "little", 6);
+      for (size_t i = 0; i < storages.size(); ++i) {
+        const auto& c = storages[i];
+        writer.writeRecord("data/" + std::to_string(i), c.data_ptr(), c.numel() * c.element_size());
+      }
+      writer.writeEndOfFile();
+    } catch (const c10::Error& e) {
+      throw IoError(e.what_without_backtrace());
+    }
+  });
+}
+
+}  // namespace detforge::weights

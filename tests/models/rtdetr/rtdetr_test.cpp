@@ -1,0 +1,333 @@
+// RT-DETR against transformers' RTDetrV2ForObjectDetection run live
+// (tests/models/rtdetr/reference.py): the same random weights (saved by Python, loaded by
+// detforge) and inputs must give the same encoder maps, per-layer logits and boxes, encoder
+// proposals, detections and loss terms (with the reference's denoising noise replayed). Plus the
+// fixed loss schema on batches with no, one and many boxes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <set>
+#include <string>
+
+#include "core/errors.h"
+#include "models/rtdetr/build.h"
+#include "models/rtdetr/rtdetr.h"
+#include "ops/box_ops.h"
+#include "ops/py_reference.h"
+#include "test_util.h"
+
+namespace detforge::models {
+namespace {
+
+using detforge::testing::max_abs_diff;
+constexpr double kTol = 1e-4;
+constexpr int64_t kSize = 96;
+
+// The reference's small config (tests/models/rtdetr/reference.py).
+RTDetrOptions small_options() {
+  return RTDetrOptions(3)
+      .backbone(ResNetVdOptions("r18vd"))
+      .hidden_expansion(0.5)
+      .encoder_hidden_dim(64)
+      .d_model(64)
+      .encoder_ffn_dim(128)
+      .decoder_ffn_dim(128)
+      .encoder_heads(4)
+      .decoder_heads(4)
+      .decoder_layers(3)
+      .num_queries(40)
+      .num_denoising(20);
+}
+
+class RTDetrParity : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(detforge::testing::cached_reference(
+        "rtdetr", "models/rtdetr/reference.py", /*is_dir=*/true));
+    ref_ = new std::map<std::string, torch::Tensor>(
+        detforge::testing::read_tensor_dict(*dir_ + "/ref.pth"));
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    delete ref_;
+  }
+  static const torch::Tensor& ref(const std::string& key) { return ref_->at(key); }
+
+  // A fresh model with the reference's weights, loaded as a user's `model.weights` file is.
+  static RTDetr model() {
+    RTDetr m(small_options());
+    const auto path = *dir_ + "/weights.pth";
+    load_detector_weights(*m, path);
+    return m;
+  }
+
+  // The reference images with the ground truth of batch `name` in pixels.
+  static Batch batch(const std::string& name) {
+    Batch b;
+    b.images = ref("images");
+    for (int i = 0; i < 2; ++i) {
+      b.image_sizes.push_back({kSize, kSize});
+      b.original_sizes.push_back({kSize, kSize});
+      const auto key = name + "_boxes" + std::to_string(i);
+      const auto boxes =
+          ref_->count(key) ? ops::box_cxcywh_to_xyxy(ref(key)) * kSize : torch::zeros({0, 4});
+      const auto labels = ref_->count(name + "_labels" + std::to_string(i))
+                              ? ref(name + "_labels" + std::to_string(i))
+                              : torch::zeros({0}, torch::kInt64);
+      b.targets.emplace_back(100 + i, Boxes(boxes), labels);
+    }
+    return b;
+  }
+
+  static inline std::string* dir_ = nullptr;
+  static inline std::map<std::string, torch::Tensor>* ref_ = nullptr;
+};
+
+TEST_F(RTDetrParity, EvalOutputsMatchTransformers) {
+  auto m = model();
+  m->eval();
+  torch::NoGradGuard no_grad;
+  const auto out = m->forward_outputs(ref("images"));
+  for (int l = 0; l < 3; ++l) {
+    EXPECT_LE(max_abs_diff(out.encoder_maps[l], ref("encoder_map" + std::to_string(l))), kTol)
+        << "encoder level " << l;
+  }
+  EXPECT_LE(max_abs_diff(out.enc_logits, ref("enc_topk_logits")), kTol);
+  EXPECT_LE(max_abs_diff(out.enc_boxes, ref("enc_topk_bboxes")), kTol);
+  EXPECT_LE(max_abs_diff(out.decoder.logits, ref("logits_per_layer")), kTol);
+  EXPECT_LE(max_abs_diff(out.decoder.boxes, ref("boxes_per_layer")), kTol);
+}
+
+// backbone.fold_frozen_bn computes conv + frozen BN as one conv: equal up to float rounding.
+TEST_F(RTDetrParity, FoldedBackboneMatchesTransformers) {
+  RTDetr m(small_options().backbone(ResNetVdOptions("r18vd").fold_frozen_bn(true)));
+  load_detector_weights(*m, *dir_ + "/weights.pth");
+  m->eval();
+  torch::NoGradGuard no_grad;
+  const auto out = m->forward_outputs(ref("images").contiguous(torch::MemoryFormat::ChannelsLast));
+  EXPECT_LE(max_abs_diff(out.decoder.logits, ref("logits_per_layer")), kTol);
+  EXPECT_LE(max_abs_diff(out.decoder.boxes, ref("boxes_per_layer")), kTol);
+}
+
+TEST_F(RTDetrParity, DetectionsMatchPostProcessObjectDetection) {
+  auto opts = small_options().score_threshold(0.3);
+  RTDetr m(opts);
+  const auto path = *dir_ + "/weights.pth";
+  load_detector_weights(*m, path);
+  m->eval();
+  const auto dets = m->predict(batch("none"));
+  ASSERT_EQ(dets.size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    const auto p = "det" + std::to_string(i) + "_";
+    EXPECT_EQ(dets[i].image_id, 100 + i);
+    ASSERT_EQ(dets[i].size(), ref(p + "scores").size(0)) << p;
+    EXPECT_LE(max_abs_diff(dets[i].scores, ref(p + "scores")), kTol);
+    // Scores within rounding of each other may come in either order: every reference detection
+    // must have its own detforge detection with the same label, score and box.
+    const auto& ref_boxes = ref(p + "boxes");
+    std::vector<bool> used(static_cast<size_t>(dets[i].size()), false);
+    for (int64_t r = 0; r < ref_boxes.size(0); ++r) {
+      bool found = false;
+      for (int64_t k = 0; k < dets[i].size() && !found; ++k) {
+        found = !used[k] &&
+                dets[i].labels[k].item<int64_t>() == ref(p + "labels")[r].item<int64_t>() &&
+                std::abs(dets[i].scores[k].item<double>() - ref(p + "scores")[r].item<double>()) <=
+                    kTol &&
+                max_abs_diff(dets[i].boxes.tensor()[k], ref_boxes[r]) <= 1e-3;  // pixels
+        if (found) used[k] = true;
+      }
+      EXPECT_TRUE(found) << p << "reference detection " << r << " has no match";
+    }
+  }
+}
+
+// Hugging Face's save_pretrained() file (safetensors, the tied head aliases left out) loads
+// through the same `model.weights` path and gives the same outputs.
+TEST_F(RTDetrParity, LoadsTheReferenceSafetensors) {
+  RTDetr m(small_options());
+  load_detector_weights(*m, *dir_ + "/hf/model.safetensors");
+  m->eval();
+  torch::NoGradGuard no_grad;
+  const auto out = m->forward_outputs(ref("images"));
+  EXPECT_LE(max_abs_diff(out.decoder.logits, ref("logits_per_layer")), kTol);
+  EXPECT_LE(max_abs_diff(out.decoder.boxes, ref("boxes_per_layer")), kTol);
+}
+
+TEST_F(RTDetrParity, TruncatedSafetensorsIsAnIoErrorNamingTheFile) {
+  detforge::testing::TempDir tmp;
+  const std::string bytes = detforge::testing::read_file(*dir_ + "/hf/model.safetensors");
+  const auto cut = tmp.write("cut.safetensors", bytes.substr(0, bytes.size() / 3));
+  RTDetr m(small_options());
+  EXPECT_THROW_WITH(load_detector_weights(*m, cut), IoError, "cut.safetensors");
+  const auto header = tmp.write("header.safetensors", bytes.substr(0, 200));
+  EXPECT_THROW_WITH(load_detector_weights(*m, header), IoError, "header.safetensors");
+}
+
+// `detforge export` writes both names of the tied heads, so transformers loads the file with
+// strict=True and computes the reference's outputs.
+TEST_F(RTDetrParity, ExportLoadsIntoTransformersStrictly) {
+  detforge::testing::TempDir tmp;
+  const auto config = tmp.write(
+      "small.yaml",
+      "model: {type: rtdetr, num_classes: 3, backbone: {type: r18vd},\n"
+      "        encoder: {hidden_dim: 64, ffn_dim: 128, heads: 4, expansion: 0.5},\n"
+      "        decoder: {d_model: 64, ffn_dim: 128, heads: 4, layers: 3, num_queries: 40},\n"
+      "        denoising: {num_queries: 20}}\n");
+  const auto exported = (tmp.path() / "exported.pth").string();
+  const auto r = detforge::testing::run_command(detforge::testing::detforge_binary() +
+                                                " export --config " + config + " --weights " +
+                                                *dir_ + "/hf/model.safetensors --out " + exported);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto out = (tmp.path() / "python.pth").string();
+  detforge::testing::run_reference("models/rtdetr/load_check.py",
+                                   exported + " " + *dir_ + "/ref.pth " + out);
+  const auto python = detforge::testing::read_tensor_dict(out);
+  EXPECT_LE(max_abs_diff(python.at("logits_per_layer"), ref("logits_per_layer")), kTol);
+  EXPECT_LE(max_abs_diff(python.at("boxes_per_layer"), ref("boxes_per_layer")), kTol);
+}
+
+// The reference's denoising draws for batch `name`, as detforge's noise struct.
+DenoisingNoise reference_noise(const std::map<std::string, torch::Tensor>& r,
+                               const std::string& name) {
+  return {r.at(name + "_label_uniform"), r.at(name + "_new_labels"), r.at(name + "_sign_bits"),
+          r.at(name + "_box_uniform")};
+}
+
+TEST_F(RTDetrParity, LossTermsMatchTransformers) {
+  for (const std::string name : {"many", "one"}) {
+    auto m = model();
+    m->train();
+    const auto b = batch(name);
+    const auto targets = m->set_targets(b, {true, true});
+    std::vector<torch::Tensor> labels, boxes;
+    int64_t count = 0;
+    for (const auto& t : targets) {
+      labels.push_back(t.labels);
+      boxes.push_back(t.boxes);
+      count += t.labels.size(0);
+    }
+    const auto group =
+        make_denoising_group(labels, boxes, m->denoising_options(), reference_noise(*ref_, name));
+    const auto out = m->forward_outputs(b.images, &group);
+    const auto losses = m->compute_loss(out, targets, &group, static_cast<double>(count));
+    for (const auto& key : losses.keys()) {
+      const double want = ref(name + "_" + key).item<double>();
+      EXPECT_NEAR(losses.at(key).item<double>(), want, 1e-5 * std::max(1.0, std::abs(want)))
+          << name << " " << key;
+    }
+    EXPECT_NEAR(losses.total().item<double>(), ref(name + "_loss").item<double>(),
+                1e-5 * ref(name + "_loss").item<double>())
+        << name;
+  }
+}
+
+// With no box in the batch the reference builds no denoising queries (and returns fewer loss
+// keys); detforge trains one masked dummy group whose terms are zeros, so every other term and
+// the total equal the reference's.
+TEST_F(RTDetrParity, EmptyBatchKeepsTheSchemaAndMatchesTheReferenceTotal) {
+  auto m = model();
+  m->train();
+  const auto losses = m->forward_train(batch("none"));
+  EXPECT_EQ(losses.keys(), m->loss_keys());
+  for (const auto& key : losses.keys()) {
+    const auto v = losses.at(key);
+    ASSERT_TRUE(std::isfinite(v.item<double>())) << key;
+    if (key.find("_dn_") != std::string::npos) {
+      EXPECT_EQ(v.item<double>(), 0.0) << key;
+      EXPECT_TRUE(v.requires_grad()) << key;
+    } else {
+      const double want = ref("none_" + key).item<double>();
+      EXPECT_NEAR(v.item<double>(), want, 1e-5 * std::max(1.0, std::abs(want))) << key;
+    }
+  }
+  EXPECT_NEAR(losses.total().item<double>(), ref("none_loss").item<double>(),
+              1e-5 * ref("none_loss").item<double>());
+}
+
+TEST(RTDetr, LossKeysNameEveryTermOnce) {
+  RTDetr m(small_options());
+  const auto& keys = m->loss_keys();
+  ASSERT_EQ(keys.size(), 3u * (1 + 3 + 3));
+  EXPECT_EQ(keys[0], "loss_vfl");
+  EXPECT_EQ(keys[3], "loss_vfl_aux_0");
+  EXPECT_EQ(keys[11], "loss_giou_aux_2");
+  EXPECT_EQ(keys.back(), "loss_giou_dn_2");
+  EXPECT_EQ(std::set<std::string>(keys.begin(), keys.end()).size(), keys.size());
+  RTDetr plain(small_options().num_denoising(0));
+  EXPECT_EQ(plain->loss_keys().size(), 3u * (1 + 3));
+}
+
+// Batches with many, one and no boxes, and images without boxes beside images with them: the
+// same keys, finite values, and a gradient for every trainable parameter.
+TEST(RTDetr, EveryBatchGivesTheSameKeysFiniteValuesAndEveryGradient) {
+  torch::manual_seed(0);
+  RTDetr m(small_options());
+  m->train();
+  const auto images = torch::randn({2, 3, 64, 64});
+  const std::vector<std::vector<std::vector<float>>> cases = {
+      {{4, 4, 30, 40, 0}, {20, 10, 60, 50, 2}},  // one image with two boxes, one empty
+      {{8, 8, 24, 30, 1}},                       // one box
+      {},                                        // no box anywhere
+  };
+  for (size_t c = 0; c < cases.size(); ++c) {
+    Batch b;
+    b.images = images;
+    for (int i = 0; i < 2; ++i) {
+      b.image_sizes.push_back({64, 64});
+      b.original_sizes.push_back({64, 64});
+      std::vector<float> xyxy;
+      std::vector<int64_t> labels;
+      if (i == 0) {
+        for (const auto& box : cases[c]) {
+          xyxy.insert(xyxy.end(), box.begin(), box.begin() + 4);
+          labels.push_back(static_cast<int64_t>(box[4]));
+        }
+      }
+      const auto n = static_cast<int64_t>(labels.size());
+      b.targets.emplace_back(i, Boxes(torch::tensor(xyxy).view({n, 4})), torch::tensor(labels));
+    }
+    m->zero_grad();
+    const auto losses = m->forward_train(b);
+    EXPECT_EQ(losses.keys(), m->loss_keys()) << "case " << c;
+    EXPECT_TRUE(losses.nonfinite_keys().empty()) << "case " << c;
+    losses.total().backward();
+    for (const auto& p : m->named_parameters()) {
+      if (!p.value().requires_grad()) continue;
+      ASSERT_TRUE(p.value().grad().defined()) << "case " << c << ": " << p.key();
+      EXPECT_TRUE(torch::isfinite(p.value().grad()).all().item<bool>()) << p.key();
+    }
+  }
+}
+
+// The seed cases of shared/FIELD_FAILURES.md: a label equal to C and a NaN box are refused on the
+// CPU with the image named before any loss indexes with them; the skip policy trains the image
+// with no boxes instead and counts it.
+TEST(RTDetr, BadTargetsAreRefusedBeforeAnyIndexNamingTheImage) {
+  torch::manual_seed(0);
+  const auto make_batch = [](const torch::Tensor& box, int64_t label) {
+    Batch b;
+    b.images = torch::randn({1, 3, 64, 64});
+    b.image_sizes = {{64, 64}};
+    b.original_sizes = {{64, 64}};
+    b.targets.emplace_back(42, Boxes(box.view({1, 4})), torch::tensor({label}), torch::Tensor(),
+                           "cells_42.jpg");
+    return b;
+  };
+  const auto good = torch::tensor({4.0f, 4.0f, 30.0f, 40.0f});
+  const auto nan = torch::tensor({4.0f, std::nanf(""), 30.0f, 40.0f});
+  RTDetr m(small_options());
+  m->train();
+  EXPECT_THROW_WITH(m->forward_train(make_batch(good, 3)), DataError, "image_id=42");
+  EXPECT_THROW_WITH(m->forward_train(make_batch(good, 3)), DataError, "cells_42.jpg");
+  EXPECT_THROW_WITH(m->forward_train(make_batch(nan, 0)), DataError, "image_id=42");
+  RTDetr skipping(small_options().invalid_target_policy(losses::InvalidTargetPolicy::kSkipImage));
+  skipping->train();
+  const auto losses = skipping->forward_train(make_batch(good, 3));
+  EXPECT_TRUE(losses.nonfinite_keys().empty());
+  EXPECT_EQ(skipping->skipped_images(), 1);
+  EXPECT_EQ(losses.at("loss_bbox").item<double>(), 0.0);
+}
+
+}  // namespace
+}  // namespace detforge::models

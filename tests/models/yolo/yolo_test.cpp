@@ -1,0 +1,257 @@
+// The DFL-head detector against Ultralytics' YOLOv8 run live (tests/models/yolo/reference.py):
+// the same random weights (saved by Python as a state_dict() file, loaded by detforge) and inputs
+// must give the same backbone, neck and head outputs, decoded predictions, NMS detections,
+// task-aligned assignment and v8DetectionLoss terms; exports load back into Ultralytics strictly.
+// Plus the DFL guard (shared/FIELD_FAILURES.md: targets at 28, 60, 92 and -1 bins) and the fixed
+// loss schema on empty batches.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <string>
+
+#include "core/errors.h"
+#include "losses/dfl.h"
+#include "models/yolo/build.h"
+#include "models/yolo/yolo.h"
+#include "ops/py_reference.h"
+#include "ops/task_aligned_assigner.h"
+#include "test_util.h"
+
+namespace detforge::models {
+namespace {
+
+using detforge::testing::max_abs_diff;
+constexpr double kTol = 1e-4;
+constexpr int64_t kHeight = 96, kWidth = 128;
+
+class YoloParity : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(
+        detforge::testing::cached_reference("yolo", "models/yolo/reference.py", /*is_dir=*/true));
+    ref_ = new std::map<std::string, torch::Tensor>(
+        detforge::testing::read_tensor_dict(*dir_ + "/ref.pth"));
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    delete ref_;
+  }
+  static const torch::Tensor& ref(const std::string& key) { return ref_->at(key); }
+
+  // yolov8n with the reference's weights, loaded as a user's `model.weights` file is.
+  static Yolo model(YoloOptions options = YoloOptions(3)) {
+    Yolo m(options);
+    load_detector_weights(*m, *dir_ + "/weights.pth");
+    return m;
+  }
+
+  // The reference images with the ground truth the assigner saw for batch `name` (pixels).
+  static Batch batch(const std::string& name) {
+    Batch b;
+    b.images = ref("images");
+    const auto labels = ref(name + "_in_gt_labels"), boxes = ref(name + "_in_gt_bboxes");
+    const auto mask = ref(name + "_in_mask_gt");
+    for (int64_t i = 0; i < 2; ++i) {
+      b.image_sizes.push_back({kHeight, kWidth});
+      b.original_sizes.push_back({kHeight, kWidth});
+      const auto real = mask[i].squeeze(-1) > 0;
+      b.targets.emplace_back(100 + i, Boxes(boxes[i].index({real})),
+                             labels[i].squeeze(-1).index({real}).to(torch::kInt64));
+    }
+    return b;
+  }
+
+  static inline std::string* dir_ = nullptr;
+  static inline std::map<std::string, torch::Tensor>* ref_ = nullptr;
+};
+
+TEST_F(YoloParity, EvalOutputsMatchUltralytics) {
+  auto m = model();
+  m->eval();
+  torch::NoGradGuard no_grad;
+  const auto out = m->forward_outputs(ref("images"));
+  for (int l = 0; l < 3; ++l) {
+    EXPECT_LE(max_abs_diff(out.backbone[l], ref("backbone" + std::to_string(l))), kTol) << l;
+    EXPECT_LE(max_abs_diff(out.neck[l], ref("neck" + std::to_string(l))), kTol) << l;
+  }
+  EXPECT_LE(max_abs_diff(out.box_logits, ref("eval_box_logits")), kTol);
+  EXPECT_LE(max_abs_diff(out.cls_logits, ref("eval_cls_logits")), kTol);
+  // Boxes are in pixels (up to ~200): the same relative tolerance.
+  const auto decoded = m->decode(out);
+  EXPECT_LE(max_abs_diff(decoded.narrow(1, 0, 4), ref("decoded").narrow(1, 0, 4)), 200 * kTol);
+  EXPECT_LE(max_abs_diff(decoded.narrow(1, 4, 3), ref("decoded").narrow(1, 4, 3)), kTol);
+}
+
+TEST_F(YoloParity, DetectionsMatchNonMaxSuppression) {
+  auto m = model(YoloOptions(3).score_threshold(0.25));
+  m->eval();
+  const auto dets = m->predict(batch("none"));
+  ASSERT_EQ(dets.size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    const auto want = ref("det" + std::to_string(i));
+    ASSERT_EQ(dets[i].size(), want.size(0)) << "image " << i;
+    ASSERT_GT(want.size(0), 0) << "the reference's scores must reach the threshold";
+    // The reference clips when it scales boxes back to the image; detforge in predict.
+    const auto boxes = ops::clip_boxes(want.narrow(1, 0, 4), kHeight, kWidth);
+    EXPECT_LE(max_abs_diff(dets[i].boxes.tensor(), boxes), 200 * kTol);
+    EXPECT_LE(max_abs_diff(dets[i].scores, want.select(1, 4)), kTol);
+    EXPECT_TRUE(torch::equal(dets[i].labels, want.select(1, 5).to(torch::kInt64)));
+  }
+}
+
+TEST_F(YoloParity, AssignmentEqualsTaskAlignedAssigner) {
+  for (const std::string name : {"many", "one", "none"}) {
+    const auto in = [&](const std::string& k) { return ref(name + "_in_" + k); };
+    const auto want = [&](const std::string& k) { return ref(name + "_out_" + k); };
+    const auto got = ops::task_aligned_assign(ops::TaskAlignedAssignerOptions(3), in("pd_scores"),
+                                              in("pd_bboxes"), in("anc_points"), in("gt_labels"),
+                                              in("gt_bboxes"), in("mask_gt"));
+    const auto fg = want("fg_mask");
+    EXPECT_TRUE(torch::equal(got.fg_mask, fg)) << name;
+    EXPECT_TRUE(
+        torch::equal(got.labels.index({fg}), want("target_labels").index({fg}).to(torch::kInt64)))
+        << name;
+    EXPECT_TRUE(
+        torch::equal(got.gt_index.index({fg}), want("target_gt_idx").index({fg}).to(torch::kInt64)))
+        << name;
+    EXPECT_TRUE(torch::equal(got.boxes, want("target_bboxes"))) << name;
+    EXPECT_LE(max_abs_diff(got.scores, want("target_scores")), 1e-6) << name;
+  }
+  EXPECT_GT(ref("many_out_fg_mask").sum().item<int64_t>(), 10) << "a real assignment";
+}
+
+TEST_F(YoloParity, LossTermsMatchV8DetectionLoss) {
+  for (const std::string name : {"many", "one", "none"}) {
+    auto m = model();
+    m->train();
+    const auto b = batch(name);
+    const auto out = m->forward_outputs(b.images);
+    EXPECT_LE(max_abs_diff(out.box_logits, ref(name + "_box_logits")), kTol) << name;
+    EXPECT_LE(max_abs_diff(out.cls_logits, ref(name + "_cls_logits")), kTol) << name;
+    const auto losses = m->compute_loss(out, m->padded_targets(b, {true, true}));
+    for (const std::string key : {"box_loss", "cls_loss", "dfl_loss"}) {
+      const double want = ref(name + "_" + key).item<double>();
+      EXPECT_NEAR(losses.at(key).item<double>(), want, 1e-5 * std::max(1.0, std::abs(want)))
+          << name << " " << key;
+    }
+  }
+}
+
+// The guard's seed values from the field: bins 28, 60, 92 and -1 (and 14.995, just past the last
+// usable bin) are clamped as DFLoss clamps them, counted, and give finite values and gradients.
+TEST_F(YoloParity, DflClampsAndCountsOutOfRangeTargetsAsDFLoss) {
+  const auto logits = ref("dfl_logits").clone().requires_grad_(true);
+  const auto result = losses::distribution_focal_loss(logits, ref("dfl_targets"));
+  EXPECT_EQ(result.clamped, 5);
+  EXPECT_LE(max_abs_diff(result.loss, ref("dfl_loss")), 1e-5);
+  result.loss.sum().backward();
+  EXPECT_TRUE(torch::isfinite(logits.grad()).all().item<bool>());
+  const auto nan = torch::tensor({std::nanf(""), INFINITY, 2.5f});
+  const auto guarded = losses::distribution_focal_loss(torch::randn({3, 16}), nan);
+  EXPECT_EQ(guarded.clamped, 2);
+  EXPECT_TRUE(torch::isfinite(guarded.loss).all().item<bool>());
+}
+
+// `detforge export` writes the state dict Ultralytics' DetectionModel loads with strict=True.
+TEST_F(YoloParity, ExportLoadsIntoUltralyticsStrictly) {
+  detforge::testing::TempDir tmp;
+  const auto config = tmp.write("n.yaml", "model: {type: yolo, num_classes: 3, scale: n}\n");
+  const auto exported = (tmp.path() / "exported.pth").string();
+  const auto r = detforge::testing::run_command(detforge::testing::detforge_binary() +
+                                                " export --config " + config + " --weights " +
+                                                *dir_ + "/weights.pth --out " + exported);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto out = (tmp.path() / "python.pth").string();
+  detforge::testing::run_reference("models/yolo/load_check.py",
+                                   exported + " " + *dir_ + "/ref.pth " + out);
+  const auto python = detforge::testing::read_tensor_dict(out);
+  EXPECT_LE(max_abs_diff(python.at("decoded"), ref("decoded")), 200 * kTol);
+}
+
+TEST_F(YoloParity, PresetsHaveTheReferencesParameterCounts) {
+  for (const std::string scale : {"s", "m"}) {
+    Yolo m(YoloOptions(3).scale(yolo_scale(scale)));
+    int64_t count = 0;
+    for (const auto& p : m->parameters()) count += p.numel();
+    EXPECT_EQ(count, ref("params_" + scale).item<int64_t>()) << scale;
+  }
+}
+
+Batch synthetic_batch(const std::vector<std::vector<float>>& boxes, int64_t image_id = 7) {
+  Batch b;
+  b.images = torch::randn({2, 3, 64, 64});
+  for (int i = 0; i < 2; ++i) {
+    b.image_sizes.push_back({64, 64});
+    b.original_sizes.push_back({64, 64});
+    std::vector<float> xyxy;
+    std::vector<int64_t> labels;
+    if (i == 0) {
+      for (const auto& box : boxes) {
+        xyxy.insert(xyxy.end(), box.begin(), box.begin() + 4);
+        labels.push_back(static_cast<int64_t>(box[4]));
+      }
+    }
+    const auto n = static_cast<int64_t>(labels.size());
+    b.targets.emplace_back(image_id + i, Boxes(torch::tensor(xyxy).view({n, 4})),
+                           torch::tensor(labels), torch::Tensor(),
+                           "img_" + std::to_string(i) + ".jpg");
+  }
+  return b;
+}
+
+// Batches with boxes, one box and none: the same keys, finite values and a defined gradient for
+// every trainable parameter (the head's box branch included when nothing is foreground).
+TEST(Yolo, EveryBatchGivesTheSameKeysFiniteValuesAndEveryGradient) {
+  torch::manual_seed(0);
+  Yolo m(YoloOptions(3));
+  m->train();
+  const std::vector<std::vector<std::vector<float>>> cases = {
+      {{4, 4, 30, 40, 0}, {20, 10, 60, 50, 2}}, {{8, 8, 24, 30, 1}}, {}};
+  for (size_t c = 0; c < cases.size(); ++c) {
+    m->zero_grad();
+    const auto losses = m->forward_train(synthetic_batch(cases[c]));
+    EXPECT_EQ(losses.keys(), m->loss_keys()) << "case " << c;
+    EXPECT_TRUE(losses.nonfinite_keys().empty()) << "case " << c;
+    losses.total().backward();
+    for (const auto& p : m->named_parameters()) {
+      if (!p.value().requires_grad()) continue;
+      ASSERT_TRUE(p.value().grad().defined()) << "case " << c << ": " << p.key();
+      EXPECT_TRUE(torch::isfinite(p.value().grad()).all().item<bool>()) << p.key();
+    }
+  }
+  EXPECT_FALSE(m->named_parameters()["model.22.dfl.conv.weight"].requires_grad());
+}
+
+// A NaN box is refused on the CPU naming the image before any distance is encoded; a label equal
+// to C likewise; the skip policy trains the image as background and counts it.
+TEST(Yolo, BadTargetsAreRefusedNamingTheImage) {
+  torch::manual_seed(0);
+  Yolo m(YoloOptions(3));
+  m->train();
+  EXPECT_THROW_WITH(m->forward_train(synthetic_batch({{4, NAN, 30, 40, 0}}, 42)), DataError,
+                    "image_id=42");
+  EXPECT_THROW_WITH(m->forward_train(synthetic_batch({{4, 4, 30, 40, 3}}, 42)), DataError,
+                    "img_0.jpg");
+  Yolo skipping(YoloOptions(3).invalid_target_policy(losses::InvalidTargetPolicy::kSkipImage));
+  skipping->train();
+  const auto losses = skipping->forward_train(synthetic_batch({{4, NAN, 30, 40, 0}}, 42));
+  EXPECT_TRUE(losses.nonfinite_keys().empty());
+  EXPECT_EQ(skipping->counters().at(1), std::make_pair(std::string("skipped_images"), int64_t{1}));
+}
+
+// Boxes much larger than reg_max bins at their stride (a 60 x 60 box at stride 8 is 7.5 bins per
+// side; reg_max 4 allows 2.99) are clamped, not indexed past the distribution, and counted.
+TEST(Yolo, DistancesBeyondRegMaxAreClampedAndCounted) {
+  torch::manual_seed(0);
+  Yolo m(YoloOptions(3).reg_max(4));
+  m->train();
+  const auto losses = m->forward_train(synthetic_batch({{2, 2, 62, 62, 1}}));
+  EXPECT_TRUE(losses.nonfinite_keys().empty());
+  const auto counters = m->counters();
+  EXPECT_EQ(counters.at(0).first, "dfl_clamped_targets");
+  EXPECT_GT(counters.at(0).second, 0);
+}
+
+}  // namespace
+}  // namespace detforge::models
