@@ -1,11 +1,10 @@
 // detforge bench dist: the cost of gradient sync on N Gloo processes on this machine. First the
-// all-reduce alone: the bucketed copy-in/copy-out GradSync against one flat all-reduce of the
-// same bytes and one all-reduce per parameter. Then inside a step (forward, backward, sync):
-// c10d::Reducer (dist::DdpSync, all-reduces during backward into bucket views) against GradSync
-// after backward and one flat all-reduce after backward. Last the training images/s of 1
-// process against N processes with the same global batch (real `detforge train` runs on a
-// generated synthetic set). Run alone it starts its own ranks through the launcher; under
-// `detforge launch` or torchrun it measures in the ranks it was given.
+// all-reduce alone: one flat all-reduce of the gradients' bytes against one all-reduce per
+// parameter. Then inside a step (forward, backward, sync): c10d::Reducer (dist::DdpSync,
+// all-reduces during backward into bucket views) against one flat all-reduce after backward. Last
+// the training images/s of 1 process against N processes with the same global batch (real `detforge
+// train` runs on a generated synthetic set). Run alone it starts its own ranks through the
+// launcher; under `detforge launch` or torchrun it measures in the ranks it was given.
 #include <unistd.h>
 
 #include <chrono>
@@ -29,7 +28,6 @@
 #include "data/synthetic.h"
 #include "distributed/ddp_sync.h"
 #include "distributed/dist_env.h"
-#include "distributed/grad_allreduce.h"
 #include "distributed/launcher.h"
 #include "distributed/process_group.h"
 
@@ -116,18 +114,6 @@ std::vector<StepRow> step_rows(const BenchDistArgs& a,
   }
   {
     to_none();
-    dist::GradSyncOptions so;
-    so.bucket_bytes = bucket_bytes;
-    dist::GradSync sync(pg, model, so);
-    rows.push_back(
-        {str("GradSync, ", a.bucket_mib, " MiB buckets, after backward"), time_ms(a.iters, [&] {
-           to_none();
-           loss_of().backward();
-           sync.sync("bench gradsync step");
-         })});
-  }
-  {
-    to_none();
     rows.push_back({"one flat all-reduce of the gradients after backward (flatten, unflatten)",
                     time_ms(a.iters, [&] {
                       to_none();
@@ -167,25 +153,9 @@ void measure(const BenchDistArgs& a) {
   };
   std::vector<Row> rows;
   int64_t bytes = 0;
-  for (const double bucket_mib : {a.bucket_mib, 4.0, 1.0}) {
-    dist::GradSyncOptions so;
-    so.bucket_bytes = static_cast<int64_t>(bucket_mib * 1024 * 1024);
-    dist::GradSync sync(pg, model, so);
-    bytes = sync.bytes();
-    const double ms = time_ms(a.iters, [&] { sync.sync("bench gradient sync"); });
-    rows.push_back({str("GradSync, ", bucket_mib, " MiB buckets (copy in/out, mean)"),
-                    sync.buckets().size() + 1, ms});
-  }
-  {
-    // The same copies without the network: what bucketing costs on top of the all-reduce.
-    dist::GradSyncOptions so;
-    so.bucket_bytes = static_cast<int64_t>(a.bucket_mib * 1024 * 1024);
-    dist::GradSync local(dist::ProcessGroup::single(), model, so);
-    const double ms = time_ms(a.iters, [&] { local.sync("bench local copy"); });
-    rows.push_back({str("GradSync copy in/out only (world size 1, no network)"), 0, ms});
-  }
+  for (const auto& p : params) bytes += p.numel() * p.element_size();
   auto flat = torch::randn({bytes / 4});
-  rows.push_back({"one flat all-reduce of the same bytes", 1, time_ms(a.iters, [&] {
+  rows.push_back({"one flat all-reduce of the gradients' bytes", 1, time_ms(a.iters, [&] {
                     pg->all_reduce(flat, dist::ReduceOp::kSum, "bench flat all-reduce");
                   })});
   std::vector<torch::Tensor> grads;
@@ -326,13 +296,14 @@ void run(const BenchDistArgs& a, const std::vector<std::string>& argv) {
 
 void add_bench_dist(CLI::App& bench) {
   auto args = std::make_shared<BenchDistArgs>();
-  auto* cmd = bench.add_subcommand("dist",
-                                   "Gradient all-reduce throughput (bucketed GradSync vs one flat "
-                                   "all-reduce) and 1 vs N process training images/s (Gloo, CPU)");
+  auto* cmd = bench.add_subcommand(
+      "dist",
+      "Gradient all-reduce throughput (one flat all-reduce vs one per "
+      "parameter; the Reducer in a step) and 1 vs N process training images/s (Gloo, CPU)");
   cmd->add_option("--mib", args->mib, "gradient size in MiB")
       ->capture_default_str()
       ->check(CLI::Range(1.0, 4096.0));
-  cmd->add_option("--bucket-mib", args->bucket_mib, "bucket size in MiB (GradSync and the Reducer)")
+  cmd->add_option("--bucket-mib", args->bucket_mib, "bucket size in MiB (the Reducer)")
       ->capture_default_str()
       ->check(CLI::Range(0.01, 1024.0));
   cmd->add_option("--iters", args->iters, "timed iterations (after one warm-up)")

@@ -2,11 +2,11 @@
 // (tests/distributed/distributed_test.cpp), started by `detforge launch`, by `torchrun
 // --no-python`, by hand with RANK=... variables, or alone as one process. A model of four Linear
 // layers with a detector's loss shape (cls, box and a denoising-like term that only exists where
-// there is foreground) trains a few SGD steps through a gradient engine (DdpSync, or GradSync
-// with --sync buckets) and LossReducer. Scenarios inject one fault on the last rank at step 2.
+// there is foreground) trains a few SGD steps through DdpSync and LossReducer. Scenarios inject one
+// fault on the last rank at step 2.
 //
 //   dist_worker --scenario S [--steps N] [--out DIR] [--timeout-ms T] [--stop-at K]
-//               [--empty-steps E] [--bucket-bytes B] [--sync ddp|buckets] [--find-unused 0|1]
+//               [--empty-steps E] [--bucket-bytes B] [--find-unused 0|1]
 //               [--fixed-schema 0|1] [--accumulate A]
 // Scenarios: train, nan, keys-extra, keys-missing, keys-startup, params-startup, throw-before,
 // stall, stall-backward, kill. --fixed-schema 1 keeps dn in the graph on a rank without foreground
@@ -52,7 +52,6 @@ struct Args {
   int stop_at = -1;
   int empty_steps = 3;
   int64_t bucket_bytes = 256;
-  std::string sync = "ddp";
   bool find_unused = false;
   bool fixed_schema = false;
   int accumulate = 1;
@@ -78,8 +77,6 @@ Args parse_args(int argc, char** argv) {
       a.empty_steps = std::stoi(value);
     else if (flag == "--bucket-bytes")
       a.bucket_bytes = std::stoll(value);
-    else if (flag == "--sync")
-      a.sync = value;
     else if (flag == "--find-unused")
       a.find_unused = value == "1";
     else if (flag == "--fixed-schema")
@@ -181,17 +178,8 @@ void run(const Args& a) {
   Net net;
   if (a.scenario == "params-startup" && faulty)
     net->register_parameter("extra", torch::zeros({2}));  // own parameters come first: index 0
-  std::unique_ptr<dist::GradSync> bucketed;
   std::unique_ptr<dist::DdpSync> ddp;
-  if (a.sync != "ddp" && a.sync != "buckets")
-    throw ConfigError(str("dist_worker: --sync ", a.sync, " is not ddp or buckets"));
-  if (env.launched() && a.sync == "buckets") {
-    dist::GradSyncOptions o;
-    o.bucket_bytes = a.bucket_bytes;
-    bucketed = std::make_unique<dist::GradSync>(pg, *net, o);
-    bucketed->broadcast_from_main();
-    say(str("buckets ", bucketed->buckets().size()));
-  } else if (env.launched()) {
+  if (env.launched()) {
     dist::DdpSyncOptions o;
     o.bucket_bytes = o.first_bucket_bytes = a.bucket_bytes;
     o.find_unused = a.find_unused;
@@ -266,7 +254,6 @@ void run(const Args& a) {
         coverage = &ddp->backward(total, syncs, what);
       } else {
         total.backward();
-        if (bucketed && syncs) coverage = &bucketed->sync(what);
       }
       if (syncs && coverage && !coverage->complete())
         say(str("step ", step, " coverage: ", coverage->to_string()));

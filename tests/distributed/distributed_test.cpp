@@ -171,7 +171,7 @@ TEST(DistEnv, FirstSlurmHost) {
 // ---------------------------------------------------------------------------------------------
 // Single-process semantics (world size 1: the same code path a trainer uses without launch)
 
-TEST(GradSync, PlanBucketsKeepsOrderAndLimits) {
+TEST(Buckets, PlanKeepsOrderAndLimits) {
   const std::vector<torch::Tensor> params = {
       torch::zeros({10}), torch::zeros({20}), torch::zeros({100}),
       torch::zeros({5}, torch::kFloat64), torch::zeros({5}, torch::kFloat64)};
@@ -184,24 +184,6 @@ TEST(GradSync, PlanBucketsKeepsOrderAndLimits) {
   EXPECT_EQ(b[2].dtype, torch::kFloat64);
   EXPECT_EQ(plan_buckets(params, 1 << 20).size(), 2u);
   EXPECT_THROW(plan_buckets(params, 0), c10::Error);
-}
-
-TEST(GradSync, SingleProcessFillsCoverageAndLeavesUnusedUndefined) {
-  torch::nn::Sequential net(torch::nn::Linear(3, 2), torch::nn::Linear(2, 2));
-  auto pg = ProcessGroup::single();
-  GradSync sync(pg, *net, GradSyncOptions{});
-  sync.broadcast_from_main();
-  auto first = net->ptr(0)->as<torch::nn::Linear>();
-  first->forward(torch::ones({1, 3})).sum().backward();  // the second layer gets no gradient
-  const auto expected = first->weight.grad().clone();
-  const auto& coverage = sync.sync();
-  EXPECT_EQ(coverage.total, 4u);
-  EXPECT_EQ(coverage.missing, (std::vector<std::string>{"1.weight", "1.bias"}));
-  EXPECT_EQ(coverage.unused, coverage.missing);
-  EXPECT_TRUE(contains(coverage.to_string(),
-                       "2 of 4 parameters had no gradient on this rank: 1.weight, 1.bias"));
-  EXPECT_TRUE(torch::equal(first->weight.grad(), expected));
-  EXPECT_FALSE(net->ptr(1)->as<torch::nn::Linear>()->weight.grad().defined());
 }
 
 TEST(LossReducer, RefusesIncompleteOrForeignDicts) {
@@ -501,11 +483,6 @@ TEST(Dist, AccumulationAllReducesOnlyTheLastMicroStep) {
     }
   }
   expect_ranks_match_one_process(dir, args);
-}
-
-TEST(Dist, BucketedGradSyncMatchesOneProcess) {
-  // GradSync, the engine before DdpSync (still the baseline of `detforge bench dist`).
-  expect_engine_matches_single_process(" --sync buckets");
 }
 
 TEST(Dist, TrainableParametersDifferingAtStartupFailOnBothRanks) {
