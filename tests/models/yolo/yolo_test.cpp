@@ -14,6 +14,7 @@
 #include "losses/dfl.h"
 #include "models/yolo/build.h"
 #include "models/yolo/yolo.h"
+#include "ops/box_ops.h"
 #include "ops/py_reference.h"
 #include "ops/task_aligned_assigner.h"
 #include "test_util.h"
