@@ -60,9 +60,10 @@ function(detforge_add_library)
 endfunction()
 
 # detforge_add_test(NAME x_test SRCS ... DEPS ... LABELS unit ... [TIMEOUT s] [THREADS n])
-# Each test takes THREADS of ctest's -j slots (default 1) and runs LibTorch with that many
-# threads (OMP_NUM_THREADS): under `ctest -j2` two tests of 2 threads each on 2 cores spin
-# against each other and took several times as long.
+# Each test runs LibTorch with THREADS threads (OMP_NUM_THREADS, default 1) and takes that many
+# of ctest's -j slots; a test of more than one thread runs alone (RUN_SERIAL: ctest 3.25 started
+# two PROCESSORS-2 tests side by side under -j2). Two 2-thread tests on 2 cores spin against
+# each other and took several times as long.
 function(detforge_add_test)
   cmake_parse_arguments(A "" "NAME;TIMEOUT;THREADS" "SRCS;DEPS;LABELS" ${ARGN})
   add_executable(${A_NAME} ${A_SRCS} "${CMAKE_SOURCE_DIR}/tests/test_main.cpp")
@@ -83,9 +84,13 @@ function(detforge_add_test)
     # Bundled test binaries run on the GPU host, not here: nothing to discover.
     return()
   endif()
+  set(serial FALSE)
+  if(A_THREADS GREATER 1)
+    set(serial TRUE)
+  endif()
   gtest_discover_tests(${A_NAME}
     WORKING_DIRECTORY "${CMAKE_BINARY_DIR}"
-    PROPERTIES LABELS "${A_LABELS}" TIMEOUT ${A_TIMEOUT} PROCESSORS ${A_THREADS}
+    PROPERTIES LABELS "${A_LABELS}" TIMEOUT ${A_TIMEOUT} PROCESSORS ${A_THREADS} RUN_SERIAL ${serial}
       ENVIRONMENT "OMP_NUM_THREADS=${A_THREADS}"
     DISCOVERY_TIMEOUT 60)
 endfunction()
