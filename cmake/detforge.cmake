@@ -90,7 +90,16 @@ function(detforge_add_test)
   endif()
   gtest_discover_tests(${A_NAME}
     WORKING_DIRECTORY "${CMAKE_BINARY_DIR}"
-    PROPERTIES LABELS "${A_LABELS}" TIMEOUT ${A_TIMEOUT} PROCESSORS ${A_THREADS} RUN_SERIAL ${serial}
-      ENVIRONMENT "OMP_NUM_THREADS=${A_THREADS}"
     DISCOVERY_TIMEOUT 60)
+  # The properties are set by a file ctest reads after the discovered list: through
+  # gtest_discover_tests' PROPERTIES a list value ("unit;parity") splits into two words and
+  # every property after it was read as a wrong pair, so TIMEOUT and the rest never applied.
+  set(props "${CMAKE_CURRENT_BINARY_DIR}/${A_NAME}_properties.cmake")
+  file(WRITE "${props}"
+    "if(${A_NAME}_TESTS)\n"
+    "  set_tests_properties(\${${A_NAME}_TESTS} PROPERTIES LABELS \"${A_LABELS}\"\n"
+    "    TIMEOUT ${A_TIMEOUT} PROCESSORS ${A_THREADS} RUN_SERIAL ${serial}\n"
+    "    ENVIRONMENT OMP_NUM_THREADS=${A_THREADS})\n"
+    "endif()\n")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES "${props}")
 endfunction()
