@@ -61,9 +61,8 @@ endfunction()
 
 # detforge_add_test(NAME x_test SRCS ... DEPS ... LABELS unit ... [TIMEOUT s] [THREADS n])
 # Each test runs LibTorch with THREADS threads (OMP_NUM_THREADS, default 1) and takes that many
-# of ctest's -j slots; a test of more than one thread runs alone (RUN_SERIAL: ctest 3.25 started
-# two PROCESSORS-2 tests side by side under -j2). Two 2-thread tests on 2 cores spin against
-# each other and took several times as long.
+# of ctest's -j slots (PROCESSORS): two 2-thread tests on 2 cores spin against each other and
+# took several times as long.
 function(detforge_add_test)
   cmake_parse_arguments(A "" "NAME;TIMEOUT;THREADS" "SRCS;DEPS;LABELS" ${ARGN})
   add_executable(${A_NAME} ${A_SRCS} "${CMAKE_SOURCE_DIR}/tests/test_main.cpp")
@@ -84,10 +83,6 @@ function(detforge_add_test)
     # Bundled test binaries run on the GPU host, not here: nothing to discover.
     return()
   endif()
-  set(serial FALSE)
-  if(A_THREADS GREATER 1)
-    set(serial TRUE)
-  endif()
   gtest_discover_tests(${A_NAME}
     WORKING_DIRECTORY "${CMAKE_BINARY_DIR}"
     DISCOVERY_TIMEOUT 60)
@@ -98,7 +93,7 @@ function(detforge_add_test)
   file(WRITE "${props}"
     "if(${A_NAME}_TESTS)\n"
     "  set_tests_properties(\${${A_NAME}_TESTS} PROPERTIES LABELS \"${A_LABELS}\"\n"
-    "    TIMEOUT ${A_TIMEOUT} PROCESSORS ${A_THREADS} RUN_SERIAL ${serial}\n"
+    "    TIMEOUT ${A_TIMEOUT} PROCESSORS ${A_THREADS}\n"
     "    ENVIRONMENT OMP_NUM_THREADS=${A_THREADS})\n"
     "endif()\n")
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES "${props}")

@@ -40,8 +40,12 @@ class TrainerTest : public ::testing::Test {
     o.max_objects = 3;
     data::generate_synthetic(o);
   }
+  static void TearDownTestSuite() { fs::remove_all(data_dir()); }
+  // One folder per process: ctest runs each test in its own process, side by side, and a
+  // shared folder was rewritten by one while another read it (a 0-byte JPEG).
   static fs::path data_dir() {
-    return fs::path(DETFORGE_BINARY_DIR) / "test_tmp" / "trainer_synth";
+    return fs::path(DETFORGE_BINARY_DIR) / "test_tmp" /
+           ("trainer_synth_" + std::to_string(::getpid()));
   }
 
   // The synthetic split in batches of 4, every image 64x64, no workers.
