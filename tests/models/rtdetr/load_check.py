@@ -7,7 +7,7 @@ import sys
 import torch
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from rtdetr_reference import config  # noqa: E402
+from reference import config  # noqa: E402
 from transformers import RTDetrV2ForObjectDetection  # noqa: E402
 
 

@@ -7,7 +7,7 @@ import sys
 import torch
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from yolo_reference import build  # noqa: E402
+from reference import build  # noqa: E402
 
 
 def main():
