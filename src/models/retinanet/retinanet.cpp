@@ -85,13 +85,18 @@ PaddedTargets pad_targets(const std::vector<Targets>& targets, const std::vector
   return p;
 }
 
+// [B, A] matched ground-truth index per anchor of padded targets.
+torch::Tensor match_padded(const ops::Matcher& matcher, const PaddedTargets& p,
+                           const torch::Tensor& anchors) {
+  return matcher(ops::batched_box_iou(p.boxes, anchors), p.valid);
+}
+
 }  // namespace
 
 torch::Tensor RetinaNetImpl::match(const std::vector<Targets>& targets,
                                    const torch::Tensor& anchors,
                                    const std::vector<bool>& keep) const {
-  const auto p = pad_targets(targets, keep, anchors.device());
-  return matcher_(ops::batched_box_iou(p.boxes, anchors), p.valid);
+  return match_padded(matcher_, pad_targets(targets, keep, anchors.device()), anchors);
 }
 
 LossDict RetinaNetImpl::compute_loss(const std::vector<Targets>& targets,
@@ -105,7 +110,7 @@ LossDict RetinaNetImpl::compute_loss(const std::vector<Targets>& targets,
               keep.size(), " keep flags");
   const auto device = logits.device();
   const auto p = pad_targets(targets, keep, device);
-  const auto matched = match(targets, anchors, keep);  // [B, A]
+  const auto matched = match_padded(matcher_, p, anchors);  // [B, A], as match() gives
 
   std::vector<uint8_t> keep_bytes(keep.begin(), keep.end());
   const auto kept = torch::tensor(keep_bytes, torch::kBool).to(device);
