@@ -1,7 +1,8 @@
 // detforge bench model --model rtdetr_r18vd: the RT-DETRv2 r18vd training step (forward, losses,
 // backward) and inference (forward and post-processing) on the CPU, detforge against
 // transformers' RTDetrV2ForObjectDetection on the same weights (exported by detforge, loaded
-// strictly by Python), images, targets, batch and thread count, in the same run.
+// strictly by Python; the peer: bench/rtdetr_peer.py), images, targets, batch and thread count, in
+// the same run.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -31,50 +32,6 @@ namespace fs = std::filesystem;
 
 constexpr int64_t kClasses = 80;
 
-constexpr const char* kPeerScript = R"PY(
-import json, resource, sys, time
-import torch
-from transformers import RTDetrResNetConfig, RTDetrV2Config, RTDetrV2ForObjectDetection
-from transformers.models.rt_detr.image_processing_rt_detr import RTDetrImageProcessor
-
-inputs, weights = sys.argv[1:3]
-threads, iters, warmup = map(int, sys.argv[3:6])
-out = sys.argv[6]
-torch.set_num_threads(threads)
-data = torch.load(inputs, weights_only=True)
-images = data["images"]
-b, size = images.size(0), images.size(-1)
-labels = [{"class_labels": data[f"labels_{i}"], "boxes": data[f"boxes_{i}"]} for i in range(b)]
-backbone = RTDetrResNetConfig(layer_type="basic", depths=[2, 2, 2, 2], hidden_sizes=[64, 128, 256, 512],
-                              out_features=["stage2", "stage3", "stage4"])
-config = RTDetrV2Config(backbone_config=backbone, encoder_in_channels=[128, 256, 512],
-                        hidden_expansion=0.5, decoder_layers=3, num_labels=80)
-model = RTDetrV2ForObjectDetection(config)
-model.load_state_dict(torch.load(weights, weights_only=True), strict=True)
-processor = RTDetrImageProcessor()
-
-def train_step():
-    model.zero_grad(set_to_none=True)
-    model(pixel_values=images, labels=labels).loss.backward()
-
-def infer():
-    with torch.no_grad():
-        o = model(pixel_values=images)
-        processor.post_process_object_detection(o, threshold=0.0, target_sizes=[(size, size)] * b)
-
-res = {}
-for name, mode, fn in (("train", True, train_step), ("infer", False, infer)):
-    model.train(mode)
-    for _ in range(warmup):
-        fn()
-    t0 = time.perf_counter()
-    for _ in range(iters):
-        fn()
-    res[name + "_s"] = (time.perf_counter() - t0) / iters
-res["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-json.dump(res, open(out, "w"))
-)PY";
-
 }  // namespace
 
 void run_bench_rtdetr(const BenchPeerArgs& a) {
@@ -82,8 +39,8 @@ void run_bench_rtdetr(const BenchPeerArgs& a) {
   const int threads = torch::get_num_threads();
   const auto options = models::RTDetrOptions(kClasses)
                            .backbone(models::ResNetVdOptions("r18vd"))
-                           .hidden_expansion(0.5)
-                           .decoder_layers(3);
+                           .encoder(models::RTDetrEncoderOptions().expansion(0.5))
+                           .decoder(models::RTDetrDecoderOptions().layers(3));
   std::mt19937 rng(0);
   const Batch batch = random_detection_batch(a.batch, a.size, kClasses, rng);
   models::RTDetr model(options);
@@ -136,7 +93,7 @@ void run_bench_rtdetr(const BenchPeerArgs& a) {
     const auto in_path = (dir / "inputs.pth").string();
     weights::write_state_dict(inputs, in_path);
     logging::info(str("transformers: same weights and inputs, ", threads, " threads"));
-    peer = run_peer(a.python, dir, kPeerScript,
+    peer = run_peer(a.python, dir, a.peer_script,
                     str("'", in_path, "' '", weights, "' ", threads, " ", a.iters, " ", a.warmup),
                     "transformers", peer_note);
   }

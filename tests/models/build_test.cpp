@@ -64,17 +64,20 @@ TEST(ModelBuild, ShippedRTDetrConfigsReadEveryKey) {
   // The base file spells out RTDetrOptions' defaults (transformers' RTDetrV2Config).
   const RTDetrOptions d(80);
   EXPECT_EQ(o.backbone().arch(), "r50vd");
-  EXPECT_EQ(o.decoder_layers(), d.decoder_layers());
-  EXPECT_EQ(o.num_queries(), d.num_queries());
-  EXPECT_EQ(o.num_denoising(), d.num_denoising());
+  EXPECT_EQ(o.decoder().layers(), d.decoder().layers());
+  EXPECT_EQ(o.decoder().num_queries(), d.decoder().num_queries());
+  EXPECT_EQ(o.encoder().hidden_dim(), d.encoder().hidden_dim());
+  EXPECT_DOUBLE_EQ(o.decoder().offset_scale(), d.decoder().offset_scale());
+  EXPECT_EQ(o.denoising().num_denoising(), d.denoising().num_denoising());
+  EXPECT_DOUBLE_EQ(o.denoising().box_noise_scale(), d.denoising().box_noise_scale());
   EXPECT_DOUBLE_EQ(o.vfl_alpha(), d.vfl_alpha());
   EXPECT_DOUBLE_EQ(o.matcher_bbox_cost(), d.matcher_bbox_cost());
   model.reject_unused();
   const auto r18 = Config::load(configs() + "rtdetr/rtdetr_r18vd.yaml");
   const auto o18 = rtdetr_options(r18.root().child("model"));
   EXPECT_EQ(o18.backbone().arch(), "r18vd");
-  EXPECT_EQ(o18.decoder_layers(), 3);
-  EXPECT_DOUBLE_EQ(o18.hidden_expansion(), 0.5);
+  EXPECT_EQ(o18.decoder().layers(), 3);
+  EXPECT_DOUBLE_EQ(o18.encoder().expansion(), 0.5);
   const auto synth = Config::load(configs() + "rtdetr/synth_r18vd.yaml");
   const auto spec = detector_spec(synth.root().child("model"));
   EXPECT_EQ(spec.type, "rtdetr");

@@ -29,43 +29,38 @@ void read_rtdetr_backbone(const ConfigNode& n, RTDetrOptions& o) {
   o.backbone(b);
 }
 
-void read_rtdetr_encoder(const ConfigNode& n, RTDetrOptions& o) {
-  read_at_least(n,
-                {{"hidden_dim", &o.encoder_hidden_dim()},
-                 {"heads", &o.encoder_heads()},
-                 {"ffn_dim", &o.encoder_ffn_dim()}},
-                1);
-  read_at_least(n, {{"layers", &o.encoder_layers()}}, 0);
-  if (n.read("expansion", o.hidden_expansion())) positive(n, "expansion", o.hidden_expansion());
-  if (o.encoder_hidden_dim() % o.encoder_heads() != 0) {
-    n.fail("heads", str(o.encoder_heads(), " must divide hidden_dim ", o.encoder_hidden_dim()));
+void read_rtdetr_encoder(const ConfigNode& n, RTDetrEncoderOptions& o) {
+  read_at_least(
+      n, {{"hidden_dim", &o.hidden_dim()}, {"heads", &o.heads()}, {"ffn_dim", &o.ffn_dim()}}, 1);
+  read_at_least(n, {{"layers", &o.layers()}}, 0);
+  if (n.read("expansion", o.expansion())) positive(n, "expansion", o.expansion());
+  if (o.hidden_dim() % o.heads() != 0) {
+    n.fail("heads", str(o.heads(), " must divide hidden_dim ", o.hidden_dim()));
   }
-  if (o.encoder_hidden_dim() % 4 != 0) {
-    n.fail("hidden_dim", str(o.encoder_hidden_dim(),
-                             " must be a multiple of 4 (the sine position "
-                             "embedding)"));
+  if (o.hidden_dim() % 4 != 0) {
+    n.fail("hidden_dim",
+           str(o.hidden_dim(), " must be a multiple of 4 (the sine position embedding)"));
   }
   n.reject_unused();
 }
 
-void read_rtdetr_decoder(const ConfigNode& n, RTDetrOptions& o) {
+void read_rtdetr_decoder(const ConfigNode& n, RTDetrDecoderOptions& o) {
   read_at_least(n,
                 {{"d_model", &o.d_model()},
-                 {"layers", &o.decoder_layers()},
-                 {"heads", &o.decoder_heads()},
-                 {"ffn_dim", &o.decoder_ffn_dim()},
-                 {"points", &o.decoder_points()},
+                 {"layers", &o.layers()},
+                 {"heads", &o.heads()},
+                 {"ffn_dim", &o.ffn_dim()},
+                 {"points", &o.points()},
                  {"num_queries", &o.num_queries()}},
                 1);
-  if (n.read("offset_scale", o.decoder_offset_scale()))
-    positive(n, "offset_scale", o.decoder_offset_scale());
-  if (o.d_model() % o.decoder_heads() != 0) {
-    n.fail("heads", str(o.decoder_heads(), " must divide d_model ", o.d_model()));
+  if (n.read("offset_scale", o.offset_scale())) positive(n, "offset_scale", o.offset_scale());
+  if (o.d_model() % o.heads() != 0) {
+    n.fail("heads", str(o.heads(), " must divide d_model ", o.d_model()));
   }
   n.reject_unused();
 }
 
-void read_rtdetr_denoising(const ConfigNode& n, RTDetrOptions& o) {
+void read_rtdetr_denoising(const ConfigNode& n, DenoisingOptions& o) {
   read_at_least(n, {{"num_queries", &o.num_denoising()}}, 0);
   if (n.read("label_noise_ratio", o.label_noise_ratio()) &&
       (o.label_noise_ratio() < 0 || o.label_noise_ratio() > 1)) {
@@ -92,9 +87,9 @@ void read_rtdetr_loss(const ConfigNode& n, RTDetrOptions& o) {
 RTDetrOptions rtdetr_options(const ConfigNode& model, std::optional<int64_t> num_classes) {
   RTDetrOptions o(read_num_classes(model, num_classes));
   if (auto b = model.optional_child("backbone")) read_rtdetr_backbone(*b, o);
-  if (auto e = model.optional_child("encoder")) read_rtdetr_encoder(*e, o);
-  if (auto d = model.optional_child("decoder")) read_rtdetr_decoder(*d, o);
-  if (auto d = model.optional_child("denoising")) read_rtdetr_denoising(*d, o);
+  if (auto e = model.optional_child("encoder")) read_rtdetr_encoder(*e, o.encoder());
+  if (auto d = model.optional_child("decoder")) read_rtdetr_decoder(*d, o.decoder());
+  if (auto d = model.optional_child("denoising")) read_rtdetr_denoising(*d, o.denoising());
   if (auto m = model.optional_child("matcher")) {
     read_at_least(*m,
                   {{"class_cost", &o.matcher_class_cost()},

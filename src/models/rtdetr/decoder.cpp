@@ -27,11 +27,8 @@ torch::Tensor RTDetrMlpImpl::forward(torch::Tensor x) {
   return x;
 }
 
-RTDetrDeformableAttentionImpl::RTDetrDeformableAttentionImpl(const RTDetrOptions& o)
-    : heads_(o.decoder_heads()),
-      levels_(3),
-      points_(o.decoder_points()),
-      offset_scale_(o.decoder_offset_scale()) {
+RTDetrDeformableAttentionImpl::RTDetrDeformableAttentionImpl(const RTDetrDecoderOptions& o)
+    : heads_(o.heads()), levels_(3), points_(o.points()), offset_scale_(o.offset_scale()) {
   const int64_t d = o.d_model();
   TORCH_CHECK(d % heads_ == 0, "RT-DETR: d_model ", d, " is not divisible by ", heads_, " heads");
   offsets_ =
@@ -102,16 +99,16 @@ namespace {
 // Post-norm decoder layer: RTDetrV2DecoderLayer.
 class DecoderLayerImpl : public torch::nn::Module {
  public:
-  explicit DecoderLayerImpl(const RTDetrOptions& o) {
+  explicit DecoderLayerImpl(const RTDetrDecoderOptions& o) {
     const int64_t d = o.d_model();
     const auto ln = [&] {
-      return torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(o.layer_norm_eps()));
+      return torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(kRTDetrLayerNormEps));
     };
-    self_attn_ = register_module("self_attn", RTDetrSelfAttention(d, o.decoder_heads()));
+    self_attn_ = register_module("self_attn", RTDetrSelfAttention(d, o.heads()));
     norm1_ = register_module("self_attn_layer_norm", ln());
     cross_attn_ = register_module("encoder_attn", RTDetrDeformableAttention(o));
     norm2_ = register_module("encoder_attn_layer_norm", ln());
-    mlp_ = register_module("mlp", RTDetrFeedForward(d, o.decoder_ffn_dim(), Activation::kReLU));
+    mlp_ = register_module("mlp", RTDetrFeedForward(d, o.ffn_dim(), Activation::kReLU));
     norm3_ = register_module("final_layer_norm", ln());
   }
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& pos,
@@ -132,15 +129,15 @@ TORCH_MODULE(DecoderLayer);
 
 }  // namespace
 
-RTDetrDecoderImpl::RTDetrDecoderImpl(const RTDetrOptions& o) {
+RTDetrDecoderImpl::RTDetrDecoderImpl(const RTDetrDecoderOptions& o, int64_t num_classes) {
   const int64_t d = o.d_model();
   layers_ = register_module("layers", torch::nn::ModuleList());
-  for (int64_t i = 0; i < o.decoder_layers(); ++i) layers_->push_back(DecoderLayer(o));
+  for (int64_t i = 0; i < o.layers(); ++i) layers_->push_back(DecoderLayer(o));
   query_pos_ = register_module("query_pos_head", RTDetrMlp(4, 2 * d, d, 2));
   class_embed_ = register_module("class_embed", torch::nn::ModuleList());
   bbox_embed_ = register_module("bbox_embed", torch::nn::ModuleList());
-  for (int64_t i = 0; i < o.decoder_layers(); ++i) {
-    class_embed_->push_back(torch::nn::Linear(d, o.num_classes()));
+  for (int64_t i = 0; i < o.layers(); ++i) {
+    class_embed_->push_back(torch::nn::Linear(d, num_classes));
     bbox_embed_->push_back(RTDetrMlp(d, d, 4, 3));
   }
 }

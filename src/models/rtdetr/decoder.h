@@ -12,9 +12,24 @@
 #include <torch/torch.h>
 
 #include "models/rtdetr/encoder.h"
-#include "models/rtdetr/options.h"
 
 namespace detforge::models {
+
+/// The decoder (model.decoder in a config).
+struct RTDetrDecoderOptions {
+  /// Width of the decoder and its queries. Default: 256
+  TORCH_ARG(int64_t, d_model) = 256;
+  /// Decoder layers (3 for r18vd). Default: 6
+  TORCH_ARG(int64_t, layers) = 6;
+  TORCH_ARG(int64_t, heads) = 8;
+  TORCH_ARG(int64_t, ffn_dim) = 1024;
+  /// Sampling points per head and level of the deformable attention. Default: 4
+  TORCH_ARG(int64_t, points) = 4;
+  /// Scale of the sampling offsets relative to the reference box. Default: 0.5
+  TORCH_ARG(double, offset_scale) = 0.5;
+  /// Object queries (top-k encoder proposals). Default: 300
+  TORCH_ARG(int64_t, num_queries) = 300;
+};
 
 /// (height, width) of each level of the flattened memory, finest first.
 using LevelShapes = std::vector<std::pair<int64_t, int64_t>>;
@@ -37,7 +52,7 @@ TORCH_MODULE(RTDetrMlp);
 
 class RTDetrDeformableAttentionImpl : public torch::nn::Module {
  public:
-  explicit RTDetrDeformableAttentionImpl(const RTDetrOptions& options);
+  explicit RTDetrDeformableAttentionImpl(const RTDetrDecoderOptions& options);
   /// query: [B, Q, D] (position embedding already added); reference: [B, Q, 4] cxcywh in
   /// [0, 1]; memory: [B, S, D] with S = sum of h * w over `shapes` -> [B, Q, D].
   torch::Tensor forward(const torch::Tensor& query, const torch::Tensor& reference,
@@ -61,7 +76,8 @@ struct RTDetrDecoderOutputs {
 
 class RTDetrDecoderImpl : public torch::nn::Module {
  public:
-  explicit RTDetrDecoderImpl(const RTDetrOptions& options);
+  /// One class head per layer predicts `num_classes` logits.
+  RTDetrDecoderImpl(const RTDetrDecoderOptions& options, int64_t num_classes);
   /// target: [B, T, D] query content; reference_logits: [B, T, 4] initial boxes before the
   /// sigmoid (no gradient flows into them); memory: [B, S, D]; mask: [T, T] float (0 / -inf) or
   /// undefined.

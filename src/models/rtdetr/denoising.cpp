@@ -19,13 +19,12 @@ std::pair<int64_t, int64_t> denoising_size(const std::vector<int64_t>& boxes_per
   return {2 * most * groups, groups};
 }
 
-DenoisingNoise draw_denoising_noise(int64_t batch_size, int64_t num_queries,
-                                    const DenoisingOptions& options,
+DenoisingNoise draw_denoising_noise(int64_t batch_size, int64_t num_queries, int64_t num_classes,
                                     const torch::TensorOptions& float_options) {
   DenoisingNoise noise;
   noise.label_uniform = torch::rand({batch_size, num_queries}, float_options);
-  noise.new_labels = torch::randint(0, options.num_classes(), {batch_size, num_queries},
-                                    float_options.dtype(torch::kInt64));
+  noise.new_labels =
+      torch::randint(0, num_classes, {batch_size, num_queries}, float_options.dtype(torch::kInt64));
   noise.sign_bits = torch::randint(0, 2, {batch_size, num_queries, 4}, float_options);
   noise.box_uniform = torch::rand({batch_size, num_queries, 4}, float_options);
   return noise;
@@ -33,7 +32,8 @@ DenoisingNoise draw_denoising_noise(int64_t batch_size, int64_t num_queries,
 
 DenoisingGroup make_denoising_group(const std::vector<torch::Tensor>& labels,
                                     const std::vector<torch::Tensor>& boxes,
-                                    const DenoisingOptions& options, const DenoisingNoise& noise) {
+                                    const DenoisingOptions& options, int64_t num_classes,
+                                    int64_t num_object_queries, const DenoisingNoise& noise) {
   TORCH_CHECK(options.num_denoising() > 0, "make_denoising_group: num_denoising must be > 0");
   const int64_t b = static_cast<int64_t>(labels.size());
   std::vector<int64_t> counts;
@@ -47,7 +47,7 @@ DenoisingGroup make_denoising_group(const std::vector<torch::Tensor>& labels,
               ", ", n, "]");
 
   // One block of `most` padded ground-truth slots per image, then 2 x groups copies of it.
-  auto cls = torch::full({b, most}, options.num_classes(), fopts.dtype(torch::kInt64));
+  auto cls = torch::full({b, most}, num_classes, fopts.dtype(torch::kInt64));
   auto box = torch::zeros({b, most, 4}, fopts);
   auto pad = torch::zeros({b, most}, fopts.dtype(torch::kBool));
   for (int64_t i = 0; i < b; ++i) {
@@ -92,10 +92,10 @@ DenoisingGroup make_denoising_group(const std::vector<torch::Tensor>& labels,
   out.box_logits = inverse_sigmoid(box);
 
   // Object queries never see denoising queries; each group sees only itself.
-  const int64_t total = n + options.num_queries();
+  const int64_t total = n + num_object_queries;
   const float inf = std::numeric_limits<float>::infinity();
   auto mask = torch::zeros({total, total}, fopts.dtype(torch::kFloat32));
-  mask.narrow(0, n, options.num_queries()).narrow(1, 0, n).fill_(-inf);
+  mask.narrow(0, n, num_object_queries).narrow(1, 0, n).fill_(-inf);
   for (int64_t g = 0; g < groups; ++g) {
     const int64_t start = 2 * most * g, end = 2 * most * (g + 1);
     auto rows = mask.narrow(0, start, end - start);

@@ -14,14 +14,15 @@
 
 namespace detforge::models {
 
+/// Contrastive denoising (model.denoising in a config). The classes and the object queries that
+/// follow the denoising queries are the detector's, passed beside these.
 struct DenoisingOptions {
-  /// Foreground classes C; the padding query carries class C.
-  TORCH_ARG(int64_t, num_classes) = 1;
-  /// Object queries that follow the denoising queries.
-  TORCH_ARG(int64_t, num_queries) = 300;
-  /// Denoising queries per batch (split into groups of 2 x the most boxes of an image).
+  /// Denoising queries per batch (positive and negative, split into groups of 2 x the most boxes
+  /// of an image); 0 turns denoising off. Default: 100
   TORCH_ARG(int64_t, num_denoising) = 100;
+  /// Fraction of denoising labels replaced by a random class (half of it flips). Default: 0.5
   TORCH_ARG(double, label_noise_ratio) = 0.5;
+  /// Box noise relative to the box size. Default: 1.0
   TORCH_ARG(double, box_noise_scale) = 1.0;
 };
 
@@ -62,15 +63,16 @@ std::pair<int64_t, int64_t> denoising_size(const std::vector<int64_t>& boxes_per
                                            const DenoisingOptions& options);
 
 /// Draws the noise of a batch of `batch_size` images and N = `num_queries` denoising queries
-/// with torch's default generator, in the reference's order.
-DenoisingNoise draw_denoising_noise(int64_t batch_size, int64_t num_queries,
-                                    const DenoisingOptions& options,
+/// with torch's default generator, in the reference's order; new labels lie in [0, num_classes).
+DenoisingNoise draw_denoising_noise(int64_t batch_size, int64_t num_queries, int64_t num_classes,
                                     const torch::TensorOptions& float_options);
 
-/// labels: per image [n_i] int64 in [0, C); boxes: per image [n_i, 4] cxcywh in [0, 1]; noise as
-/// drawn by draw_denoising_noise for denoising_size(). REQUIRES: options.num_denoising() > 0.
+/// labels: per image [n_i] int64 in [0, C = num_classes); boxes: per image [n_i, 4] cxcywh in
+/// [0, 1]; `num_object_queries` object queries follow the denoising queries; noise as drawn by
+/// draw_denoising_noise for denoising_size(). REQUIRES: options.num_denoising() > 0.
 DenoisingGroup make_denoising_group(const std::vector<torch::Tensor>& labels,
                                     const std::vector<torch::Tensor>& boxes,
-                                    const DenoisingOptions& options, const DenoisingNoise& noise);
+                                    const DenoisingOptions& options, int64_t num_classes,
+                                    int64_t num_object_queries, const DenoisingNoise& noise);
 
 }  // namespace detforge::models

@@ -155,16 +155,16 @@ TORCH_MODULE(CspRep);
 // Post-norm transformer encoder layer: RTDetrV2EncoderLayer (normalize_before = false).
 class EncoderLayerImpl : public torch::nn::Module {
  public:
-  explicit EncoderLayerImpl(const RTDetrOptions& o) {
-    const int64_t dim = o.encoder_hidden_dim();
-    attn_ = register_module("self_attn", RTDetrSelfAttention(dim, o.encoder_heads()));
+  explicit EncoderLayerImpl(const RTDetrEncoderOptions& o) {
+    const int64_t dim = o.hidden_dim();
+    attn_ = register_module("self_attn", RTDetrSelfAttention(dim, o.heads()));
     norm1_ = register_module(
         "self_attn_layer_norm",
-        torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim}).eps(o.layer_norm_eps())));
-    mlp_ = register_module("mlp", RTDetrFeedForward(dim, o.encoder_ffn_dim(), Activation::kGELU));
+        torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim}).eps(kRTDetrLayerNormEps)));
+    mlp_ = register_module("mlp", RTDetrFeedForward(dim, o.ffn_dim(), Activation::kGELU));
     norm2_ = register_module(
         "final_layer_norm",
-        torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim}).eps(o.layer_norm_eps())));
+        torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim}).eps(kRTDetrLayerNormEps)));
   }
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& pos) {
     auto y = norm1_(x + attn_(x, pos, torch::Tensor()));
@@ -180,13 +180,13 @@ TORCH_MODULE(EncoderLayer);
 
 }  // namespace
 
-RTDetrHybridEncoderImpl::RTDetrHybridEncoderImpl(const RTDetrOptions& o)
-    : hidden_(o.encoder_hidden_dim()), temperature_(o.positional_encoding_temperature()) {
-  const double eps = o.batch_norm_eps();
+RTDetrHybridEncoderImpl::RTDetrHybridEncoderImpl(const RTDetrEncoderOptions& o)
+    : hidden_(o.hidden_dim()), temperature_(o.temperature()) {
+  const double eps = kRTDetrBatchNormEps;
   aifi_ = register_module("aifi", torch::nn::ModuleList());
   auto aifi = std::make_shared<torch::nn::Module>();
   aifi_layers_ = aifi->register_module("layers", torch::nn::ModuleList());
-  for (int64_t i = 0; i < o.encoder_layers(); ++i) aifi_layers_->push_back(EncoderLayer(o));
+  for (int64_t i = 0; i < o.layers(); ++i) aifi_layers_->push_back(EncoderLayer(o));
   aifi_->push_back(aifi);
   lateral_ = register_module("lateral_convs", torch::nn::ModuleList());
   fpn_ = register_module("fpn_blocks", torch::nn::ModuleList());
@@ -194,11 +194,11 @@ RTDetrHybridEncoderImpl::RTDetrHybridEncoderImpl(const RTDetrOptions& o)
   pan_ = register_module("pan_blocks", torch::nn::ModuleList());
   for (int i = 0; i < 2; ++i) {
     lateral_->push_back(ConvNorm(hidden_, hidden_, 1, 1, true, eps));
-    fpn_->push_back(CspRep(hidden_, o.hidden_expansion(), eps));
+    fpn_->push_back(CspRep(hidden_, o.expansion(), eps));
   }
   for (int i = 0; i < 2; ++i) {
     downsample_->push_back(ConvNorm(hidden_, hidden_, 3, 2, true, eps));
-    pan_->push_back(CspRep(hidden_, o.hidden_expansion(), eps));
+    pan_->push_back(CspRep(hidden_, o.expansion(), eps));
   }
 }
 

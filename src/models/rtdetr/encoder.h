@@ -10,9 +10,25 @@
 
 #include <torch/torch.h>
 
-#include "models/rtdetr/options.h"
-
 namespace detforge::models {
+
+/// transformers' RTDetrV2Config layer_norm_eps and batch_norm_eps, used by every RT-DETR norm.
+inline constexpr double kRTDetrLayerNormEps = 1e-5;
+inline constexpr double kRTDetrBatchNormEps = 1e-5;
+
+/// The hybrid encoder (model.encoder in a config).
+struct RTDetrEncoderOptions {
+  /// Channels of the encoder (every level). Default: 256
+  TORCH_ARG(int64_t, hidden_dim) = 256;
+  /// Transformer (AIFI) layers on the top level. Default: 1
+  TORCH_ARG(int64_t, layers) = 1;
+  TORCH_ARG(int64_t, heads) = 8;
+  TORCH_ARG(int64_t, ffn_dim) = 1024;
+  /// Width of the CSP blocks relative to hidden_dim (0.5 for r18vd). Default: 1.0
+  TORCH_ARG(double, expansion) = 1.0;
+  /// Temperature of the 2-D sine position embedding. Default: 10000
+  TORCH_ARG(double, temperature) = 10000.0;
+};
 
 /// Multi-head self-attention where a position embedding is added to queries and keys (not
 /// values); names q_proj, k_proj, v_proj, o_proj.
@@ -54,7 +70,7 @@ torch::Tensor sine_position_embedding(int64_t h, int64_t w, int64_t dim, double 
 
 class RTDetrHybridEncoderImpl : public torch::nn::Module {
  public:
-  explicit RTDetrHybridEncoderImpl(const RTDetrOptions& options);
+  explicit RTDetrHybridEncoderImpl(const RTDetrEncoderOptions& options);
   /// Projected backbone maps, finest first ([B, hidden, H_l, W_l], each level half the size of
   /// the previous) -> the fused maps, same shapes.
   std::vector<torch::Tensor> forward(std::vector<torch::Tensor> features);

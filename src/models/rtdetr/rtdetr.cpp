@@ -95,9 +95,10 @@ SetTerms set_terms(const torch::Tensor& logits, const torch::Tensor& boxes,
 // then _dn_i per layer when denoising is on: fixed by the options, never by a batch.
 std::vector<std::string> rtdetr_loss_keys(const RTDetrOptions& o) {
   std::vector<std::string> suffixes = {""};
-  for (int64_t i = 0; i < o.decoder_layers(); ++i) suffixes.push_back("_aux_" + std::to_string(i));
-  if (o.num_denoising() > 0) {
-    for (int64_t i = 0; i < o.decoder_layers(); ++i) suffixes.push_back("_dn_" + std::to_string(i));
+  const int64_t layers = o.decoder().layers();
+  for (int64_t i = 0; i < layers; ++i) suffixes.push_back("_aux_" + std::to_string(i));
+  if (o.denoising().num_denoising() > 0) {
+    for (int64_t i = 0; i < layers; ++i) suffixes.push_back("_dn_" + std::to_string(i));
   }
   std::vector<std::string> keys;
   for (const auto& s : suffixes) {
@@ -111,19 +112,20 @@ std::vector<std::string> rtdetr_loss_keys(const RTDetrOptions& o) {
 RTDetrImpl::RTDetrImpl(RTDetrOptions options) : DetectorBase(options, rtdetr_loss_keys(options)) {
   const auto& o = options_;
   TORCH_CHECK(o.num_classes() >= 1, "RT-DETR: num_classes must be >= 1, got ", o.num_classes());
-  TORCH_CHECK(o.decoder_layers() >= 1, "RT-DETR: decoder_layers must be >= 1, got ",
-              o.decoder_layers());
-  TORCH_CHECK(o.num_queries() >= 1, "RT-DETR: num_queries must be >= 1, got ", o.num_queries());
+  TORCH_CHECK(o.decoder().layers() >= 1, "RT-DETR: decoder layers must be >= 1, got ",
+              o.decoder().layers());
+  TORCH_CHECK(o.decoder().num_queries() >= 1, "RT-DETR: num_queries must be >= 1, got ",
+              o.decoder().num_queries());
 
-  const int64_t d = o.d_model(), hidden = o.encoder_hidden_dim();
+  const int64_t d = o.decoder().d_model(), hidden = o.encoder().hidden_dim();
   auto model = register_module("model", std::make_shared<torch::nn::Module>());
   auto holder = model->register_module("backbone", std::make_shared<torch::nn::Module>());
   backbone_ = holder->register_module("model", ResNetVd(o.backbone()));
   encoder_input_proj_ = model->register_module("encoder_input_proj", torch::nn::ModuleList());
   for (int64_t c : backbone_->out_channels())
-    encoder_input_proj_->push_back(conv_bn(c, hidden, 1e-5));
-  encoder_ = model->register_module("encoder", RTDetrHybridEncoder(o));
-  if (o.num_denoising() > 0) {
+    encoder_input_proj_->push_back(conv_bn(c, hidden, kRTDetrBatchNormEps));
+  encoder_ = model->register_module("encoder", RTDetrHybridEncoder(o.encoder()));
+  if (o.denoising().num_denoising() > 0) {
     denoising_class_embed_ = model->register_module(
         "denoising_class_embed",
         torch::nn::Embedding(
@@ -133,13 +135,13 @@ RTDetrImpl::RTDetrImpl(RTDetrOptions options) : DetectorBase(options, rtdetr_los
       "enc_output",
       torch::nn::Sequential(
           torch::nn::Linear(d, d),
-          torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(o.layer_norm_eps()))));
+          torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(kRTDetrLayerNormEps))));
   enc_score_head_ = model->register_module("enc_score_head", torch::nn::Linear(d, o.num_classes()));
   enc_bbox_head_ = model->register_module("enc_bbox_head", RTDetrMlp(d, d, 4, 3));
   decoder_input_proj_ = model->register_module("decoder_input_proj", torch::nn::ModuleList());
   for (int i = 0; i < 3; ++i)
-    decoder_input_proj_->push_back(conv_bn(hidden, d, o.batch_norm_eps()));
-  decoder_ = model->register_module("decoder", RTDetrDecoder(o));
+    decoder_input_proj_->push_back(conv_bn(hidden, d, kRTDetrBatchNormEps));
+  decoder_ = model->register_module("decoder", RTDetrDecoder(o.decoder(), o.num_classes()));
 
   // RT-DETR's initialisation of the heads: class biases at the prior 1 / (C + 1).
   torch::NoGradGuard no_grad;
@@ -152,15 +154,6 @@ RTDetrImpl::RTDetrImpl(RTDetrOptions options) : DetectorBase(options, rtdetr_los
     torch::nn::init::xavier_uniform_(denoising_class_embed_->weight);
     denoising_class_embed_->weight[o.num_classes()].zero_();
   }
-}
-
-DenoisingOptions RTDetrImpl::denoising_options() const {
-  return DenoisingOptions()
-      .num_classes(options_.num_classes())
-      .num_queries(options_.num_queries())
-      .num_denoising(options_.num_denoising())
-      .label_noise_ratio(options_.label_noise_ratio())
-      .box_noise_scale(options_.box_noise_scale());
 }
 
 RTDetrOutputs RTDetrImpl::forward_outputs(const torch::Tensor& images,
@@ -188,7 +181,8 @@ RTDetrOutputs RTDetrImpl::forward_outputs(const torch::Tensor& images,
       encoder_anchors(shapes, options_.anchor_grid_size(), memory.options());
   const auto output_memory = enc_output_->forward(valid.to(memory.scalar_type()) * memory);
   const auto enc_class = enc_score_head_(output_memory);
-  const auto topk = std::get<1>(std::get<0>(enc_class.max(-1)).topk(options_.num_queries(), 1));
+  const auto topk =
+      std::get<1>(std::get<0>(enc_class.max(-1)).topk(options_.decoder().num_queries(), 1));
   // The box head is row-wise: run it on the selected rows only (the reference runs it on every
   // location, S >> Q, and gathers afterwards; the values are the same).
   const auto top_memory = gather_rows(output_memory, topk);
@@ -235,7 +229,7 @@ LossDict RTDetrImpl::compute_loss(const RTDetrOutputs& outputs,
                                   const std::vector<ops::SetTarget>& targets,
                                   const DenoisingGroup* denoising, double num_boxes) const {
   const auto& o = options_;
-  const int64_t layers = o.decoder_layers();
+  const int64_t layers = o.decoder().layers();
   const int64_t n = denoising != nullptr ? denoising->num_queries : 0;
   const auto matcher = ops::SetMatcherOptions()
                            .class_cost(o.matcher_class_cost())
@@ -263,7 +257,7 @@ LossDict RTDetrImpl::compute_loss(const RTDetrOutputs& outputs,
     matched(suffix, dec.logits[l].narrow(1, n, q), dec.boxes[l].narrow(1, n, q));
   }
   matched("_aux_" + std::to_string(layers - 1), outputs.enc_logits, outputs.enc_boxes);
-  if (o.num_denoising() > 0) {
+  if (o.denoising().num_denoising() > 0) {
     TORCH_CHECK(denoising != nullptr, "RT-DETR: training needs the denoising group");
     std::vector<ops::SetMatch> dn_matches;
     for (size_t i = 0; i < targets.size(); ++i) {
@@ -291,7 +285,7 @@ LossDict RTDetrImpl::forward_train(const Batch& batch) {
   int64_t boxes = 0;
   for (const auto& t : targets) boxes += t.labels.size(0);
   std::optional<DenoisingGroup> denoising;
-  if (options_.num_denoising() > 0) {
+  if (options_.denoising().num_denoising() > 0) {
     std::vector<torch::Tensor> labels, gt;
     std::vector<int64_t> counts;
     for (const auto& t : targets) {
@@ -299,11 +293,12 @@ LossDict RTDetrImpl::forward_train(const Batch& batch) {
       gt.push_back(t.boxes);
       counts.push_back(t.labels.size(0));
     }
-    const auto dn_options = denoising_options();
-    const int64_t n = denoising_size(counts, dn_options).first;
-    denoising = make_denoising_group(
-        labels, gt, dn_options,
-        draw_denoising_noise(batch.size(), n, dn_options, batch.images.options()));
+    const auto& dn = options_.denoising();
+    const int64_t c = options_.num_classes();
+    const int64_t n = denoising_size(counts, dn).first;
+    denoising =
+        make_denoising_group(labels, gt, dn, c, options_.decoder().num_queries(),
+                             draw_denoising_noise(batch.size(), n, c, batch.images.options()));
   }
   const auto outputs = forward_outputs(batch.images, denoising ? &*denoising : nullptr);
   return compute_loss(outputs, targets, denoising ? &*denoising : nullptr, normalize_count(boxes));
@@ -338,7 +333,7 @@ std::vector<Detections> RTDetrImpl::predict(const Batch& batch) {
   batch.check();
   torch::NoGradGuard no_grad;
   const auto outputs = forward_outputs(batch.images);
-  const int64_t last = options_.decoder_layers() - 1;
+  const int64_t last = options_.decoder().layers() - 1;
   return postprocess(outputs.decoder.logits[last], outputs.decoder.boxes[last], batch);
 }
 

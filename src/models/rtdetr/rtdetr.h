@@ -42,7 +42,7 @@ class RTDetrImpl : public DetectorBase<RTDetrImpl, RTDetrOptions> {
 
   /// Keys: loss_vfl, loss_bbox, loss_giou for the last layer; the same with _aux_i for decoder
   /// layer i (i < L - 1) and _aux_{L-1} for the encoder proposals; with _dn_i for the denoising
-  /// queries of layer i (when num_denoising > 0). Each term already carries its weight.
+  /// queries of layer i (when denoising.num_denoising > 0). Each term already carries its weight.
   LossDict forward_train(const Batch& batch) override;
   std::vector<Detections> predict(const Batch& batch) override;
   static constexpr int64_t kSizeDivisibility = 32;
@@ -76,8 +76,6 @@ class RTDetrImpl : public DetectorBase<RTDetrImpl, RTDetrOptions> {
   /// Q x C scores above score_threshold, boxes in original pixels.
   std::vector<Detections> postprocess(const torch::Tensor& logits, const torch::Tensor& boxes,
                                       const Batch& batch) const;
-  /// The denoising options this detector trains with.
-  DenoisingOptions denoising_options() const;
 
   std::vector<std::pair<std::string, int64_t>> counters() const override {
     return {{"skipped_images", skipped_images_}};

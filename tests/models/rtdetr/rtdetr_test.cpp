@@ -28,16 +28,9 @@ constexpr int64_t kSize = 96;
 RTDetrOptions small_options() {
   return RTDetrOptions(3)
       .backbone(ResNetVdOptions("r18vd"))
-      .hidden_expansion(0.5)
-      .encoder_hidden_dim(64)
-      .d_model(64)
-      .encoder_ffn_dim(128)
-      .decoder_ffn_dim(128)
-      .encoder_heads(4)
-      .decoder_heads(4)
-      .decoder_layers(3)
-      .num_queries(40)
-      .num_denoising(20);
+      .encoder(RTDetrEncoderOptions().hidden_dim(64).ffn_dim(128).heads(4).expansion(0.5))
+      .decoder(RTDetrDecoderOptions().d_model(64).ffn_dim(128).heads(4).layers(3).num_queries(40))
+      .denoising(DenoisingOptions().num_denoising(20));
 }
 
 class RTDetrParity : public ::testing::Test {
@@ -207,8 +200,10 @@ TEST_F(RTDetrParity, LossTermsMatchTransformers) {
       boxes.push_back(t.boxes);
       count += t.labels.size(0);
     }
+    const auto& o = m->options();
     const auto group =
-        make_denoising_group(labels, boxes, m->denoising_options(), reference_noise(*ref_, name));
+        make_denoising_group(labels, boxes, o.denoising(), o.num_classes(),
+                             o.decoder().num_queries(), reference_noise(*ref_, name));
     const auto out = m->forward_outputs(b.images, &group);
     const auto losses = m->compute_loss(out, targets, &group, static_cast<double>(count));
     for (const auto& key : losses.keys()) {
@@ -254,7 +249,7 @@ TEST(RTDetr, LossKeysNameEveryTermOnce) {
   EXPECT_EQ(keys[11], "loss_giou_aux_2");
   EXPECT_EQ(keys.back(), "loss_giou_dn_2");
   EXPECT_EQ(std::set<std::string>(keys.begin(), keys.end()).size(), keys.size());
-  RTDetr plain(small_options().num_denoising(0));
+  RTDetr plain(small_options().denoising(DenoisingOptions().num_denoising(0)));
   EXPECT_EQ(plain->loss_keys().size(), 3u * (1 + 3));
 }
 
