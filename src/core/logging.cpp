@@ -46,13 +46,13 @@ spdlog::level::level_enum to_spd(Level level) {
   return spdlog::level::info;
 }
 
-void emit(Level level, const std::string& message) {
+void emit(Level level, const std::string& message, bool console = true) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   const std::string text =
       s.world > 1 ? str("[rank ", s.rank, "/", s.world, "] ", message) : message;
   // info/debug from rank 0 only on the console; the file keeps every rank's lines.
-  if (s.rank == 0 || level == Level::kWarn || level == Level::kError) {
+  if (console && (s.rank == 0 || level == Level::kWarn || level == Level::kError)) {
     s.console->log(to_spd(level), text);
   }
   if (s.file) {
@@ -106,6 +106,8 @@ void set_rank(int rank, int world_size) {
   s.rank = rank;
   s.world = world_size;
 }
+
+void file_only(Level level, const std::string& message) { emit(level, message, /*console=*/false); }
 
 void debug(const std::string& message) { emit(Level::kDebug, message); }
 void info(const std::string& message) { emit(Level::kInfo, message); }

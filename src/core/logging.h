@@ -26,6 +26,10 @@ void close_file();
 /// world_size > 1. REQUIRES: 0 <= rank < world_size.
 void set_rank(int rank, int world_size);
 
+/// Writes `message` to the file added by add_file only (nothing without one): for lines the
+/// console shows another way, such as the trainer's progress bar.
+void file_only(Level level, const std::string& message);
+
 void debug(const std::string& message);
 void info(const std::string& message);
 void warn(const std::string& message);

@@ -330,4 +330,20 @@ DataOptions data_options(const ConfigNode& n, std::optional<int64_t> num_classes
   return out;
 }
 
+TrainPreview train_preview(const Config& config) {
+  const ConfigNode root = config.root();
+  const ConfigNode data = root.child("data");
+  std::optional<int64_t> num_classes;
+  if (!data.has("num_classes")) {
+    if (const auto model = root.optional_child("model"))
+      num_classes = model->optional<int64_t>("num_classes");
+  }
+  auto options = data_options(data, num_classes);
+  if (!options.train) data.fail("train", "augment draws the train split; this config has none");
+  TrainPreview preview{*options.train};
+  if (const auto train = root.optional_child("train"))
+    preview.epochs = train->get<int64_t>("epochs", 0);
+  return preview;
+}
+
 }  // namespace detforge::data

@@ -38,8 +38,9 @@
 #include "data/samplers.h"
 
 namespace detforge {
+class Config;
 class ConfigNode;
-}
+}  // namespace detforge
 
 namespace detforge::data {
 
@@ -66,5 +67,17 @@ int64_t data_num_classes(const ConfigNode& data);
 /// for a missing, mistyped or unknown key (reject_unused) or a bad value (on_invalid 'dropp':
 /// allowed values listed).
 DataOptions data_options(const ConfigNode& data, std::optional<int64_t> num_classes = std::nullopt);
+
+/// What `detforge augment` draws: the train split of `config`'s data section and the run's
+/// train.epochs (0 when absent, so data.train.close_mosaic never applies).
+struct TrainPreview {
+  SplitOptions train;
+  int64_t epochs = 0;
+};
+
+/// Reads TrainPreview from `config`; the classes come from data.num_classes or else
+/// model.num_classes. Throws ConfigError (file:line) for an error in the data section or a
+/// config without data.train. The other sections are not checked (the trainer does that).
+TrainPreview train_preview(const Config& config);
 
 }  // namespace detforge::data

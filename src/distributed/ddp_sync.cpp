@@ -16,6 +16,7 @@
 
 #include "core/errors.h"
 #include "core/logging.h"
+#include "distributed/collectives.h"
 
 namespace detforge::dist {
 
@@ -157,6 +158,29 @@ const GradCoverage& DdpSync::backward(const torch::Tensor& loss, bool sync,
 
 void DdpSync::zero_grad() {
   for (auto& p : params_) p.mutable_grad().reset();
+}
+
+void DdpSync::check_replicas_agree(const std::string& when) const {
+  // One 64-bit FNV-1a hash of each parameter's bytes: 8 bytes per tensor cross the wire.
+  std::string fingerprint;
+  std::vector<std::string> names;
+  for (const auto& p : module_.named_parameters()) {
+    const auto t = p.value().detach().to(torch::kCPU).contiguous();
+    const auto* bytes = static_cast<const unsigned char*>(t.data_ptr());
+    uint64_t h = 14695981039346656037ull;
+    for (size_t i = 0; i < t.nbytes(); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+    fingerprint.append(reinterpret_cast<const char*>(&h), sizeof(h));
+    names.push_back(p.key());
+  }
+  const auto all = all_gather_bytes(*pg_, fingerprint, "weight fingerprints");
+  for (size_t r = 1; r < all.size(); ++r) {
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (all[r].compare(i * 8, 8, all[0], i * 8, 8) != 0) {
+        throw DistError(str("weights differ across ranks ", when, ": rank ", r, "'s ", names[i],
+                            " is not rank 0's"));
+      }
+    }
+  }
 }
 
 std::vector<std::vector<size_t>> DdpSync::buckets() const {

@@ -74,6 +74,12 @@ class DdpSync {
   /// slower in `bench dist`). A parameter no rank used keeps no gradient, as in one process.
   void zero_grad();
 
+  /// Throws DistError on every rank, naming the first rank and parameter whose bytes differ
+  /// from rank 0's, when the replicas have diverged (the syncs guarantee they never do: a
+  /// check before rank 0 alone writes a checkpoint of "every rank's" weights). `when` ends up
+  /// in the message ("after epoch 3"). Collective.
+  void check_replicas_agree(const std::string& when) const;
+
   const GradCoverage& last_coverage() const { return coverage_; }
   /// Parameter indices (into trainable_params order) per bucket, in reduction order.
   std::vector<std::vector<size_t>> buckets() const;

@@ -3,7 +3,6 @@
 
 #include <cmath>
 #include <filesystem>
-#include <set>
 #include <sstream>
 
 #include "core/config_node.h"
@@ -113,6 +112,7 @@ void read_schedule(const ConfigNode& n, TrainerOptions& o) {
 void read_mlperf(const ConfigNode& n, MlperfOptions& m) {
   n.read("enabled", m.enabled);
   n.read("target_map", m.target_map);
+  n.read("benchmark", m.benchmark);
   n.read("submission_org", m.submission_org);
   n.read("submission_platform", m.submission_platform);
   if (n.has("submission_division"))
@@ -208,7 +208,8 @@ std::string fixed(double v) { return str(std::llround(v * 10) / 10.0); }
 // The `auto` values (data.min_size / max_size, model.anchors.base_sizes, eval.interval) computed
 // from the training set, logged with the numbers they came from, and returned as a config where
 // they are concrete values (so the run's config.yaml holds them). Others are left as they are.
-Config resolve_auto(const Config& config) {
+// The instances files are read through `files`, which the loaders use afterwards.
+Config resolve_auto(const Config& config, data::CocoFiles& files) {
   const ConfigNode root = config.root();
   const auto data = root.optional_child("data");
   const auto model = root.optional_child("model");
@@ -229,7 +230,7 @@ Config resolve_auto(const Config& config) {
     const auto options =
         data::data_options(probe.root().child("data"), resolve_num_classes(probe.root()));
     const auto& split = options.train->dataset;
-    const auto stats = data::size_stats(data::read_coco(split.annotation_file, split.image_root),
+    const auto stats = data::size_stats(files.get(split.annotation_file, split.image_root),
                                         options.train->loader.transforms);
     const auto [min_size, max_size] = data::auto_input_size(stats);
     for (const auto& [key, value] :
@@ -249,7 +250,7 @@ Config resolve_auto(const Config& config) {
     const auto options =
         data::data_options(sized_root.child("data"), resolve_num_classes(sized_root));
     const auto& split = options.train->dataset;
-    const auto file = data::read_coco(split.annotation_file, split.image_root);
+    const auto& file = files.get(split.annotation_file, split.image_root);
     if (anchor_sizes) {
       auto resize = options.train->loader.transforms;
       resize.train = false;
@@ -270,9 +271,9 @@ Config resolve_auto(const Config& config) {
                                  : TrainerOptions{}.epochs;
       int64_t val_images = 0;
       if (options.val) {
-        val_images = static_cast<int64_t>(
-            data::read_coco(options.val->dataset.annotation_file, options.val->dataset.image_root)
-                .images.size());
+        const auto& val = options.val->dataset;
+        val_images =
+            static_cast<int64_t>(files.get(val.annotation_file, val.image_root).images.size());
       }
       const auto train_images = static_cast<int64_t>(file.images.size());
       const int64_t every = data::auto_eval_interval(train_images, val_images, epochs);
@@ -289,9 +290,9 @@ Config resolve_auto(const Config& config) {
 }  // namespace
 
 RunSpec read_run_spec(const Config& given, RunPurpose purpose, const DeviceEnv& env) {
-  const Config config = resolve_auto(given);
-  const ConfigNode root = config.root();
   RunSpec spec;
+  const Config config = resolve_auto(given, *spec.files);
+  const ConfigNode root = config.root();
   const std::string device = root.get<std::string>("device", "cpu");
   spec.device = located(root, "device", [&] { return resolve_device(device, env); });
   spec.trainer = trainer_options(root, spec.device);
@@ -309,6 +310,7 @@ RunSpec read_run_spec(const Config& given, RunPurpose purpose, const DeviceEnv& 
         .fail(data_node ? "" : "data", "training needs both data.train and data.val");
   }
   spec.detector = models::detector_spec(root.child("model"), num_classes);
+  if (spec.trainer.mlperf.benchmark.empty()) spec.trainer.mlperf.benchmark = spec.detector.type;
 
   // Padded sizes must be multiples of the detector's coarsest stride: derived when not set.
   const int64_t stride = spec.detector.size_divisibility;
@@ -366,17 +368,18 @@ Run build_run(const RunSpec& spec) {
                     run.device.str(), "; ", run.pg->world_size(), " process(es), backend ",
                     run.pg->backend_name()));
 
-  auto loader = [&](data::SplitOptions split, const data::CocoFile* file) {
+  // The instances files read for the `auto` values serve the datasets and the evaluator.
+  auto loader = [&](data::SplitOptions split) {
     if (!split.loader.pin_memory) split.loader.pin_memory = run.device.is_cuda();
-    return data::build_loader(split, run.pg->rank(), run.pg->world_size(), o.output_dir, file);
+    const auto& file = spec.files->get(split.dataset.annotation_file, split.dataset.image_root);
+    return data::build_loader(split, run.pg->rank(), run.pg->world_size(), o.output_dir, &file);
   };
   data::SplitOptions train_split = *spec.data.train;
   train_split.loader.pipeline.total_epochs = o.epochs;  // for data.train.close_mosaic
-  run.train_data = loader(train_split, nullptr);
-  // One read of the validation file serves the dataset and the evaluator.
+  run.train_data = loader(train_split);
+  run.val_data = loader(*spec.data.val);
   const auto& val = spec.data.val->dataset;
-  const auto val_file = data::read_coco(val.annotation_file, val.image_root);
-  run.val_data = loader(*spec.data.val, &val_file);
+  const auto& val_file = spec.files->get(val.annotation_file, val.image_root);
   run.evaluator = std::make_unique<eval::CocoEvaluator>(
       ground_truth(val_file), run.val_data->dataset().categories().category_ids());
 
@@ -424,6 +427,7 @@ TrainResult train(const Config& config, const std::string& resume, const TrainHo
   RunSpec spec = read_run_spec(config, RunPurpose::kTrain, env);
   spec.dist_env = dist_env;
   Run run = build_run(spec);
+  spec.files.reset();  // the datasets and the evaluator hold what they need of the files
   return train_run(run, resume, hooks);
 }
 
@@ -442,33 +446,6 @@ eval::GroundTruthSet ground_truth(const data::CocoFile& file) {
                               a.bbox[3], *a.area, a.iscrowd});
   }
   return gt;
-}
-
-void check_resume_config(const std::string& stored_yaml, const std::string& current_yaml,
-                         const std::string& checkpoint) {
-  const auto before = Config::parse(stored_yaml, checkpoint + " (stored config)").flatten();
-  const auto now = Config::parse(current_yaml, "current config").flatten();
-  std::set<std::string> keys;
-  for (const auto& kv : before) keys.insert(kv.first);
-  for (const auto& kv : now) keys.insert(kv.first);
-  std::vector<std::string> refused, changed;
-  for (const auto& key : keys) {
-    const auto a = before.find(key), b = now.find(key);
-    const std::string was = a == before.end() ? "<absent>" : a->second;
-    const std::string is = b == now.end() ? "<absent>" : b->second;
-    if (was == is) continue;
-    // The weights belong to the model and to the label map: those changes are refused.
-    const bool structural =
-        key.rfind("model.", 0) == 0 || key == "data.num_classes" || key == "data.category_ids";
-    (structural ? refused : changed).push_back(str(key, ": ", was, " -> ", is));
-  }
-  if (!refused.empty()) {
-    std::string msg = str("resume from ", checkpoint, ": the model config changed:");
-    for (const auto& l : refused) msg += " " + l + ";";
-    throw TrainingError(msg + " start a new run instead of resuming");
-  }
-  for (const auto& l : changed)
-    logging::warn(str("resume: config changed since the checkpoint: ", l));
 }
 
 }  // namespace detforge::engine

@@ -6,10 +6,12 @@
 // `export` all read configs through here, so they accept and refuse the same keys.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "data/build.h"
+#include "data/coco.h"
 #include "data/loader.h"
 #include "distributed/dist_env.h"
 #include "engine/device.h"
@@ -37,6 +39,9 @@ struct RunSpec {
   /// The resolved config text and its hash.
   std::string config_yaml;
   std::string config_hash;
+  /// The instances files read so far (for the `auto` values); build_run() builds the datasets
+  /// and the evaluator from them rather than reading the files again.
+  std::shared_ptr<data::CocoFiles> files = std::make_shared<data::CocoFiles>();
 };
 
 /// Reads and checks every section of `config` for `purpose`; `env` decides what `device`
@@ -45,8 +50,9 @@ struct RunSpec {
 RunSpec read_run_spec(const Config& config, RunPurpose purpose, const DeviceEnv& env);
 
 /// Builds a training run from `spec`: joins the process group (on spec.device), builds the
-/// detector (weights loaded once) and its EMA copy, the loaders, the evaluator (val ground
-/// truth read once), the optimizer with its parameter groups (printed) and the schedule.
+/// detector (weights loaded once) and its EMA copy, the loaders and the evaluator (from the
+/// instances files in spec.files, each read once per run), the optimizer with its parameter groups
+/// (printed) and the schedule.
 Run build_run(const RunSpec& spec);
 
 /// read_run_spec(kTrain) for this process's launcher environment, build_run(), train_run().
@@ -57,11 +63,5 @@ TrainResult train(const Config& config, const std::string& resume = "",
 /// eval::load_ground_truth() returns for the same file (ids, categories, boxes, `area`,
 /// crowd flags, file order). Throws DataError naming the annotation for a missing `area`.
 eval::GroundTruthSet ground_truth(const data::CocoFile& file);
-
-/// Resuming `checkpoint`, written under `stored_yaml`, with the config `current_yaml`: throws
-/// TrainingError listing every change under `model.` or to the classes (the weights would be
-/// meaningless); warns about the other changes.
-void check_resume_config(const std::string& stored_yaml, const std::string& current_yaml,
-                         const std::string& checkpoint);
 
 }  // namespace detforge::engine

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/atomic_file.h"
+#include "core/config_diff.h"
 #include "core/errors.h"
 #include "core/logging.h"
 #include "models/module_state.h"
@@ -271,6 +272,25 @@ TrainProgress load_checkpoint(const std::string& path, const CheckpointParts& pa
     }
   }
   return p;
+}
+
+void check_resume_config(const std::string& stored_yaml, const std::string& current_yaml,
+                         const std::string& checkpoint) {
+  std::vector<std::string> refused, changed;
+  for (const auto& c : config_changes(stored_yaml, checkpoint + " (stored config)", current_yaml,
+                                      "current config")) {
+    // The weights belong to the model and to the label map: those changes are refused.
+    const bool structural = c.key.rfind("model.", 0) == 0 || c.key == "data.num_classes" ||
+                            c.key == "data.category_ids";
+    (structural ? refused : changed).push_back(str(c.key, ": ", c.before, " -> ", c.after));
+  }
+  if (!refused.empty()) {
+    std::string msg = str("resume from ", checkpoint, ": the model config changed:");
+    for (const auto& l : refused) msg += " " + l + ";";
+    throw TrainingError(msg + " start a new run instead of resuming");
+  }
+  for (const auto& l : changed)
+    logging::warn(str("resume: config changed since the checkpoint: ", l));
 }
 
 }  // namespace detforge::engine

@@ -84,6 +84,12 @@ TrainProgress load_checkpoint(const std::string& path, const CheckpointParts& pa
 void load_checkpoint_weights(const std::string& path, torch::nn::Module& module,
                              const std::string& part = "model");
 
+/// Resuming `checkpoint`, written under `stored_yaml`, with the config `current_yaml`: throws
+/// TrainingError listing every change under `model.` or to the classes (the weights would be
+/// meaningless); warns about the other changes.
+void check_resume_config(const std::string& stored_yaml, const std::string& current_yaml,
+                         const std::string& checkpoint);
+
 /// True when `path` starts like a detforge checkpoint (a zip holding our format record).
 bool is_checkpoint(const std::string& path);
 

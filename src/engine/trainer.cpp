@@ -2,8 +2,6 @@
 
 #include <unistd.h>
 
-#include <chrono>
-#include <cstdio>
 #include <filesystem>
 #include <iomanip>
 #include <sstream>
@@ -16,61 +14,18 @@
 #include "distributed/collectives.h"
 #include "distributed/ddp_sync.h"
 #include "distributed/loss_reducer.h"
-#include "engine/build.h"
+#include "engine/best_checkpoint.h"
 #include "engine/checkpoint.h"
+#include "engine/evaluation.h"
 #include "engine/metrics_file.h"
 #include "engine/mlperf_log.h"
-#include "eval/coco_io.h"
+#include "engine/progress_log.h"
 #include "models/sync_batch_norm.h"
 
 namespace fs = std::filesystem;
 
 namespace detforge::engine {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-std::string format_eta(double seconds) {
-  const auto s = static_cast<int64_t>(seconds);
-  std::ostringstream os;
-  os << s / 3600 << ":" << std::setw(2) << std::setfill('0') << (s / 60) % 60 << ":" << std::setw(2)
-     << s % 60;
-  return os.str();
-}
-
-// One 64-bit FNV-1a hash per parameter (its bytes on the CPU), packed as bytes.
-std::string parameter_fingerprint(const torch::nn::Module& model) {
-  std::string out;
-  for (const auto& p : model.parameters()) {
-    const auto t = p.detach().to(torch::kCPU).contiguous();
-    const auto* bytes = static_cast<const unsigned char*>(t.data_ptr());
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < t.nbytes(); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
-    out.append(reinterpret_cast<const char*>(&h), sizeof(h));
-  }
-  return out;
-}
-
-// Every rank's parameters must be bitwise identical (the gradient sync guarantees it); a rank
-// that diverged is named on every rank, before a checkpoint of rank 0's weights is written.
-void check_ranks_agree(dist::ProcessGroup& pg, const torch::nn::Module& model, int64_t epoch) {
-  if (pg.world_size() == 1) return;
-  const auto all = dist::all_gather_bytes(pg, parameter_fingerprint(model), "weight fingerprints");
-  std::vector<std::string> names;
-  for (const auto& p : model.named_parameters()) names.push_back(p.key());
-  for (size_t r = 1; r < all.size(); ++r) {
-    for (size_t i = 0; i < names.size(); ++i) {
-      if (all[r].compare(i * 8, 8, all[0], i * 8, 8) != 0) {
-        throw TrainingError(detforge::str("weights differ across ranks after epoch ", epoch,
-                                          ": rank ", r, "'s ", names[i], " is not rank 0's"));
-      }
-    }
-  }
-}
 
 // dist.sync_bn for the trainer's lifetime: the detectors' batch norms sum their statistics over
 // the ranks of `pg` (models::set_cross_rank_sum is process-wide).
@@ -97,7 +52,6 @@ class Trainer {
   std::map<std::string, double> evaluate(models::Detector& model, int64_t epoch,
                                          const std::string& tag);
   void end_of_epoch(int64_t epoch);
-  bool improves(BestScore& best, const std::map<std::string, double>& metrics, int64_t epoch) const;
   void save(const std::vector<std::string>& names);
   void log_step(int64_t epoch, const dist::ReducedLosses& losses);
   void log_augmentation(int64_t epoch);
@@ -123,15 +77,12 @@ class Trainer {
   MetricsFile metrics_;
   TrainProgress progress_;
   TrainResult result_;
+  std::unique_ptr<ProgressLog> progress_log_;
   int64_t micro_in_step_ = 0;
-  int64_t images_since_log_ = 0;
   // This epoch's augmentation bookkeeping on this rank (Batch::dropped_boxes, emptied_images).
   int64_t epoch_dropped_boxes_ = 0;
   int64_t epoch_emptied_images_ = 0;
-  Clock::time_point log_clock_ = Clock::now();
-  Clock::time_point start_clock_ = Clock::now();
   bool stop_ = false;
-  bool tty_ = ::isatty(STDERR_FILENO) == 1;
 };
 
 Trainer::Trainer(Run& run, const std::string& resume, TrainHooks hooks)
@@ -166,12 +117,15 @@ Trainer::Trainer(Run& run, const std::string& resume, TrainHooks hooks)
                                 progress_.step, ", batch ", progress_.batch_in_epoch,
                                 " of the epoch"));
   }
+  progress_log_ = std::make_unique<ProgressLog>(
+      o_.epochs, o_.epochs * std::max<int64_t>(1, r_.train_data->num_batches() / o_.accumulate),
+      progress_.step, pg_.is_main() && ::isatty(STDERR_FILENO) == 1);
   if (o_.mlperf.enabled) mlperf_header();
 }
 
 void Trainer::mlperf_header() {
   const auto& m = o_.mlperf;
-  r_.mlperf.event("submission_benchmark", "retinanet");
+  r_.mlperf.event("submission_benchmark", m.benchmark);
   r_.mlperf.event("submission_org", m.submission_org);
   r_.mlperf.event("submission_division", m.submission_division);
   r_.mlperf.event("submission_status", m.submission_status);
@@ -194,7 +148,6 @@ void Trainer::mlperf_header() {
 
 TrainResult Trainer::run() {
   r_.model->train();
-  start_clock_ = Clock::now();
   for (int64_t epoch = progress_.epoch; epoch < o_.epochs && !stop_; ++epoch) {
     r_.mlperf.start("epoch_start", nullptr, {{"epoch_num", epoch}});
     const bool finished = train_epoch(epoch);
@@ -236,7 +189,7 @@ bool Trainer::train_epoch(int64_t epoch) {
     // The reduced values are the same on every rank, so every rank takes the same branch below.
     const auto reduced = reducer_->reduce(losses, progress_.step);
     ++progress_.batch_in_epoch;
-    images_since_log_ += on_device.size() * pg_.world_size();
+    progress_log_->add_images(on_device.size() * pg_.world_size());
     if (!reduced.all_finite()) {
       ++progress_.nonfinite_in_row;
       ++result_.skipped_steps;
@@ -330,13 +283,8 @@ bool Trainer::optimizer_step(int64_t epoch) {
 }
 
 void Trainer::log_step(int64_t epoch, const dist::ReducedLosses& losses) {
-  const double elapsed = seconds_since(log_clock_);
-  const double ips = elapsed > 0 ? images_since_log_ / elapsed : 0;
+  const double ips = progress_log_->take_images_per_second();
   const double lr = r_.schedule->lr_at(progress_.step - 1);
-  const int64_t total = std::max<int64_t>(
-      1, o_.epochs * std::max<int64_t>(1, r_.train_data->num_batches() / o_.accumulate));
-  const double eta =
-      seconds_since(start_clock_) / std::max<int64_t>(1, progress_.step) * (total - progress_.step);
   double sum = 0;
   for (double v : losses.values) sum += v;
   nlohmann::json record = {{"type", "train"}, {"epoch", epoch}, {"step", progress_.step},
@@ -354,82 +302,26 @@ void Trainer::log_step(int64_t epoch, const dist::ReducedLosses& losses) {
       record[counters[i].first] = totals[static_cast<int64_t>(i)].item<int64_t>();
   }
   metrics_.write(record);
-  std::ostringstream line;
-  line << "epoch " << epoch + 1 << "/" << o_.epochs << " step " << progress_.step << "/" << total
-       << " loss " << std::setprecision(4) << sum << " (" << losses.to_string() << ") lr "
-       << std::setprecision(3) << lr << " " << std::setprecision(1) << std::fixed << ips
-       << " img/s eta " << format_eta(eta);
-  if (tty_ && pg_.is_main()) {
-    const int width = 30;
-    const int filled = static_cast<int>(width * progress_.step / total);
-    std::fprintf(stderr, "\r[%s%s] %s\033[K", std::string(filled, '#').c_str(),
-                 std::string(width - filled, '.').c_str(), line.str().c_str());
-    std::fflush(stderr);
-  } else {
-    logging::info(line.str());
-  }
-  images_since_log_ = 0;
-  log_clock_ = Clock::now();
+  progress_log_->write(epoch, progress_.step, sum, losses.to_string(), lr, ips);
 }
 
 std::map<std::string, double> Trainer::evaluate(models::Detector& model, int64_t epoch,
                                                 const std::string& tag) {
-  if (tty_ && pg_.is_main()) std::fprintf(stderr, "\n");
-  const auto t0 = Clock::now();
-  model.eval();
-  torch::NoGradGuard no_grad;
-  r_.evaluator->reset();
-  r_.val_data->start_epoch(0);
-  while (auto batch = r_.val_data->next()) {
-    if (batch->size() == 0) continue;  // a short evaluation shard: nothing to predict on this rank
-    const Batch on_device = batch->to(r_.device);
-    std::vector<Detections> dets;
-    {
-      AutocastScope autocast(r_.device, o_.precision);
-      dets = model.predict(on_device);
-    }
-    r_.evaluator->process(batch->targets, dets);
-  }
-  model.train();
-  // Every rank evaluated its own shard; rank 0 scores the union (no image counted twice).
-  eval::Metrics metrics;
-  if (pg_.world_size() > 1) {
-    const auto blobs =
-        dist::gather_bytes_to_main(pg_, r_.evaluator->serialize(), "evaluation gather");
-    if (pg_.is_main()) {
-      for (size_t r = 1; r < blobs.size(); ++r) r_.evaluator->merge(blobs[r]);
-    }
-  }
-  const auto& names = eval::stat_names();
-  std::vector<double> stats(names.size(), -1.0);
-  if (pg_.is_main()) {
-    metrics = r_.evaluator->evaluate();
-    stats = metrics.stats;
-    // The detections behind these numbers, in the results format `detforge eval` and
-    // pycocotools read (latest evaluation of each set of weights).
-    eval::write_results(r_.evaluator->detections(),
-                        (fs::path(o_.output_dir) / ("results_" + tag + ".json")).string());
-  }
-  auto shared = torch::tensor(stats, torch::kFloat64).to(pg_.device());
-  pg_.broadcast(shared, 0, "evaluation result broadcast");
-  shared = shared.cpu();
-  std::map<std::string, double> out;
-  if (pg_.is_main()) {
-    out = eval::metrics_map(metrics);
-  } else {
-    for (size_t i = 0; i < names.size(); ++i)
-      out[names[i]] = shared[static_cast<int64_t>(i)].item<double>();
-  }
-  const double seconds = seconds_since(t0);
+  progress_log_->break_line();
+  // The detections behind the numbers, in the results format `detforge eval` and pycocotools
+  // read (the latest evaluation of each set of weights).
+  const auto results = (fs::path(o_.output_dir) / ("results_" + tag + ".json")).string();
+  const auto e =
+      evaluate_on_ranks(model, *r_.val_data, *r_.evaluator, pg_, r_.device, o_.precision, results);
   logging::info(detforge::str("eval (", tag, " weights) after epoch ", epoch + 1, ": AP ",
-                              out["AP"], " AP50 ", out["AP50"], " AP75 ", out["AP75"], " (",
-                              r_.evaluator->image_ids().size(), " images, ", std::fixed,
-                              std::setprecision(1), seconds, " s)"));
+                              e.metrics.at("AP"), " AP50 ", e.metrics.at("AP50"), " AP75 ",
+                              e.metrics.at("AP75"), " (", e.images, " images, ", std::fixed,
+                              std::setprecision(1), e.seconds, " s)"));
   nlohmann::json record = {
       {"type", "eval"}, {"weights", tag}, {"epoch", epoch}, {"step", progress_.step}};
-  for (const auto& kv : out) record[kv.first] = kv.second;
+  for (const auto& kv : e.metrics) record[kv.first] = kv.second;
   metrics_.write(record);
-  return out;
+  return e.metrics;
 }
 
 void Trainer::end_of_epoch(int64_t epoch) {
@@ -442,18 +334,8 @@ void Trainer::end_of_epoch(int64_t epoch) {
     // Best only from evaluations after training steps (never a pre-training sanity check).
     std::vector<std::string> best_files;
     if (progress_.step > 0) {
-      BestScore overall{progress_.best_metric, progress_.best_epoch};
-      if (improves(progress_.best_live, result_.last_metrics, epoch))
-        best_files.push_back("best_regular.ckpt");
-      if (improves(overall, result_.last_metrics, epoch)) progress_.best_weights = "live";
-      if (r_.ema_model) {
-        if (improves(progress_.best_ema, result_.last_ema_metrics, epoch))
-          best_files.push_back("best_ema.ckpt");
-        if (improves(overall, result_.last_ema_metrics, epoch)) progress_.best_weights = "ema";
-      }
-      if (overall.epoch == epoch) best_files.push_back("best.ckpt");
-      progress_.best_metric = overall.value;
-      progress_.best_epoch = overall.epoch;
+      best_files = update_best(progress_, o_.best_metric, result_.last_metrics,
+                               r_.ema_model ? &result_.last_ema_metrics : nullptr, epoch);
     }
     const double ap =
         std::max(result_.last_metrics.at("AP"),
@@ -477,20 +359,8 @@ void Trainer::end_of_epoch(int64_t epoch) {
     save({"last.ckpt"});
 }
 
-bool Trainer::improves(BestScore& best, const std::map<std::string, double>& metrics,
-                       int64_t epoch) const {
-  const auto it = metrics.find(o_.best_metric);
-  if (it == metrics.end()) {
-    throw ConfigError(detforge::str("eval.best_metric: '", o_.best_metric,
-                                    "' is not a metric of this evaluation"));
-  }
-  if (best.epoch >= 0 && !(it->second > best.value)) return false;
-  best = {it->second, epoch};
-  return true;
-}
-
 void Trainer::save(const std::vector<std::string>& names) {
-  check_ranks_agree(pg_, *r_.model, progress_.epoch);
+  if (ddp_) ddp_->check_replicas_agree(detforge::str("after epoch ", progress_.epoch));
   // Every rank's generators, so a resumed run continues each rank's random stream.
   auto rng = dist::gather_bytes_to_main(pg_, capture_rng_state(r_.device), "checkpoint RNG states");
   if (!pg_.is_main()) return;

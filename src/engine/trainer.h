@@ -29,6 +29,8 @@ struct MlperfOptions {
   bool enabled = false;
   /// Stop once eval AP reaches it (MLPerf RetinaNet: 0.34). Default: 0.34
   double target_map = 0.34;
+  /// submission_benchmark. Default (empty): the detector's type ("retinanet" is MLPerf's name)
+  std::string benchmark;
   std::string submission_org = "detforge";
   std::string submission_platform = "cpu";
   std::string submission_division = "closed";

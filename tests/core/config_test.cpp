@@ -1,3 +1,4 @@
+#include "core/config_diff.h"
 #include "core/config_node.h"
 
 #include <filesystem>
@@ -289,6 +290,22 @@ TEST(ConfigHelpers, ReadFailOneOfAndChoices) {
 }
 
 // shared/STYLE.md 3.3: only a folder's build.h / build.cpp (and tools/) read the config.
+TEST(ConfigDiff, ListsChangedAddedAndRemovedKeysInOrder) {
+  const auto changes = config_changes("model: {depth: 50, fpn: {channels: 256}}\nseed: 1\n", "a",
+                                      "model: {depth: 18, fpn: {channels: 256}}\nlr: 0.1\n", "b");
+  ASSERT_EQ(changes.size(), 3u);
+  EXPECT_EQ(changes[0].key, "lr");
+  EXPECT_EQ(changes[0].before, "<absent>");
+  EXPECT_EQ(changes[1].key, "model.depth");
+  EXPECT_EQ(changes[1].before, "50");
+  EXPECT_EQ(changes[1].after, "18");
+  EXPECT_EQ(changes[2].key, "seed");
+  EXPECT_EQ(changes[2].after, "<absent>");
+  EXPECT_TRUE(config_changes("a: 1\n", "a", "a: 1\n", "b").empty());
+  EXPECT_THROW_WITH(config_changes("a: [1\n", "stored.yaml", "a: 1\n", "b"), ConfigError,
+                    "stored.yaml");
+}
+
 TEST(ConfigBoundary, OnlyBuildFilesIncludeConfigNode) {
   namespace fs = std::filesystem;
   std::vector<std::string> offenders;
@@ -299,6 +316,20 @@ TEST(ConfigBoundary, OnlyBuildFilesIncludeConfigNode) {
     if (testing::read_file(e.path()).find("core/config_node.h") != std::string::npos) {
       offenders.push_back(e.path().string());
     }
+  }
+  EXPECT_TRUE(offenders.empty()) << ::testing::PrintToString(offenders);
+}
+
+// The commands load configs (Config::load) and hand them to the build functions; none reads a
+// section itself, so every command accepts and refuses the same keys as the library.
+TEST(ConfigBoundary, ToolsNeverReadConfigSections) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> offenders;
+  for (const auto& e : fs::directory_iterator(fs::path(DETFORGE_SOURCE_DIR) / "tools")) {
+    if (!e.is_regular_file()) continue;
+    const std::string text = testing::read_file(e.path());
+    if (text.find("ConfigNode") != std::string::npos || text.find(".root()") != std::string::npos)
+      offenders.push_back(e.path().string());
   }
   EXPECT_TRUE(offenders.empty()) << ::testing::PrintToString(offenders);
 }

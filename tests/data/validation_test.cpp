@@ -51,6 +51,25 @@ TEST(Coco, ValidFixtureHasNoIssuesAndMapsLabels) {
   EXPECT_TRUE(issues.empty()) << dump(issues);
 }
 
+// A run reads each instances file once: later readers get the same record, even when the file
+// has changed or gone since.
+TEST(Coco, CocoFilesReadsEachFileOnce) {
+  testing::TempDir dir;
+  const std::string valid =
+      R"({"images": [{"id": 1, "file_name": "a.jpg", "width": 4, "height": 4}],
+          "annotations": [], "categories": [{"id": 1, "name": "x"}]})";
+  const auto path = dir.write("train.json", valid);
+  CocoFiles files;
+  const CocoFile& first = files.get(path, "images");
+  std::filesystem::remove(path);
+  const CocoFile& again = files.get(path, "images");
+  EXPECT_EQ(&first, &again);
+  EXPECT_EQ(again.images.size(), 1u);
+  EXPECT_EQ(files.size(), 1u);
+  // Another image root is another dataset.
+  EXPECT_THROW_WITH(files.get(path, "other"), IoError, "cannot open annotation file");
+}
+
 TEST(Coco, CategoryMapIsContiguousAndInvertible) {
   const auto f = read_coco(kFixtures + "category_non_contiguous.json", kImages);
   const auto m = CategoryMap::from_file(f);

@@ -9,7 +9,8 @@
 //               [--empty-steps E] [--bucket-bytes B] [--find-unused 0|1]
 //               [--fixed-schema 0|1] [--accumulate A]
 // Scenarios: train, nan, keys-extra, keys-missing, keys-startup, params-startup, throw-before,
-// stall, stall-backward, kill. --fixed-schema 1 keeps dn in the graph on a rank without foreground
+// stall, stall-backward, kill, diverge (the last rank's weights changed after the last step, before
+// the replica check). --fixed-schema 1 keeps dn in the graph on a rank without foreground
 // (as RT-DETR's dummy denoising group does); --accumulate A sums A micro-batches per step, syncing
 // only the last one.
 // With --out DIR, rank r writes its final parameters as raw float32 to DIR/weights_rank<r>.bin.
@@ -276,6 +277,15 @@ void run(const Args& a) {
       say(str("stopping after step ", step, " (decided by rank 0)"));
       break;
     }
+  }
+
+  if (ddp) {
+    if (a.scenario == "diverge" && faulty) {
+      torch::NoGradGuard no_grad;
+      net->dn->bias.add_(0.25);  // what a missed sync would leave behind
+    }
+    ddp->check_replicas_agree("after the last step");
+    say("replicas agree");
   }
 
   // Variable-length blobs to rank 0, as the COCO evaluator gathers detections.

@@ -499,6 +499,26 @@ TEST(Dist, TrainableParametersDifferingAtStartupFailOnBothRanks) {
   }
 }
 
+// Before rank 0 writes a checkpoint, the trainer checks that every rank holds the same weights:
+// a replica that diverged is named on every rank instead of being silently dropped.
+TEST(Dist, DivergedReplicaIsNamedOnBothRanks) {
+  TempDir dir;
+  const auto runs = run_ranks(dir, 2, "--scenario diverge --steps 2 --timeout-ms 10000");
+  for (const auto& r : runs) {
+    EXPECT_EQ(r.exit_code, static_cast<int>(ExitCode::kDist)) << r.output;
+    EXPECT_TRUE(contains(r.output,
+                         "weights differ across ranks after the last step: rank 1's dn.bias is "
+                         "not rank 0's"))
+        << r.output;
+    EXPECT_FALSE(contains(r.output, "replicas agree")) << r.output;
+  }
+  const auto same = run_ranks(dir, 2, "--scenario train --steps 2 --timeout-ms 10000");
+  for (const auto& r : same) {
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_TRUE(contains(r.output, "replicas agree")) << r.output;
+  }
+}
+
 TEST(Dist, LossKeysDifferingAtStartupFailOnBothRanks) {
   TempDir dir;
   const auto runs = run_ranks(dir, 2, "--scenario keys-startup --timeout-ms 10000");

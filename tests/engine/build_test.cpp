@@ -155,6 +155,8 @@ TEST(RunSpec, AutoValuesComeFromTheTrainingSetAndAreWrittenIntoTheConfig) {
       "train: {epochs: 40}\n"
       "eval: {interval: auto}\n";
   const auto s = spec_of(yaml, {"model.anchors.base_sizes=auto"});
+  // Both files read once, for all three values; build_run() builds the datasets from them.
+  EXPECT_EQ(s.files->size(), 2u);
   EXPECT_EQ(s.data.train->loader.transforms.min_size, (std::vector<int64_t>{480}));
   EXPECT_EQ(s.data.train->loader.transforms.max_size, 640);
   const Config written = Config::parse(s.config_yaml, "config.yaml");

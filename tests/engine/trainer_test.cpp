@@ -8,10 +8,12 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
+#include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 
 #include "core/config_node.h"
@@ -222,8 +224,9 @@ TEST_F(TrainerTest, RunDirectoryHoldsConfigMetricsCheckpointsAndCurves) {
       testing::detforge_binary() + " predict --config " + dir_.write("p.yaml", yaml(out)) +
       " --weights " + (out / "last.ckpt").string() + " --ann " +
       (data_dir() / "annotations/instances_val.json").string() + " --images " +
-      (data_dir() / "val").string() + " --out " + predicted +
-      " --batch-size 4 model.inference.score_threshold=0.02");
+      (data_dir() / "val").string() + " --out " + predicted + " --draw " +
+      (dir_.path() / "drawn").string() +
+      " --draw-threshold 0.02 --batch-size 4 model.inference.score_threshold=0.02");
   ASSERT_EQ(p.exit_code, 0) << p.output;
   const auto mine = nlohmann::json::parse(testing::read_file(predicted));
   const auto trained = nlohmann::json::parse(testing::read_file(out / "results_live.json"));
@@ -242,6 +245,33 @@ TEST_F(TrainerTest, RunDirectoryHoldsConfigMetricsCheckpointsAndCurves) {
     for (int k = 0; k < 4; ++k)
       EXPECT_NEAR(a[i].at("bbox")[k].get<double>(), b[i].at("bbox")[k].get<double>(), 1e-2);
   }
+
+  // --draw writes every image at its size; an image differs from its undrawn copy (threshold
+  // above every score) exactly when it has detections.
+  const auto bare = testing::run_command(
+      testing::detforge_binary() + " predict --config " + dir_.write("p2.yaml", yaml(out)) +
+      " --weights " + (out / "last.ckpt").string() + " --images " + (data_dir() / "val").string() +
+      " --out " + (dir_.path() / "bare.json").string() + " --draw " +
+      (dir_.path() / "bare").string() + " --draw-threshold 2");
+  ASSERT_EQ(bare.exit_code, 0) << bare.output;
+  const auto val =
+      nlohmann::json::parse(testing::read_file(data_dir() / "annotations" / "instances_val.json"));
+  std::set<int64_t> with_detections;
+  for (const auto& d : mine) with_detections.insert(d.at("image_id").get<int64_t>());
+  int differing = 0;
+  for (const auto& im : val.at("images")) {
+    auto name = fs::path(im.at("file_name").get<std::string>()).replace_extension(".jpg");
+    const cv::Mat drawn = cv::imread((dir_.path() / "drawn" / name).string());
+    const cv::Mat undrawn = cv::imread((dir_.path() / "bare" / name).string());
+    ASSERT_FALSE(drawn.empty()) << name;
+    EXPECT_EQ(drawn.cols, im.at("width").get<int>()) << name;
+    EXPECT_EQ(drawn.rows, im.at("height").get<int>()) << name;
+    ASSERT_EQ(drawn.size(), undrawn.size()) << name;
+    const bool differs = cv::norm(drawn, undrawn, cv::NORM_INF) > 0;
+    differing += differs ? 1 : 0;
+    EXPECT_EQ(differs, with_detections.count(im.at("id").get<int64_t>()) == 1) << name;
+  }
+  EXPECT_GT(differing, 0);
 
   // `detforge export --ema` writes the checkpoint's EMA weights as a plain state dict.
   const auto exported = (dir_.path() / "ema.pth").string();
@@ -296,6 +326,35 @@ TEST_F(TrainerTest, BadRunsFailWithClearMessages) {
   EXPECT_THROW_WITH(
       train(config(dir_.path() / "c", {"model.num_classes=4"})), ConfigError,
       "<command line> model.num_classes: 4 but data.num_classes is 3 (trainer_test.yaml:6)");
+}
+
+// `detforge augment` draws the train split through its pipeline: the requested number of samples
+// at the configured size, and a contact sheet of them.
+TEST_F(TrainerTest, AugmentDrawsTrainingSamplesAndAContactSheet) {
+  const auto out = dir_.path() / "augment";
+  const auto r =
+      testing::run_command(testing::detforge_binary() + " augment -c " +
+                           write_config(dir_.path() / "unused") + " --n 5 --out " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("wrote 5 samples of epoch 0"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("pipeline: resize, flip"), std::string::npos) << r.output;
+  for (int k = 0; k < 5; ++k) {
+    const cv::Mat sample = cv::imread((out / str("sample_00", k, ".png")).string());
+    ASSERT_FALSE(sample.empty()) << k;
+    EXPECT_EQ(std::max(sample.cols, sample.rows), 64) << "max_size 64";
+  }
+  EXPECT_FALSE(fs::exists(out / "sample_005.png"));
+  const cv::Mat sheet = cv::imread((out / "contact_sheet.png").string());
+  EXPECT_EQ(sheet.cols, 4 * 320);  // four tiles a row, two rows with their captions
+  EXPECT_EQ(sheet.rows, 2 * (320 + 20));
+  // A typo in the data section is the loader's error, as in `train`.
+  const auto typo = testing::run_command(testing::detforge_binary() + " augment -c " +
+                                         write_config(dir_.path() / "unused") + " --out " +
+                                         out.string() + " data.flip_prb=0.5");
+  EXPECT_EQ(typo.exit_code, static_cast<int>(ExitCode::kConfig)) << typo.output;
+  EXPECT_NE(typo.output.find("data.flip_prb: unknown key (did you mean flip_prob?)"),
+            std::string::npos)
+      << typo.output;
 }
 
 // `train`, `predict` and `export` read configs through engine/build.h: the same typo is the same
