@@ -11,6 +11,7 @@
 #include "core/config_node.h"
 #include "core/errors.h"
 #include "data/build.h"
+#include "data/draw.h"
 
 namespace fs = std::filesystem;
 
@@ -25,25 +26,18 @@ struct AugmentArgs {
   std::vector<std::string> overrides;
 };
 
-cv::Scalar label_colour(int64_t label) {
-  return cv::Scalar(static_cast<double>((label * 67) % 256),
-                    static_cast<double>((label * 131 + 80) % 256),
-                    static_cast<double>((label * 199 + 160) % 256));
-}
-
 cv::Mat draw_sample(const data::Sample& s, const data::CategoryMap& categories) {
   cv::Mat img = s.image.clone();
+  std::vector<data::DrawnBox> boxes;
   for (size_t i = 0; i < s.labels.size(); ++i) {
     const float* b = &s.boxes[4 * i];
     const int64_t label = s.labels[i];
-    const cv::Point p1(static_cast<int>(b[0]), static_cast<int>(b[1]));
-    const cv::Point p2(static_cast<int>(b[2]), static_cast<int>(b[3]));
-    cv::rectangle(img, p1, p2, label_colour(label), 2);
-    const std::string name = label < categories.num_classes() ? categories.names()[size_t(label)]
-                                                              : std::to_string(label);
-    cv::putText(img, name, {p1.x, std::max(12, p1.y - 4)}, cv::FONT_HERSHEY_SIMPLEX, 0.45,
-                label_colour(label), 1);
+    boxes.push_back({{b[0], b[1], b[2], b[3]},
+                     label,
+                     label < categories.num_classes() ? categories.names()[size_t(label)]
+                                                      : std::to_string(label)});
   }
+  data::draw_boxes(img, boxes);
   return img;
 }
 
@@ -67,20 +61,9 @@ cv::Mat contact_sheet(const std::vector<cv::Mat>& images, const std::vector<std:
 }
 
 void run_augment(const AugmentArgs& a) {
-  const Config config = Config::load(a.config, a.overrides);
-  const ConfigNode root = config.root();
-  const ConfigNode data_node = root.child("data");
-  std::optional<int64_t> num_classes;
-  if (!data_node.has("num_classes")) {
-    if (const auto model = root.optional_child("model"))
-      num_classes = model->optional<int64_t>("num_classes");
-  }
-  const auto options = data::data_options(data_node, num_classes);
-  if (!options.train)
-    data_node.fail("train", "augment draws the train split; this config has none");
-  const data::SplitOptions& split = *options.train;
-  int64_t epochs = 0;
-  if (const auto train = root.optional_child("train")) epochs = train->get<int64_t>("epochs", 0);
+  const auto preview = data::train_preview(Config::load(a.config, a.overrides));
+  const data::SplitOptions& split = preview.train;
+  const int64_t epochs = preview.epochs;
 
   const data::CocoDataset dataset(split.dataset);
   data::SamplerOptions so = split.sampler;

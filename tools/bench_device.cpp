@@ -1,9 +1,9 @@
 // detforge bench model --device cuda:N (or --model retinanet_x50_mlperf): RetinaNet train step
 // images/s in fp32, bf16 autocast and channels_last, with peak device memory, beside torchvision
-// on the same device, inputs, batch and size in the same run. Both sides build the same model
-// (FrozenBatchNorm2d ResNet-50 or ResNeXt-50 32x4d, 3 trainable stages, P6 from P5), feed
-// normalised tensors (no input transform), run the losses under autocast as a training loop does,
-// and synchronise the device around the timed steps.
+// (bench/device_peer.py) on the same device, inputs, batch and size in the same run. Both sides
+// build the same model (FrozenBatchNorm2d ResNet-50 or ResNeXt-50 32x4d, 3 trainable stages, P6
+// from P5), feed normalised tensors (no input transform), run the losses under autocast as a
+// training loop does, and synchronise the device around the timed steps.
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -28,60 +28,6 @@ namespace detforge::tools {
 namespace {
 
 namespace fs = std::filesystem;
-
-constexpr const char* kPeerScript = R"PY(
-import json, sys, time
-import torch, torchvision
-from torchvision.models.detection.backbone_utils import _resnet_fpn_extractor
-from torchvision.models.detection.image_list import ImageList
-from torchvision.models.detection.retinanet import RetinaNet
-from torchvision.ops import misc
-from torchvision.ops.feature_pyramid_network import LastLevelP6P7
-
-inputs, device, arch, classes, iters, warmup, out = sys.argv[1:8]
-classes, iters, warmup = int(classes), int(iters), int(warmup)
-dev = torch.device(device)
-data = torch.load(inputs, weights_only=True)
-images = data["images"].to(dev)
-b = images.size(0)
-targets = [{"boxes": data[f"boxes_{i}"].to(dev), "labels": data[f"labels_{i}"].to(dev)} for i in range(b)]
-body = getattr(torchvision.models, arch)(weights=None, norm_layer=misc.FrozenBatchNorm2d)
-backbone = _resnet_fpn_extractor(body, 3, returned_layers=[2, 3, 4], extra_blocks=LastLevelP6P7(256, 256))
-model = RetinaNet(backbone, classes).to(dev).train()
-sizes = [tuple(images.shape[-2:])] * b
-
-def sync():
-    if dev.type == "cuda":
-        torch.cuda.synchronize(dev)
-
-res = {}
-for name, bf16, channels_last in [("fp32", False, False), ("bf16", True, False),
-                                  ("fp32_cl", False, True), ("bf16_cl", True, True)]:
-    x = images.contiguous(memory_format=torch.channels_last) if channels_last else images
-
-    def step():
-        model.zero_grad(set_to_none=True)
-        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=bf16):
-            feats = list(model.backbone(x).values())
-            head = model.head(feats)
-            anchors = model.anchor_generator(ImageList(x, sizes), feats)
-            losses = model.compute_loss(targets, head, anchors)
-        sum(losses.values()).backward()
-
-    if dev.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(dev)
-    for _ in range(warmup):
-        step()
-    sync()
-    t0 = time.perf_counter()
-    for _ in range(iters):
-        step()
-    sync()
-    s = (time.perf_counter() - t0) / iters
-    peak = torch.cuda.max_memory_allocated(dev) / 2**20 if dev.type == "cuda" else 0.0
-    res[name] = {"step_s": s, "peak_mib": peak}
-json.dump(res, open(out, "w"))
-)PY";
 
 struct Variant {
   const char* key;
@@ -174,7 +120,7 @@ void run_bench_device(const BenchPeerArgs& a) {
     const auto inputs = (dir / "inputs.pth").string();
     logging::info("torchvision: same model, inputs and device");
     peer = run_peer(
-        a.python, dir, kPeerScript,
+        a.python, dir, a.peer_script,
         str("'", inputs, "' ", a.device, " ", arch, " ", classes, " ", a.iters, " ", a.warmup),
         "torchvision", note);
     if (!peer.is_null()) fs::remove_all(dir);

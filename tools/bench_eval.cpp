@@ -1,5 +1,6 @@
 // detforge bench eval: COCO bbox evaluation speed against pycocotools, faster-coco-eval and
-// hotcoco on one generated (seeded) COCO-val-sized case, all measured in the same run.
+// hotcoco (each run by bench/eval_peer.py) on one generated (seeded) COCO-val-sized case, all
+// measured in the same run.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -35,6 +36,7 @@ struct BenchEvalArgs {
   uint64_t seed = 0;
   std::string dir;
   std::string python = ".venv/bin/python";
+  std::string peer_script = "bench/eval_peer.py";
   std::vector<std::string> peers = {"pycocotools", "faster-coco-eval", "hotcoco"};
   int repeat = 1;
   int threads = 0;
@@ -140,39 +142,6 @@ void generate_case(const BenchEvalArgs& a, const std::string& gt_path, const std
   if (!ok) throw IoError("bench eval: failed writing " + gt_path + " / " + dt_path);
 }
 
-// Runs one peer in its own Python process; load = COCO(gt) + loadRes, evaluate = evaluate +
-// accumulate + summarize (imports excluded).
-constexpr const char* kPeerScript = R"PY(
-import contextlib, io, json, sys, time
-peer, gt_path, dt_path, out_path = sys.argv[1:5]
-with contextlib.redirect_stdout(io.StringIO()):
-    if peer == "pycocotools":
-        from pycocotools.coco import COCO
-        from pycocotools.cocoeval import COCOeval as Eval
-        load_res = lambda gt, p: gt.loadRes(p)
-    elif peer == "faster-coco-eval":
-        from faster_coco_eval import COCO
-        from faster_coco_eval import COCOeval_faster as Eval
-        load_res = lambda gt, p: gt.loadRes(p)
-    elif peer == "hotcoco":
-        from hotcoco import COCO
-        from hotcoco import COCOeval as Eval
-        load_res = lambda gt, p: gt.load_res(p)
-    else:
-        raise SystemExit("unknown peer " + peer)
-    t0 = time.perf_counter()
-    gt = COCO(gt_path)
-    dt = load_res(gt, dt_path)
-    t1 = time.perf_counter()
-    ev = Eval(gt, dt, "bbox")
-    ev.evaluate()
-    ev.accumulate()
-    ev.summarize()
-    t2 = time.perf_counter()
-with open(out_path, "w") as f:
-    json.dump({"load_s": t1 - t0, "eval_s": t2 - t1, "stats": [float(s) for s in ev.stats]}, f)
-)PY";
-
 struct Row {
   std::string name;
   double load_s = 0, eval_s = 0;
@@ -232,17 +201,18 @@ Row run_detforge(const BenchEvalArgs& a, const fs::path& dir, const std::string&
   return best;
 }
 
+// Runs `peer` in its own Python process (a.peer_script); load = COCO(gt) + loadRes, evaluate =
+// evaluate + accumulate + summarize (imports excluded).
 Row run_peer(const BenchEvalArgs& a, const std::string& peer, const fs::path& dir,
              const std::string& gt_path, const std::string& dt_path) {
   Row best;
   best.name = peer;
-  const auto script = (dir / "peer_eval.py").string();
   for (int r = 0; r < a.repeat; ++r) {
     const auto out = (dir / (peer + "_stats.json")).string();
     const auto log = (dir / (peer + ".log")).string();
     fs::remove(out);
-    const std::string cmd = "'" + a.python + "' '" + script + "' " + peer + " '" + gt_path + "' '" +
-                            dt_path + "' '" + out + "' > '" + log + "' 2>&1";
+    const std::string cmd = "'" + a.python + "' '" + a.peer_script + "' " + peer + " '" + gt_path +
+                            "' '" + dt_path + "' '" + out + "' > '" + log + "' 2>&1";
     const double process_s = timed_process(cmd);
     if (process_s < 0 || !fs::exists(out)) {
       best.note = "failed, see " + log;
@@ -295,7 +265,6 @@ void run_bench(const BenchEvalArgs& a) {
                     a.dets_per_image, " detections per image (seed ", a.seed, ") in ",
                     dir.string()));
   generate_case(a, gt_path, dt_path);
-  std::ofstream(dir / "peer_eval.py") << kPeerScript;
   std::vector<Row> rows;
   rows.push_back(run_detforge(a, dir, gt_path, dt_path));
   for (const auto& peer : a.peers) {
@@ -351,6 +320,8 @@ void add_bench_eval(CLI::App& bench) {
   cmd->add_option("--dir", a->dir,
                   "keep gt.json / results.json here (default: a temporary folder, removed)");
   cmd->add_option("--python", a->python, "Python with the peers installed")->capture_default_str();
+  cmd->add_option("--peer-script", a->peer_script, "the peers' script (one peer per process)")
+      ->capture_default_str();
   cmd->add_option("--peers", a->peers,
                   "peers to run (pycocotools, faster-coco-eval, hotcoco; 'none' for none)")
       ->capture_default_str();
@@ -370,6 +341,10 @@ void add_bench_eval(CLI::App& bench) {
     if (!a->peers.empty() && !fs::exists(a->python)) {
       throw ConfigError("bench eval --python: '" + a->python +
                         "' not found (run from the repository root or pass --python)");
+    }
+    if (!a->peers.empty() && !fs::exists(a->peer_script)) {
+      throw ConfigError("bench eval --peer-script: '" + a->peer_script +
+                        "' not found (run from the repository root or pass --peer-script)");
     }
     run_bench(*a);
   });

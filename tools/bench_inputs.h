@@ -27,11 +27,11 @@ std::filesystem::path write_peer_inputs(
 /// This process's peak resident set (VmHWM) in MiB.
 double peak_rss_mb();
 
-/// Writes `script` to dir/peer.py and runs `python peer.py args...` with its output in
-/// dir/peer.log; the script writes its results as JSON to dir/peer.json. Returns them, or null
-/// with `note` saying why (`who` names the peer).
+/// Runs `python script args... dir/peer.json` (script: a file such as bench/rtdetr_peer.py) with
+/// its output in dir/peer.log; the script writes its results as JSON to dir/peer.json. Returns
+/// them, or null with `note` saying why (`who` names the peer).
 nlohmann::json run_peer(const std::string& python, const std::filesystem::path& dir,
-                        const char* script, const std::string& args, const std::string& who,
+                        const std::string& script, const std::string& args, const std::string& who,
                         std::string& note);
 
 /// One table row "name  ours  theirs  speedup": theirs is `batch / peer[key]` (seconds per

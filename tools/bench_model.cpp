@@ -1,8 +1,8 @@
 // detforge bench model (--model retinanet_r50_fpn, the default): RetinaNet R50-FPN training step
 // (forward + backward) and class-aware NMS on the CPU, detforge against torchvision measured in the
-// same run at the same thread count. Both sides skip input resizing/normalisation (tensors are
-// already normalised) and build the same model: FrozenBatchNorm2d ResNet-50, 3 trainable stages, 91
-// classes.
+// same run at the same thread count (the peer: bench/model_peer.py). Both sides skip input
+// resizing/normalisation (tensors are already normalised) and build the same model:
+// FrozenBatchNorm2d ResNet-50, 3 trainable stages, 91 classes.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -42,56 +42,36 @@ struct BenchModelArgs {
   int nms_repeat = 20;
   int nms_classes = 80;
   std::string python = ".venv/bin/python";
+  // Empty: the default for --model / --device (default_peer_script).
+  std::string peer_script;
   bool peer = true;
   std::string device = "cpu";
 };
 
-constexpr const char* kPeerScript = R"PY(
-import json, sys, time
-import torch, torchvision
-from torchvision.models.detection.backbone_utils import _resnet_fpn_extractor
-from torchvision.models.detection.image_list import ImageList
-from torchvision.models.detection.retinanet import RetinaNet
-from torchvision.ops import misc, batched_nms
-from torchvision.ops.feature_pyramid_network import LastLevelP6P7
+// Which benchmark `bench model` runs for --model / --device.
+enum class BenchKind { kRetinaNetCpu, kDevice, kRtdetr, kYolo };
 
-inputs, out, threads, iters, warmup, nms_repeat = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:7])
-torch.set_num_threads(threads)
-data = torch.load(inputs, weights_only=True)
-images = data["images"]
-b = images.size(0)
-targets = [{"boxes": data[f"boxes_{i}"], "labels": data[f"labels_{i}"]} for i in range(b)]
-body = torchvision.models.resnet50(weights=None, norm_layer=misc.FrozenBatchNorm2d)
-backbone = _resnet_fpn_extractor(body, 3, returned_layers=[2, 3, 4], extra_blocks=LastLevelP6P7(256, 256))
-model = RetinaNet(backbone, 91)
-model.train()
-sizes = [tuple(images.shape[-2:])] * b
+BenchKind bench_kind(const BenchModelArgs& a) {
+  if (a.device != "cpu" || a.model == "retinanet_x50_mlperf") return BenchKind::kDevice;
+  if (a.model == "rtdetr_r18vd") return BenchKind::kRtdetr;
+  if (a.model.rfind("yolov8", 0) == 0) return BenchKind::kYolo;
+  return BenchKind::kRetinaNetCpu;
+}
 
-def step():
-    model.zero_grad(set_to_none=True)
-    feats = list(model.backbone(images).values())
-    head = model.head(feats)
-    anchors = model.anchor_generator(ImageList(images, sizes), feats)
-    losses = model.compute_loss(targets, head, anchors)
-    sum(losses.values()).backward()
-
-for _ in range(warmup):
-    step()
-t0 = time.perf_counter()
-for _ in range(iters):
-    step()
-step_s = (time.perf_counter() - t0) / iters
-res = {"step_s": step_s, "images_per_s": b / step_s}
-for n in (1000, 5000):
-    bx, sc, cl = data[f"nms{n}_boxes"], data[f"nms{n}_scores"], data[f"nms{n}_classes"]
-    batched_nms(bx, sc, cl, 0.5)
-    t0 = time.perf_counter()
-    for _ in range(nms_repeat):
-        keep = batched_nms(bx, sc, cl, 0.5)
-    res[f"nms{n}_ms"] = (time.perf_counter() - t0) / nms_repeat * 1e3
-    res[f"nms{n}_kept"] = int(keep.numel())
-json.dump(res, open(out, "w"))
-)PY";
+// Relative to the repository root (scripts/bundle.sh ships bench/ in the GPU bundle too).
+const char* default_peer_script(BenchKind kind) {
+  switch (kind) {
+    case BenchKind::kDevice:
+      return "bench/device_peer.py";
+    case BenchKind::kRtdetr:
+      return "bench/rtdetr_peer.py";
+    case BenchKind::kYolo:
+      return "bench/yolo_peer.py";
+    case BenchKind::kRetinaNetCpu:
+      break;
+  }
+  return "bench/model_peer.py";
+}
 
 // Boxes shaped like RetinaNet's pre-NMS candidates: clustered around a few objects per class.
 void nms_case(int64_t n, int64_t classes, std::mt19937& rng, models::NamedTensors& out) {
@@ -188,12 +168,11 @@ void run_bench(const BenchModelArgs& a) {
   if (a.peer) {
     const fs::path dir = write_peer_inputs("model", saved);
     const auto inputs = (dir / "inputs.pth").string(), out = (dir / "peer.json").string();
-    std::ofstream(dir / "peer.py") << kPeerScript;
     logging::info(str("torchvision: same model and inputs, ", threads, " threads"));
-    const std::string cmd =
-        "'" + a.python + "' '" + (dir / "peer.py").string() + "' '" + inputs + "' '" + out + "' " +
-        std::to_string(threads) + " " + std::to_string(a.iters) + " " + std::to_string(a.warmup) +
-        " " + std::to_string(a.nms_repeat) + " > '" + (dir / "peer.log").string() + "' 2>&1";
+    const std::string cmd = "'" + a.python + "' '" + a.peer_script + "' '" + inputs + "' '" + out +
+                            "' " + std::to_string(threads) + " " + std::to_string(a.iters) + " " +
+                            std::to_string(a.warmup) + " " + std::to_string(a.nms_repeat) + " > '" +
+                            (dir / "peer.log").string() + "' 2>&1";
     const int rc = std::system(cmd.c_str());
     if (rc == 0 && fs::exists(out)) {
       std::ifstream in(out);
@@ -299,12 +278,11 @@ void print_peer_row(const char* name, double ours, const nlohmann::json& peer, c
               rate ? ours / theirs : theirs / ours);
 }
 
-nlohmann::json run_peer(const std::string& python, const fs::path& dir, const char* script,
+nlohmann::json run_peer(const std::string& python, const fs::path& dir, const std::string& script,
                         const std::string& args, const std::string& who, std::string& note) {
   const auto out = (dir / "peer.json").string();
-  std::ofstream(dir / "peer.py") << script;
-  const std::string cmd = "'" + python + "' '" + (dir / "peer.py").string() + "' " + args + " '" +
-                          out + "' > '" + (dir / "peer.log").string() + "' 2>&1";
+  const std::string cmd = "'" + python + "' '" + script + "' " + args + " '" + out + "' > '" +
+                          (dir / "peer.log").string() + "' 2>&1";
   const int rc = std::system(cmd.c_str());
   if (rc != 0 || !fs::exists(out)) {
     note = str(who, " run failed (exit ", rc, "), see ", (dir / "peer.log").string());
@@ -352,6 +330,10 @@ void add_bench_model(CLI::App& bench) {
   cmd->add_option("--python", a->python,
                   "Python with torch and the peer (torchvision, transformers or Ultralytics)")
       ->capture_default_str();
+  cmd->add_option("--peer-script", a->peer_script,
+                  "the peer's script (default: bench/model_peer.py; bench/device_peer.py with "
+                  "--device or retinanet_x50_mlperf, bench/rtdetr_peer.py for rtdetr_r18vd, "
+                  "bench/yolo_peer.py for yolov8n / yolov8s)");
   cmd->add_flag("!--no-peer", a->peer, "skip the peer's run");
   cmd->callback([a] {
     if (a->size % 32 != 0)
@@ -360,23 +342,34 @@ void add_bench_model(CLI::App& bench) {
       throw ConfigError("bench model --python: '" + a->python +
                         "' not found (run from the repository root or pass --python)");
     }
-    const BenchPeerArgs peer{a->model,  a->threads, a->batch, a->size,  a->iters,
-                             a->warmup, a->python,  a->peer,  a->device};
-    if (a->threads > 0) torch::set_num_threads(a->threads);
     const bool retinanet = a->model.rfind("retinanet", 0) == 0;
     if (a->device != "cpu" && !retinanet) {
       throw ConfigError("bench model --device " + a->device +
                         ": only the RetinaNet models "
                         "(retinanet_r50_fpn, retinanet_x50_mlperf) run on another device");
     }
-    if (a->device != "cpu" || a->model == "retinanet_x50_mlperf") {
-      run_bench_device(peer);
-    } else if (a->model == "rtdetr_r18vd") {
-      run_bench_rtdetr(peer);
-    } else if (a->model.rfind("yolov8", 0) == 0) {
-      run_bench_yolo(peer);
-    } else {
-      run_bench(*a);
+    const BenchKind kind = bench_kind(*a);
+    if (a->peer_script.empty()) a->peer_script = default_peer_script(kind);
+    if (a->peer && !fs::exists(a->peer_script)) {
+      throw ConfigError("bench model --peer-script: '" + a->peer_script +
+                        "' not found (run from the repository root or pass --peer-script)");
+    }
+    const BenchPeerArgs peer{a->model,  a->threads, a->batch, a->size,   a->iters,
+                             a->warmup, a->python,  a->peer,  a->device, a->peer_script};
+    if (a->threads > 0) torch::set_num_threads(a->threads);
+    switch (kind) {
+      case BenchKind::kDevice:
+        run_bench_device(peer);
+        break;
+      case BenchKind::kRtdetr:
+        run_bench_rtdetr(peer);
+        break;
+      case BenchKind::kYolo:
+        run_bench_yolo(peer);
+        break;
+      case BenchKind::kRetinaNetCpu:
+        run_bench(*a);
+        break;
     }
   });
 }

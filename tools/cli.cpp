@@ -14,9 +14,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kData = "detforge-data";
-constexpr const char* kTorch = "detforge-torch";
-
 // This executable's folder: the build folder or an install's bin/ for the front, its libexec/
 // for the helpers.
 fs::path self_dir() { return fs::read_symlink("/proc/self/exe").parent_path(); }
@@ -29,29 +26,23 @@ std::string known_commands() {
 
 }  // namespace
 
+// command_list.h's executables: the helper that runs the command ("" for the front itself).
+#define DETFORGE_HELPER_front ""
+#define DETFORGE_HELPER_data "detforge-data"
+#define DETFORGE_HELPER_torch "detforge-torch"
+
 const std::vector<CommandInfo>& commands() {
   static const std::vector<CommandInfo> all = {
-      {"train", "Train a detector from a YAML config", kTorch},
-      {"synth", "Generate the deterministic synthetic COCO detection dataset", kData},
-      {"config", "Print a config with _base_ files and a.b=value overrides resolved", ""},
-      {"lint", "Check a COCO dataset: every rule, a summary, a JSON report; exit 4 on errors",
-       kData},
-      {"launch",
-       "Start N ranks of a command with torchrun's variables: detforge launch --nproc-per-node 2 "
-       "-- "
-       "CMD ...",
-       ""},
-      {"bench", "Benchmarks against the peer frameworks, measured in the same run", kTorch},
-      {"eval", "COCO bbox evaluation of a results json (numbers identical to pycocotools)", ""},
-      {"predict", "Run a detector on images; write COCO results json (and drawings)", kTorch},
-      {"export",
-       "Write a checkpoint's (or any loadable) weights as a torchvision-compatible state dict",
-       kTorch},
-      {"plot", "Draw loss and mAP curves of a run directory into a PNG", kData},
-      {"augment", "Draw training samples through a config's augmentations into PNGs", kData},
+#define DETFORGE_COMMAND(name, executable, help) {#name, help, DETFORGE_HELPER_##executable},
+#include "command_list.h"
+#undef DETFORGE_COMMAND
   };
   return all;
 }
+
+#undef DETFORGE_HELPER_front
+#undef DETFORGE_HELPER_data
+#undef DETFORGE_HELPER_torch
 
 std::string command_help(const std::string& name) {
   for (const auto& c : commands()) {

@@ -4,7 +4,8 @@
 //   libexec/detforge-data      lint, synth, plot, augment (OpenCV, no LibTorch)
 //   libexec/detforge-torch     train, predict, export, bench (LibTorch)
 // The front (`detforge`) replaces itself with the helper that owns a command (execv, same
-// arguments), so exit codes, signals and output are the helper's own.
+// arguments), so exit codes, signals and output are the helper's own. Which executable runs
+// which command is written once, in tools/command_list.h.
 #pragma once
 
 #include <string>
@@ -21,7 +22,7 @@ struct CommandInfo {
   const char* helper;
 };
 
-/// Every command of detforge, in the order --help lists them.
+/// Every command of detforge (tools/command_list.h), in the order --help lists them.
 const std::vector<CommandInfo>& commands();
 
 /// The one-line help of `name` (for add_subcommand in the executable that owns it).

@@ -1,5 +1,6 @@
-// The detforge subcommands. Each tools/<name>.cpp adds one subcommand to the app; its callback
-// parses nothing by hand, builds what it needs and runs it. Errors propagate to main().
+// The detforge subcommands, one per line of tools/command_list.h. Each tools/<name>.cpp adds one
+// subcommand to the app; its callback parses nothing by hand, builds what it needs and runs it.
+// Errors propagate to main().
 #pragma once
 
 #include <string>
@@ -8,17 +9,37 @@
 
 namespace detforge::tools {
 
-void add_synth_command(CLI::App& app);
-void add_config_command(CLI::App& app);
-void add_lint_command(CLI::App& app);
-void add_launch_command(CLI::App& app);
-void add_bench_command(CLI::App& app);
-void add_eval_command(CLI::App& app);
-void add_predict_command(CLI::App& app);
-void add_train_command(CLI::App& app);
-void add_plot_command(CLI::App& app);
-void add_augment_command(CLI::App& app);
-void add_export_command(CLI::App& app);
+/// The executable that runs a command (tools/cli.h); command_list.h spells them front, data and
+/// torch.
+enum class Executable { kFront, kData, kTorch };
+
+// void add_<name>_command(CLI::App& app), defined in tools/<name>.cpp, for every command.
+#define DETFORGE_COMMAND(name, executable, help) void add_##name##_command(CLI::App& app);
+#include "command_list.h"
+#undef DETFORGE_COMMAND
+
+/// Adds to `app`, in command_list.h order, every command that `E` runs (its add_<name>_command)
+/// and, for the front only, every other command as a bare subcommand with its help, which
+/// `detforge --help` lists (the front hands such a command to its helper before parsing). Only
+/// E's add functions are referenced: the other branches are discarded at compile time, so each
+/// executable links the sources of its own commands and no others.
+template <Executable E>
+void add_commands(CLI::App& app) {
+#define DETFORGE_EXECUTABLE_front Executable::kFront
+#define DETFORGE_EXECUTABLE_data Executable::kData
+#define DETFORGE_EXECUTABLE_torch Executable::kTorch
+#define DETFORGE_COMMAND(name, executable, help)         \
+  if constexpr (E == DETFORGE_EXECUTABLE_##executable) { \
+    add_##name##_command(app);                           \
+  } else if constexpr (E == Executable::kFront) {        \
+    app.add_subcommand(#name, help);                     \
+  }
+#include "command_list.h"
+#undef DETFORGE_COMMAND
+#undef DETFORGE_EXECUTABLE_front
+#undef DETFORGE_EXECUTABLE_data
+#undef DETFORGE_EXECUTABLE_torch
+}
 
 // Benchmark kinds, each adding one subcommand to `bench` (tools/bench_<kind>.cpp).
 void add_bench_loader(CLI::App& bench);
@@ -39,6 +60,9 @@ struct BenchPeerArgs {
   bool peer = true;
   /// cpu or cuda:N (run_bench_device only).
   std::string device = "cpu";
+  /// The peer's script (bench/device_peer.py, bench/rtdetr_peer.py or bench/yolo_peer.py),
+  /// relative to the working directory.
+  std::string peer_script;
 };
 /// `bench model --device D` (or --model retinanet_x50_mlperf): RetinaNet train step images/s in
 /// fp32, bf16 and channels_last with peak device memory, beside torchvision on D

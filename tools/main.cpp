@@ -6,7 +6,6 @@
 #include <cerrno>
 #include <cstring>
 #include <iostream>
-#include <map>
 #include <string>
 
 #include "cli.h"
@@ -41,17 +40,8 @@ int main(int argc, char** argv) {
               << "': " << std::strerror(errno) << " (is the installation complete?)\n";
     return static_cast<int>(detforge::ExitCode::kInternal);
   }
+  // Its own commands (the `front` lines of tools/command_list.h) and, for --help, the helpers'.
   CLI::App app{"detforge: object-detection training on LibTorch"};
-  const std::map<std::string, void (*)(CLI::App&)> own = {
-      {"config", detforge::tools::add_config_command},
-      {"eval", detforge::tools::add_eval_command},
-      {"launch", detforge::tools::add_launch_command}};
-  for (const auto& c : commands()) {
-    if (c.helper[0] == '\0') {
-      own.at(c.name)(app);
-    } else {
-      app.add_subcommand(c.name, c.help);  // listed by --help; runs in its helper
-    }
-  }
+  detforge::tools::add_commands<detforge::tools::Executable::kFront>(app);
   return detforge::tools::run_cli(app, argc, argv);
 }

@@ -1,13 +1,12 @@
 // libexec/detforge-data: the commands that read images but need no tensors (OpenCV, no
-// LibTorch). Started by the front `detforge` (tools/cli.h).
+// LibTorch): the `data` lines of tools/command_list.h. Started by the front `detforge`
+// (tools/cli.h).
 #include "cli.h"
 #include "commands.h"
 
 int main(int argc, char** argv) {
+  using detforge::tools::Executable;
   CLI::App app{"detforge: object-detection training on LibTorch"};
-  detforge::tools::add_synth_command(app);
-  detforge::tools::add_lint_command(app);
-  detforge::tools::add_plot_command(app);
-  detforge::tools::add_augment_command(app);
+  detforge::tools::add_commands<Executable::kData>(app);
   return detforge::tools::run_cli(app, argc, argv);
 }

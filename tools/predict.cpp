@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <map>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -11,7 +10,6 @@
 
 #include <torch/torch.h>
 #include <opencv2/imgcodecs.hpp>
-#include <opencv2/imgproc.hpp>
 
 #include "cli.h"
 #include "commands.h"
@@ -19,9 +17,10 @@
 #include "core/errors.h"
 #include "core/logging.h"
 #include "data/coco.h"
-#include "data/loader.h"
+#include "data/draw.h"
 #include "data/transforms.h"
 #include "engine/build.h"
+#include "engine/predict.h"
 #include "eval/coco_evaluator.h"
 #include "eval/coco_io.h"
 #include "load_weights.h"
@@ -44,14 +43,8 @@ struct PredictArgs {
   int batch_size = 1;
 };
 
-struct Input {
-  int64_t image_id;
-  std::string file_name;  // relative to the image folder
-  std::string path;
-};
-
-std::vector<Input> list_images(const PredictArgs& a, data::CategoryMap& categories) {
-  std::vector<Input> inputs;
+std::vector<engine::ImageInput> list_images(const PredictArgs& a, data::CategoryMap& categories) {
+  std::vector<engine::ImageInput> inputs;
   if (!a.ann.empty()) {
     const auto coco = data::read_coco(a.ann, a.images);
     categories = data::CategoryMap::from_file(coco);
@@ -82,44 +75,28 @@ std::vector<Input> list_images(const PredictArgs& a, data::CategoryMap& categori
   return inputs;
 }
 
-// Transform and collate settings: the config's data section (val split) when it has one.
-data::LoaderOptions loader_options(const engine::RunSpec& spec) {
-  data::LoaderOptions o;
-  if (spec.data.val) {
-    o = spec.data.val->loader;
-  } else if (spec.data.train) {
-    o = spec.data.train->loader;
-  } else {
-    o.collate.size_divisible = spec.detector.size_divisibility;
-  }
-  o.transforms.train = false;
-  o.collate.num_classes = spec.detector.num_classes;
-  o.collate.pin_memory = false;
-  return o;
-}
-
-void draw(const Input& in, const Detections& det, const data::CategoryMap& categories,
+void draw(const engine::ImageInput& in, const Detections& det, const data::CategoryMap& categories,
           const PredictArgs& a) {
-  const auto decoded = data::try_decode_image(in.path);
-  cv::Mat img = decoded.bgr;
+  cv::Mat img = data::try_decode_image(in.path).bgr;
   const auto boxes = det.boxes.tensor().contiguous();
+  std::vector<data::DrawnBox> drawn;
   for (int64_t i = 0; i < det.size(); ++i) {
     const float score = det.scores[i].item<float>();
     if (score < a.draw_threshold) continue;
     const int64_t label = det.labels[i].item<int64_t>();
+    // Without a COCO file the category id is label + 1, as in the results json.
+    const std::string name = label < categories.num_classes()
+                                 ? categories.names()[static_cast<size_t>(label)]
+                                 : std::to_string(label + 1);
+    char caption[128];
+    std::snprintf(caption, sizeof(caption), "%s %.2f", name.c_str(), score);
     const auto b = boxes[i];
-    const cv::Point p1(static_cast<int>(b[0].item<float>()), static_cast<int>(b[1].item<float>()));
-    const cv::Point p2(static_cast<int>(b[2].item<float>()), static_cast<int>(b[3].item<float>()));
-    const cv::Scalar colour((label * 67) % 256, (label * 131 + 80) % 256,
-                            (label * 199 + 160) % 256);
-    cv::rectangle(img, p1, p2, colour, 2);
-    const std::string name =
-        label < categories.num_classes() ? categories.names()[label] : std::to_string(label + 1);
-    char text[128];
-    std::snprintf(text, sizeof(text), "%s %.2f", name.c_str(), score);
-    cv::putText(img, text, {p1.x, std::max(12, p1.y - 4)}, cv::FONT_HERSHEY_SIMPLEX, 0.45, colour,
-                1);
+    drawn.push_back(
+        {{b[0].item<float>(), b[1].item<float>(), b[2].item<float>(), b[3].item<float>()},
+         label,
+         caption});
   }
+  data::draw_boxes(img, drawn);
   auto out = fs::path(a.draw) / in.file_name;
   out.replace_extension(".jpg");
   fs::create_directories(out.parent_path());
@@ -133,9 +110,6 @@ void run_predict(const PredictArgs& a) {
   auto detector = models::build_detector(spec.detector);
   if (!a.weights.empty()) load_weights(*detector, a.weights, a.ema);
   engine::make_current(spec.device);
-  detector->to(spec.device);
-  detector->eval();
-  torch::NoGradGuard no_grad;
   data::CategoryMap categories;
   const auto inputs = list_images(a, categories);
   std::vector<int64_t> label_to_category(static_cast<size_t>(detector->num_classes()));
@@ -148,31 +122,16 @@ void run_predict(const PredictArgs& a) {
   } else {
     std::iota(label_to_category.begin(), label_to_category.end(), 1);  // label + 1
   }
-  const auto lo = loader_options(spec);
+  const engine::Predictor predictor(detector, engine::inference_loader_options(spec), spec.device);
   std::vector<eval::Detection> results;
   for (size_t start = 0; start < inputs.size(); start += a.batch_size) {
     const size_t end = std::min(inputs.size(), start + static_cast<size_t>(a.batch_size));
-    std::vector<data::Sample> samples;
-    for (size_t k = start; k < end; ++k) {
-      auto decoded = data::try_decode_image(inputs[k].path);
-      if (!decoded.error.empty()) {
-        throw DataError(str("[data:image.undecodable] image_id=", inputs[k].image_id,
-                            " file=", inputs[k].file_name, ": ", decoded.error));
-      }
-      data::Sample s;
-      s.image_id = inputs[k].image_id;
-      s.file_name = inputs[k].file_name;
-      s.image = decoded.bgr;
-      s.original_size = {decoded.bgr.rows, decoded.bgr.cols};
-      s.image_size = s.original_size;
-      data::apply_transforms(s, lo.transforms, 0, static_cast<int64_t>(k));
-      samples.push_back(std::move(s));
-    }
-    const auto dets = detector->predict(data::collate(samples, lo.collate).to(spec.device));
+    const std::vector<engine::ImageInput> batch(inputs.begin() + start, inputs.begin() + end);
+    const auto dets = predictor.predict(batch);
     for (size_t k = 0; k < dets.size(); ++k) {
-      const auto image = eval::to_results(dets[k], inputs[start + k].image_id, label_to_category);
+      const auto image = eval::to_results(dets[k], batch[k].image_id, label_to_category);
       results.insert(results.end(), image.begin(), image.end());
-      if (!a.draw.empty()) draw(inputs[start + k], dets[k], categories, a);
+      if (!a.draw.empty()) draw(batch[k], dets[k], categories, a);
     }
   }
   eval::write_results(results, a.out);

@@ -1,0 +1,65 @@
+"""The peer of `detforge bench model --model yolov8n | yolov8s`: Ultralytics' DetectionModel.
+
+Builds yolov8{SCALE}.yaml (80 classes), loads detforge's exported weights strictly, and times the
+train step (v8DetectionLoss with box 7.5, cls 0.5, dfl 1.5; backward) and fused inference
+(non_max_suppression: conf 0.001, IoU 0.7, multi-label, max_det 300) on detforge's inputs.
+
+argv: INPUTS WEIGHTS SCALE THREADS ITERS WARMUP OUT. INPUTS is a state dict (images, boxes_i as
+xyxy pixels, labels_i); WEIGHTS the model's state dict; SCALE n or s; OUT gets {"train_s",
+"infer_s", "peak_rss_mb"} (seconds per batch; this process's peak RSS in MiB).
+"""
+import json, os, resource, sys, tempfile, time, types
+os.environ.setdefault("YOLO_CONFIG_DIR", tempfile.mkdtemp())
+os.environ.setdefault("YOLO_OFFLINE", "1")
+import torch
+from ultralytics.nn.tasks import DetectionModel
+from ultralytics.utils.nms import non_max_suppression
+
+inputs, weights, scale = sys.argv[1:4]
+threads, iters, warmup = map(int, sys.argv[4:7])
+out = sys.argv[7]
+torch.set_num_threads(threads)
+data = torch.load(inputs, weights_only=True)
+images = data["images"]
+b, size = images.size(0), images.size(-1)
+rows = []
+for i in range(b):
+    for box, label in zip(data[f"boxes_{i}"].tolist(), data[f"labels_{i}"].tolist()):
+        x1, y1, x2, y2 = (v / size for v in box)
+        rows.append((i, label, (x1 + x2) / 2, (y1 + y2) / 2, x2 - x1, y2 - y1))
+batch = {"batch_idx": torch.tensor([r[0] for r in rows], dtype=torch.float32),
+         "cls": torch.tensor([r[1] for r in rows], dtype=torch.float32).view(-1, 1),
+         "bboxes": torch.tensor([r[2:] for r in rows], dtype=torch.float32)}
+model = DetectionModel(f"yolov8{scale}.yaml", nc=80, verbose=False)
+model.args = types.SimpleNamespace(box=7.5, cls=0.5, dfl=1.5)
+model.load_state_dict(torch.load(weights, weights_only=True), strict=True)
+criterion = model.init_criterion()
+
+def train_step():
+    model.zero_grad(set_to_none=True)
+    loss, _ = criterion(model(images), batch)
+    loss.sum().backward()
+
+def infer():
+    with torch.no_grad():
+        y, _ = model(images)
+        non_max_suppression(y, conf_thres=0.001, iou_thres=0.7, multi_label=True, max_det=300)
+
+res = {}
+model.train()
+for _ in range(warmup):
+    train_step()
+t0 = time.perf_counter()
+for _ in range(iters):
+    train_step()
+res["train_s"] = (time.perf_counter() - t0) / iters
+model.eval()
+model.fuse(verbose=False)
+for _ in range(warmup):
+    infer()
+t0 = time.perf_counter()
+for _ in range(iters):
+    infer()
+res["infer_s"] = (time.perf_counter() - t0) / iters
+res["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+json.dump(res, open(out, "w"))
