@@ -17,6 +17,8 @@ void write_file_atomic(const std::string& path,
                        const std::function<void(const ByteSink&)>& producer) {
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  // In the target's folder: rename() replaces atomically only within one file system. The dot
+  // hides the partial file from listings.
   const std::string tmp = (dir / ("." + target.filename().string() + ".tmp")).string();
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw IoError(str("cannot write ", path, ": ", std::strerror(errno)));
@@ -25,7 +27,9 @@ void write_file_atomic(const std::string& path,
     const char* p = static_cast<const char*>(data);
     while (n > 0 && error == 0) {
       const ssize_t w = ::write(fd, p, n);
+      // A signal can interrupt write() before it writes anything; that is no error.
       if (w < 0 && errno == EINTR) continue;
+      // A write of 0 bytes makes no progress; it is treated as a full disk rather than retried.
       if (w <= 0) {
         error = w < 0 ? errno : ENOSPC;
         break;
@@ -38,9 +42,12 @@ void write_file_atomic(const std::string& path,
   std::string producer_error;
   try {
     producer(sink);
+    // Held rather than rethrown at once: the temporary file is removed first.
   } catch (const std::exception& e) {
     producer_error = e.what();
   }
+  // The data must be on disk before the rename, or a crash could leave the name pointing at an
+  // incomplete file.
   if (error == 0 && producer_error.empty() && ::fsync(fd) != 0) error = errno;
   ::close(fd);
   if (error != 0 || !producer_error.empty()) {
@@ -70,8 +77,10 @@ void link_atomic(const std::string& existing, const std::string& path) {
   const fs::path tmp = (target.has_parent_path() ? target.parent_path() : fs::path(".")) /
                        ("." + target.filename().string() + ".tmp");
   std::error_code ec;
+  // create_hard_link fails on an existing name, such as one left by an interrupted call.
   fs::remove(tmp, ec);
   fs::create_hard_link(existing, tmp, ec);
+  // A hard link shares the bytes for free; where links are refused (some file systems), a copy.
   if (ec) fs::copy_file(existing, tmp, fs::copy_options::overwrite_existing, ec);
   if (!ec) fs::rename(tmp, target, ec);
   if (ec) {

@@ -10,6 +10,7 @@ std::vector<ConfigChange> config_changes(const std::string& before, const std::s
                                          const std::string& after, const std::string& after_name) {
   const auto a = Config::parse(before, before_name).flatten();
   const auto b = Config::parse(after, after_name).flatten();
+  // The union of both key sets, so added and removed keys are listed too, in sorted order.
   std::set<std::string> keys;
   for (const auto& kv : a) keys.insert(kv.first);
   for (const auto& kv : b) keys.insert(kv.first);

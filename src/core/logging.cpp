@@ -23,6 +23,7 @@ struct State {
 State& state() {
   static State s;
   static std::once_flag once;
+  // Built on first use, so logging works before any setup call and from any thread.
   std::call_once(once, [] {
     s.console = std::make_shared<spdlog::logger>(
         "detforge", std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
@@ -57,6 +58,7 @@ void emit(Level level, const std::string& message, bool console = true) {
   }
   if (s.file) {
     s.file->log(to_spd(level), text);
+    // Warnings and errors reach the disk at once, so they survive a crash that follows them.
     if (level >= Level::kWarn) s.file->flush();
   }
 }
@@ -81,9 +83,11 @@ void add_file(const std::string& path) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   try {
+    // Appended: a run restarted in the same directory keeps the earlier lines.
     auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, /*truncate=*/false);
     s.file = std::make_shared<spdlog::logger>("detforge_file", sink);
     s.file->set_pattern("[%Y-%m-%d %H:%M:%S.%e %L] %v");
+    // The file keeps debug lines whatever level the console is set to.
     s.file->set_level(spdlog::level::debug);
   } catch (const spdlog::spdlog_ex& e) {
     throw IoError(str("cannot open log file ", path, ": ", e.what()));

@@ -15,9 +15,12 @@ double uniform(std::mt19937_64& rng, double lo, double hi) {
   return lo + (hi - lo) * uniform01(rng);
 }
 
+// Certain and impossible outcomes draw nothing from the stream.
 bool chance(std::mt19937_64& rng, double p) { return p >= 1.0 || (p > 0 && uniform01(rng) < p); }
 
 void set_size(Sample& s) {
+  // Under resize_after_normalize the pixels keep their decoded size and the boxes are in
+  // float_resize's.
   s.image_size = s.float_resize.value_or(Size2{s.image.rows, s.image.cols});
 }
 
@@ -91,6 +94,7 @@ class Hsv final : public Transform {
                              1 + uniform(*ctx.rng, -1, 1) * o_.value};
     cv::Mat lut(1, 256, CV_8UC3);
     for (int v = 0; v < 256; ++v) {
+      // OpenCV's 8-bit hue spans 0..179, so it wraps where saturation and value clip.
       const int hue = static_cast<int>(v * gains[0]) % 180;
       lut.at<cv::Vec3b>(0, v) = {
           static_cast<uchar>(hue < 0 ? hue + 180 : hue),
@@ -117,6 +121,8 @@ class Affine final : public Transform {
     auto& rng = *ctx.rng;
     const int out_w = o_.size ? static_cast<int>((*o_.size)[0]) : s.image.cols;
     const int out_h = o_.size ? static_cast<int>((*o_.size)[1]) : s.image.rows;
+    // Composed right to left as Ultralytics' random_perspective: centre to the origin, rotate and
+    // scale, shear, then translate into the output.
     cv::Matx33d C(1, 0, -s.image.cols / 2.0, 0, 1, -s.image.rows / 2.0, 0, 0, 1);
     const double angle = uniform(rng, -o_.degrees, o_.degrees);
     const double scale = uniform(rng, 1 - o_.scale, 1 + o_.scale);
@@ -130,6 +136,7 @@ class Affine final : public Transform {
     cv::Matx33d T(1, 0, uniform(rng, 0.5 - o_.translate, 0.5 + o_.translate) * out_w, 0, 1,
                   uniform(rng, 0.5 - o_.translate, 0.5 + o_.translate) * out_h, 0, 0, 1);
     const cv::Matx33d M = T * S * R * C;
+    // An identity warp is skipped: it would change nothing but cost a resample.
     if (M != cv::Matx33d::eye() || out_w != s.image.cols || out_h != s.image.rows) {
       cv::Mat warped;
       cv::warpAffine(s.image, warped, cv::Mat(M.get_minor<2, 3>(0, 0)), cv::Size(out_w, out_h),
@@ -166,12 +173,14 @@ class ScaleJitter final : public Transform {
     const double r = std::min(static_cast<double>(o_.size[1]) / s.image.rows,
                               static_cast<double>(o_.size[0]) / s.image.cols) *
                      jitter;
+    // At least one pixel: a small jitter of a small image could truncate a side to 0.
     const Size2 out{std::max<int64_t>(1, static_cast<int64_t>(s.image.rows * r)),
                     std::max<int64_t>(1, static_cast<int64_t>(s.image.cols * r))};
     resize_sample(s, out);
     if (!o_.crop) return;
     const int w = static_cast<int>(std::min<int64_t>(out.width, o_.size[0]));
     const int h = static_cast<int>(std::min<int64_t>(out.height, o_.size[1]));
+    // + 1: every offset from 0 to out - w inclusive can come up.
     const int x = static_cast<int>(uniform01(rng) * (out.width - w + 1));
     const int y = static_cast<int>(uniform01(rng) * (out.height - h + 1));
     if (w == out.width && h == out.height) return;
@@ -220,6 +229,8 @@ class IouCrop final : public Transform {
           const double area = (b[2] - b[0]) * (b[3] - b[1]);
           best = std::max(best, inter / (area + double(cw) * ch - inter));
         }
+        // best stays -1 when no box centre lies in the crop: such a crop is refused even
+        // at a minimum IoU of 0, as torchvision's RandomIoUCrop does.
         if (best < 0 || best < min_iou) continue;
         crop(s, cv::Rect(left, top, cw, ch), inside, ctx.filter);
         return;
@@ -239,6 +250,7 @@ class IouCrop final : public Transform {
       s.iscrowd[k] = s.iscrowd[i];
       ++k;
     }
+    // Boxes left out by their centre count as dropped, like those the filter removes.
     s.dropped_boxes += static_cast<int64_t>(inside.size() - k);
     s.boxes.resize(4 * k);
     s.labels.resize(k);
@@ -288,9 +300,11 @@ class Mosaic final : public Transform {
     int64_t others[3];
     for (auto& j : others) j = draw_partner(rng, ctx);
     cv::Mat canvas(2 * size, 2 * size, CV_8UC3, cv::Scalar::all(o_.fill));
+    // `out` takes the sample's id and sizes before `s` itself is moved into the first quadrant.
     Sample out = s;
     out.boxes.clear(), out.labels.clear(), out.iscrowd.clear(), out.dropped_boxes = 0;
     for (int q = 0; q < 4; ++q) {
+      // Each partner gets its own stream, numbered by quadrant.
       Sample part = q == 0 ? std::move(s) : ctx.other(others[q - 1], static_cast<uint64_t>(q));
       const int w = part.image.cols, h = part.image.rows;
       // The image's corner touching the centre: bottom-right, bottom-left, top-right, top-left.
@@ -323,6 +337,8 @@ class MixUp final : public Transform {
     auto& rng = *ctx.rng;
     if (!chance(rng, o_.prob)) return;
     const int64_t j = draw_partner(rng, ctx);
+    // Beta(alpha, alpha) as a / (a + b) of two Gamma(alpha) draws: the standard library has no
+    // beta distribution. Both can underflow to 0 for a tiny alpha.
     std::gamma_distribution<double> gamma(o_.alpha, 1.0);
     const double a = gamma(rng), b = gamma(rng);
     const double ratio = a + b > 0 ? a / (a + b) : 0.5;
@@ -355,10 +371,13 @@ int64_t clip_and_filter(Sample& s, const BoxFilterOptions& f) {
   for (size_t i = 0; i < n; ++i) {
     float b[4];
     std::copy_n(&s.boxes[4 * i], 4, b);
+    // The area before clipping; an inverted box has area 0, not a product of two negatives.
     const double before = std::max(0.0f, b[2] - b[0]) * double(std::max(0.0f, b[3] - b[1]));
     b[0] = std::clamp(b[0], 0.0f, W), b[2] = std::clamp(b[2], 0.0f, W);
     b[1] = std::clamp(b[1], 0.0f, H), b[3] = std::clamp(b[3], 0.0f, H);
     const double w = b[2] - b[0], h = b[3] - b[1];
+    // isfinite(before) is tested on the unclipped box: clamping turns an infinite coordinate into a
+    // finite one.
     const bool keep = std::isfinite(before) && w >= f.min_side && h >= f.min_side &&
                       w * h >= f.min_visible * before && std::max(w / h, h / w) < f.max_aspect;
     if (!keep) continue;
@@ -415,6 +434,7 @@ Pipeline::Pipeline(std::vector<std::shared_ptr<const Transform>> transforms,
     : transforms_(std::move(transforms)), options_(std::move(options)) {}
 
 bool Pipeline::mixing_on(int64_t epoch) const {
+  // The last close_mosaic epochs train on unmixed images, as Ultralytics' close_mosaic.
   return !(options_.close_mosaic > 0 && options_.total_epochs > 0 &&
            epoch >= options_.total_epochs - options_.close_mosaic);
 }
@@ -451,6 +471,8 @@ Sample Pipeline::run_until(size_t end, const SampleReader& read, int64_t dataset
   for (size_t k = 0; k < end; ++k) {
     const Transform& t = *transforms_[k];
     if (t.mixing() && !mixing) continue;
+    // A partner runs through the transforms before this one only, with a stream derived from this
+    // sample's: nesting ends, and a sample is the same whichever worker builds it.
     ctx.other = [&, k](int64_t j, uint64_t n) {
       return run_until(k, read, dataset_size, j, sample_seed(stream, static_cast<int64_t>(n), j),
                        mixing, partners);
@@ -464,6 +486,7 @@ Sample Pipeline::run_until(size_t end, const SampleReader& read, int64_t dataset
 int64_t Pipeline::batch_long_side(int64_t epoch, int64_t first_index) const {
   const auto& sizes = options_.multi_scale;
   if (sizes.empty()) return 0;
+  // A negative index never meets a sample's stream, and -2 - i stays clear of the sampler's -1.
   std::mt19937_64 rng(sample_seed(options_.seed, epoch, -2 - first_index));
   return sizes[rng() % sizes.size()];
 }

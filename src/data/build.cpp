@@ -24,6 +24,7 @@ std::string resolve(const std::optional<std::string>& root, const std::string& p
 std::vector<int64_t> int_or_list(const ConfigNode& n, const std::string& key,
                                  std::vector<int64_t> fallback) {
   if (!n.has(key)) return fallback;
+  // A scalar first (min_size: 800), else a list (min_size: [640, 672, 704]).
   try {
     return {n.required<int64_t>(key)};
   } catch (const ConfigError&) {
@@ -138,6 +139,7 @@ std::shared_ptr<const Transform> read_resize(const ConfigNode& n, const Transfor
     read_pair(n, "fixed_size", fixed, "[width, height]");
     o.fixed_size = fixed;
   }
+  // An entry of the train transforms: it draws one min_size per sample.
   return make_resize(o, true);
 }
 
@@ -163,6 +165,7 @@ std::shared_ptr<const Transform> read_affine(const ConfigNode& n, const Transfor
   probability(n, "translate", o.translate);
   if (n.read("scale", o.scale) && !(o.scale >= 0 && o.scale < 1))
     n.fail("scale", str("must lie in [0, 1) (the gain is U(1 - scale, 1 + scale)), got ", o.scale));
+  // The warp uses tan() of the angle, which is infinite at 90 degrees.
   if (n.read("shear", o.shear) && !(o.shear >= 0 && o.shear < 90))
     n.fail("shear", str("must lie in [0, 90) degrees, got ", o.shear));
   if (n.has("size")) {
@@ -247,6 +250,7 @@ std::shared_ptr<const Transform> read_transform(const ConfigNode& n, const Trans
   const std::string type = n.one_of("type", types, "");
   const auto entry = std::find_if(kReaders.begin(), kReaders.end(),
                                   [&](const auto& row) { return row.first == type; });
+  // one_of() has refused any other type, so `entry` is a row of the table.
   auto t = entry->second(n, base);
   n.reject_unused();
   return t;
@@ -291,12 +295,14 @@ DataOptions data_options(const ConfigNode& n, std::optional<int64_t> num_classes
   read_loader(n, base.loader);
   if (n.read("batch_size", base.sampler.batch_size))
     at_least(n, "batch_size", base.sampler.batch_size, 1);
+  // One data.seed drives both the shuffle and the augmentations.
   base.sampler.seed = base.loader.transforms.seed;
   n.read("aspect_ratio_group_factor", base.aspect_ratio_group_factor);
 
   auto split = [&](const std::string& name, bool train) -> std::optional<SplitOptions> {
     const auto s = n.optional_child(name);
     if (!s) return std::nullopt;
+    // Each split starts from the data-level keys and overrides its own.
     SplitOptions o = base;
     o.dataset.name = name;
     o.dataset.annotation_file = resolve(root, s->required<std::string>("ann"));
@@ -319,6 +325,7 @@ DataOptions data_options(const ConfigNode& n, std::optional<int64_t> num_classes
     o.sampler.training = train;
     o.sampler.shuffle = train;
     o.loader.transforms.train = train;
+    // Evaluation batches follow the file's order: no aspect-ratio grouping.
     if (!train) o.aspect_ratio_group_factor = -1;
     s->reject_unused();
     return o;

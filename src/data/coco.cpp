@@ -34,6 +34,7 @@ std::optional<std::string> rewrite_non_finite_tokens(const std::string& text) {
     const char c = text[i];
     if (in_string) {
       out += c;
+      // A backslash escapes the next character: an escaped quote does not end the string.
       if (c == '\\' && i + 1 < text.size()) {
         out += text[++i];
       } else if (c == '"') {
@@ -98,6 +99,7 @@ struct RecordReader {
     if (v.is_number_integer()) return v.get<int64_t>();
     if (v.is_number_float()) {
       const double d = v.get<double>();
+      // Integral floats (1.0) pass; below 9e15 (about 2^53) a double still holds every integer.
       if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e15)
         return static_cast<int64_t>(d);
     }
@@ -150,6 +152,7 @@ CocoFile parse_coco(const std::string& text, const std::string& name,
   try {
     doc = json::parse(text);
   } catch (const json::exception& first) {
+    // Only now the rewrite, which copies the whole text: most files parse the first time.
     const auto rewritten = rewrite_non_finite_tokens(text);
     bool ok = false;
     if (rewritten) {
@@ -280,6 +283,8 @@ CategoryMap::CategoryMap(std::vector<int64_t> ids, std::vector<std::string> name
 }
 
 CategoryMap CategoryMap::from_file(const CocoFile& file) {
+  // Labels follow ascending category id whatever the file's order, as detectron2's contiguous id
+  // mapping (sorted category ids).
   std::map<int64_t, std::string> by_id;
   for (const auto& c : file.categories)
     by_id.emplace(c.id, c.name);  // first wins; duplicates are issues
@@ -292,6 +297,7 @@ CategoryMap CategoryMap::from_file(const CocoFile& file) {
 CategoryMap CategoryMap::subset(const CocoFile& file, const std::vector<int64_t>& ids) {
   const auto all = from_file(file);
   std::vector<std::string> names;
+  // A subset's labels follow the order in which the config lists its ids.
   for (const int64_t id : ids) {
     const auto l = all.label(id);
     if (!l) {
@@ -329,6 +335,7 @@ std::optional<std::string> resolve_image_path(const std::string& image_root,
   if (file_name.empty()) return std::nullopt;
   const fs::path rel(file_name);
   if (rel.is_absolute() || rel.has_root_name() || rel.has_root_directory()) return std::nullopt;
+  // Normalised before the check, so that "a/../../x" is refused and "a/../b" allowed.
   const fs::path norm = rel.lexically_normal();
   if (norm.empty() || norm == ".") return std::nullopt;
   const auto first = *norm.begin();

@@ -24,6 +24,7 @@ CocoDataset::CocoDataset(DatasetOptions options, const CocoFile& file)
                     ? CategoryMap::from_file(file)
                     : CategoryMap::subset(file, options_.validation.category_subset);
 
+  // Image id -> position in images_; kept images keep their order in the file.
   std::unordered_map<int64_t, size_t> slot;
   for (const int64_t i : policy_.kept_image_indices) {
     slot.emplace(file.images[size_t(i)].id, images_.size());
@@ -36,6 +37,7 @@ CocoDataset::CocoDataset(DatasetOptions options, const CocoFile& file)
     const auto it = slot.find(an.image_id);
     if (!label || it == slot.end())
       continue;  // excluded category / removed image (counted by the policy)
+    // COCO boxes are [x, y, w, h]; samples carry xyxy.
     const auto& b = an.bbox;
     objects_[it->second].push_back(
         {{float(b[0]), float(b[1]), float(b[0] + b[2]), float(b[1] + b[3])}, *label, an.iscrowd});
@@ -74,6 +76,8 @@ const CocoImage& CocoDataset::image(int64_t index) const {
 }
 
 std::string CocoDataset::image_path(int64_t index) const {
+  // Cannot be nullopt: a bad path is an error issue, so such an image either throws at
+  // construction or is skipped by the policy.
   return *resolve_image_path(options_.image_root, image(index).file_name);
 }
 
@@ -94,6 +98,8 @@ Sample CocoDataset::read(int64_t index) const {
     throw_data_error({decoded.truncated ? codes::kImageTruncated : codes::kImageUnreadable, im.id,
                       im.file_name, std::nullopt, "", "", decoded.error});
   }
+  // Boxes and aspect ratios come from the json's size, so a file of another size would put them
+  // in the wrong place without any error.
   if (decoded.bgr.cols != im.width || decoded.bgr.rows != im.height) {
     throw_data_error(
         {codes::kImageSizeMismatch, im.id, im.file_name, std::nullopt, "size",
@@ -102,6 +108,7 @@ Sample CocoDataset::read(int64_t index) const {
   }
   s.image = std::move(decoded.bgr);
   s.original_size = {s.image.rows, s.image.cols};
+  // The transforms change image_size only; original_size maps detections back to the file.
   s.image_size = s.original_size;
   const auto& objs = objects_[size_t(index)];
   s.boxes.reserve(objs.size() * 4);

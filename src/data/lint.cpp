@@ -36,6 +36,8 @@ LintReport run_lint(const LintOptions& o) {
   r.image_root = o.image_root;
   CocoFile f;
   try {
+    // A file that cannot be read is one error in the report, not an exception: lint reports and
+    // lets the caller decide.
     f = read_coco(o.annotation_file, o.image_root);
   } catch (const DataError& e) {
     r.issues.push_back(issue_from_error(e.what(), o.annotation_file));
@@ -78,6 +80,7 @@ LintReport run_lint(const LintOptions& o) {
     const auto& b = an.bbox;
     if (!(std::isfinite(b[0] + b[1] + b[2] + b[3]) && b[2] > 0 && b[3] > 0)) continue;
     const double s = std::sqrt(b[2] * b[3]);
+    // COCO's small / medium / large thresholds (area 32^2 and 96^2), taken on the box area.
     (s < 32 ? r.small : s < 96 ? r.medium : r.large) += 1;
     sides.push_back(std::min(b[2], b[3]));
     const auto im = image_of.find(an.image_id);
@@ -86,6 +89,7 @@ LintReport run_lint(const LintOptions& o) {
       if (b[0] <= 0 || b[1] <= 0 || b[0] + b[2] >= W || b[1] + b[3] >= H) ++r.touching_border;
     }
   }
+  // Distinct ids: an image record listed twice counts once.
   const int64_t distinct_images = static_cast<int64_t>(image_of.size());
   for (auto& [id, s] : stats) {
     s.images_with = static_cast<int64_t>(images_per_class[id].size());

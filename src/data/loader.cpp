@@ -71,6 +71,7 @@ Batch collate(const std::vector<Sample>& samples, const CollateOptions& o) {
                     static_cast<int64_t>(s.iscrowd.size()) == n,
                 "collate: image_id=", s.image_id, " has ", s.boxes.size(), " box values for ", n,
                 " labels");
+    // from_blob borrows the sample's vectors; clone() gives the batch memory of its own.
     auto boxes =
         torch::from_blob(const_cast<float*>(s.boxes.data()), {n, 4}, torch::kFloat32).clone();
     auto labels =
@@ -99,6 +100,8 @@ class DataLoader::DecodedCache {
         return copy(it->second.first);
       }
     }
+    // Decoded outside the lock so that workers decode in parallel; two may decode the same index,
+    // and the first to insert it wins.
     Sample s = load();
     std::lock_guard<std::mutex> lock(mu_);
     if (map_.count(index) == 0) {
@@ -198,6 +201,8 @@ Batch DataLoader::make_batch(const std::vector<std::vector<int64_t>>& batches, s
     try {
       samples.push_back(pipeline_->run(read, dataset_->size(), i, epoch, &partners));
       if (long_side > 0) resize_long_side(samples.back(), long_side);
+      // detforge's errors already name the image; anything else (an OpenCV exception) gets the
+      // image id and file here.
     } catch (const Error&) {
       throw;
     } catch (const std::exception& e) {
@@ -232,6 +237,7 @@ void DataLoader::start_epoch(int64_t epoch, int64_t first_batch) {
         int64_t k;
         {
           std::unique_lock<std::mutex> lock(st.mu);
+          // A worker starts a batch only while fewer than `capacity` are ahead of the consumer.
           st.work_cv.wait(lock, [&] {
             return st.stop || st.next_to_build >= st.limit ||
                    st.next_to_build < st.next_to_give + st.capacity;
@@ -248,6 +254,8 @@ void DataLoader::start_epoch(int64_t epoch, int64_t first_batch) {
         }
         {
           std::lock_guard<std::mutex> lock(st.mu);
+          // A failure ends the epoch there: no later batch starts, while earlier ones still
+          // finish and are handed out, in order, before the error.
           if (error) st.limit = std::min(st.limit, k + 1);
           st.ready[k] = {std::move(batch), error};
         }
@@ -261,6 +269,7 @@ void DataLoader::start_epoch(int64_t epoch, int64_t first_batch) {
 std::optional<Batch> DataLoader::next() {
   if (!state_) throw DataError("data loader: next() before start_epoch()");
   State& st = *state_;
+  // After a failure the epoch cannot continue in order: nothing more is handed out.
   if (st.failed) return std::nullopt;
   const int64_t total = static_cast<int64_t>(st.batches.size());
   if (st.next_to_give >= total) return std::nullopt;

@@ -23,6 +23,8 @@ SizeStats size_stats(const CocoFile& file, const TransformOptions& resize) {
   for (size_t i = 0; i < file.images.size(); ++i) {
     const auto& im = file.images[i];
     ids.push_back(im.id);
+    // The file is not validated yet (this runs before the dataset is built), so a record without a
+    // size is skipped rather than trusted.
     if (im.width <= 0 || im.height <= 0) continue;
     shorter.push_back(static_cast<double>(std::min(im.width, im.height)));
     longer.push_back(static_cast<double>(std::max(im.width, im.height)));
@@ -39,8 +41,10 @@ SizeStats size_stats(const CocoFile& file, const TransformOptions& resize) {
     if (a.iscrowd || !(b[2] > 0) || !(b[3] > 0) || !std::isfinite(b[2] * b[3])) continue;
     const auto it = std::lower_bound(order.begin(), order.end(), a.image_id,
                                      [&](size_t k, int64_t id) { return ids[k] < id; });
+    // A box whose image is not in the file: validation reports it later; no scale to apply here.
     if (it == order.end() || ids[*it] != a.image_id) continue;
     const auto [sx, sy] = scale[*it];
+    // sqrt(w * h) is the size anchors are named by: base size s has area s^2 at every aspect ratio.
     sides.push_back(std::sqrt(b[2] * sx * b[3] * sy));
   }
   s.boxes = static_cast<int64_t>(sides.size());
@@ -54,6 +58,8 @@ SizeStats size_stats(const CocoFile& file, const TransformOptions& resize) {
 
 std::pair<int64_t, int64_t> auto_input_size(const SizeStats& s) {
   const auto round32 = [](double v) { return static_cast<int64_t>(std::llround(v / 32.0)) * 32; };
+  // The upper bounds are the defaults (800, 1333): auto never asks for larger inputs than the
+  // COCO recipe uses.
   const int64_t min_size = std::clamp<int64_t>(round32(s.median_short), 320, 800);
   const double ratio = s.median_short > 0 ? s.median_long / s.median_short : 1.0;
   const auto max_size = static_cast<int64_t>(std::ceil(min_size * ratio / 32.0)) * 32;
@@ -61,6 +67,7 @@ std::pair<int64_t, int64_t> auto_input_size(const SizeStats& s) {
 }
 
 std::vector<int64_t> auto_anchor_sizes(const SizeStats& s) {
+  // Without boxes: 32, the smallest of RetinaNet's own base sizes.
   const double target = s.box_p5 > 0 ? s.box_p5 / std::cbrt(2.0) : 32.0;
   const auto exponent = std::clamp<int64_t>(std::llround(std::log2(target)), 3, 6);
   std::vector<int64_t> sizes;

@@ -57,6 +57,8 @@ cv::Mat background(cv::RNG& rng, int width, int height) {
     const int shade = rng.uniform(-40, 41);
     cv::line(img, a, b, cv::Scalar::all(128 + shade), 1, cv::LINE_AA);
   }
+  // Added in 16-bit signed: the noise is as often negative as positive, and the conversion back
+  // to 8 bits saturates instead of wrapping.
   cv::Mat noise(height, width, CV_16SC3);
   rng.fill(noise, cv::RNG::NORMAL, cv::Scalar::all(0), cv::Scalar::all(12));
   cv::Mat img16;
@@ -73,6 +75,7 @@ cv::Mat draw_shape(cv::Mat& img, cv::RNG& rng, int64_t category_id, cv::Point ce
   cv::Mat mask = cv::Mat::zeros(img.size(), CV_8UC1);
   auto both = [&](auto&& draw) {
     draw(img, colour, cv::LINE_AA);
+    // The mask is drawn without anti-aliasing, so that its pixels give a tight box and area.
     draw(mask, cv::Scalar(255), cv::LINE_8);
   };
   if (category_id == 1) {
@@ -121,11 +124,15 @@ std::vector<Placed> draw_objects(cv::Mat& img, cv::RNG& rng, const SynthOptions&
       const cv::Point center(rng.uniform(size / 2, img.cols - size / 2),
                              rng.uniform(size / 2, img.rows - size / 2));
       const cv::Rect guess(center.x - size / 2, center.y - size / 2, size, size);
+      // A place overlapping an earlier object by more than 0.3 IoU is refused: no shape hides
+      // another.
       const bool crowded = std::any_of(placed.begin(), placed.end(),
                                        [&](const Placed& p) { return iou(p.box, guess) > 0.3; });
       if (crowded) continue;
       const cv::Scalar colour = contrasting_colour(rng, img, center);
       const cv::Mat mask = draw_shape(img, rng, cat, center, size, colour);
+      // The box of the pixels drawn, not the guess: triangles and rectangles do not fill the
+      // square.
       const cv::Rect box = cv::boundingRect(mask);
       if (box.area() > 0) placed.push_back({box, cat, cv::countNonZero(mask)});
       break;
@@ -223,6 +230,7 @@ std::vector<SplitSummary> generate_synthetic(const SynthOptions& o) {
   int64_t next_ann_id = 1;
   std::vector<SplitSummary> out;
   out.push_back(write_split(o, "train", o.num_train, 1, next_ann_id));
+  // Val image and annotation ids continue after train's: the two files never share an id.
   out.push_back(write_split(o, "val", o.num_val, 1 + o.num_train, next_ann_id));
   return out;
 }

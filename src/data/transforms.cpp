@@ -82,6 +82,7 @@ std::string image_truncation(const std::string& path) {
   return truncation_in(read_bytes(in));
 }
 
+// The top 53 bits, a double's mantissa: uniform in [0, 1), and never rounded up to 1.
 double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
 
 DecodeResult try_decode_image(const std::string& path) {
@@ -112,6 +113,8 @@ DecodeResult try_decode_image(const std::string& path) {
         str(path, " (", bytes.size(), " bytes) is not a decodable image (corrupt or truncated)");
     return r;
   }
+  // OpenCV decodes a cut JPEG without an error (the rest is grey), so a decoded file is checked
+  // too.
   const std::string cut = truncation_in(bytes);
   if (!cut.empty()) {
     r.bgr = cv::Mat();
@@ -133,6 +136,8 @@ Size2 resized_size(Size2 original, int64_t min_size, int64_t max_size,
 }
 
 uint64_t sample_seed(uint64_t seed, int64_t epoch, int64_t index) {
+  // Each input is mixed in separately, so that neighbouring (epoch, index) pairs give unrelated
+  // streams.
   return mix(mix(mix(seed) ^ static_cast<uint64_t>(epoch)) ^ static_cast<uint64_t>(index));
 }
 
@@ -175,6 +180,7 @@ void flip_sample(Sample& s, bool horizontal) {
   const size_t lo = horizontal ? 0 : 1;
   for (size_t i = 0; i + 3 < s.boxes.size(); i += 4) {
     const float a = s.boxes[i + lo], b = s.boxes[i + lo + 2];
+    // x -> side - x on the continuous axis; the two corners swap roles.
     s.boxes[i + lo] = side - b;
     s.boxes[i + lo + 2] = side - a;
   }

@@ -62,6 +62,7 @@ std::vector<std::optional<Issue>> check_files(const CocoFile& f, const Validatio
                     str(path, " is a 0-byte file"));
       return;
     }
+    // Without decoding, a look at the file's last bytes still catches a file cut short.
     if (o.check_images != ImageCheck::kDecode) {
       const std::string cut = image_truncation(path);
       if (!cut.empty())
@@ -83,6 +84,8 @@ std::vector<std::optional<Issue>> check_files(const CocoFile& f, const Validatio
   if (o.check_images == ImageCheck::kDecode) {
     const int threads =
         o.threads > 0 ? o.threads : std::max(1u, std::thread::hardware_concurrency());
+    // Workers take the next index from a shared counter; each writes only its own slot of `out`,
+    // so no lock is needed.
     std::atomic<size_t> next{0};
     std::vector<std::thread> pool;
     for (int t = 0; t < threads; ++t) {
@@ -140,6 +143,7 @@ const std::vector<std::pair<std::string, Severity>>& all_codes() {
 }
 
 Severity code_severity(const std::string& code) {
+  // An unknown code counts as an error, so a code missing from the table cannot pass silently.
   for (const auto& [c, s] : all_codes()) {
     if (c == code) return s;
   }
@@ -268,6 +272,8 @@ std::vector<Issue> validate(const CocoFile& f, const ValidationOptions& o) {
                str("bbox=", fmt_box(b), ": ", b[2] > 0 ? "height" : "width", " must be > 0")));
     } else if (im) {
       const double t = o.bbox_tolerance, W = double(im->width), H = double(im->height);
+      // cw, ch: the part of the box inside the image. A box within the tolerance of the border but
+      // with nothing inside it is still out of the image.
       const double cw = std::min(b[0] + b[2], W) - std::max(b[0], 0.0);
       const double ch = std::min(b[1] + b[3], H) - std::max(b[1], 0.0);
       if (b[0] < -t || b[1] < -t || b[0] + b[2] > W + t || b[1] + b[3] > H + t || cw <= 0 ||
@@ -301,6 +307,8 @@ std::vector<Issue> validate(const CocoFile& f, const ValidationOptions& o) {
     if (o.near_duplicate_iou > 0) {
       for (size_t p = 0; p < list.size(); ++p) {
         const auto& a = f.annotations[list[p]];
+        // Crowd regions overlap the instances they cover by design, and malformed boxes
+        // were reported above: neither takes part.
         if (a.iscrowd || !(a.bbox[2] > 0 && a.bbox[3] > 0) ||
             !std::isfinite(a.bbox[0] + a.bbox[1] + a.bbox[2] + a.bbox[3]))
           continue;

@@ -57,6 +57,7 @@ std::vector<std::string> all_gather_bytes(ProcessGroup& pg, const std::string& b
   std::vector<int64_t> sizes;
   for (const auto& s : sizes_parts) sizes.push_back(s.cpu().item<int64_t>());
   // At least one byte: a zero-size all-gather is not portable across backends.
+  // all_gather needs equal shapes: every rank pads its bytes to the largest size.
   const int64_t padded = std::max<int64_t>(1, *std::max_element(sizes.begin(), sizes.end()));
   auto buffer = torch::zeros({padded}, torch::kUInt8);
   std::copy(blob.begin(), blob.end(), reinterpret_cast<char*>(buffer.data_ptr<uint8_t>()));
@@ -79,6 +80,7 @@ std::vector<std::string> gather_bytes_to_main(ProcessGroup& pg, const std::strin
 }
 
 uint64_t fnv1a64(const std::string& text) {
+  // FNV-1a's 64-bit offset basis and prime.
   uint64_t h = 14695981039346656037ull;
   for (const unsigned char c : text) {
     h ^= c;
@@ -100,6 +102,7 @@ struct AllReduceSum : torch::autograd::Function<AllReduceSum> {
                                const std::shared_ptr<ProcessGroup>& pg, const std::string& what) {
     ctx->saved_data["what"] = what;
     ctx->saved_data["pg"] = c10::IValue::make_capsule(c10::make_intrusive<GroupHolder>(pg));
+    // A copy: the all-reduce writes in place, and the input stays this rank's own value.
     auto out = tensor.contiguous().clone();
     pg->all_reduce(out, ReduceOp::kSum, what);
     return out;
@@ -108,6 +111,8 @@ struct AllReduceSum : torch::autograd::Function<AllReduceSum> {
                                                  torch::autograd::variable_list grads) {
     const auto holder =
         c10::static_intrusive_pointer_cast<GroupHolder>(ctx->saved_data["pg"].toCapsule());
+    // Every rank used the sum, so each input's gradient is the sum of all ranks' upstream
+    // gradients: backward all-reduces as well.
     auto grad = grads[0].contiguous().clone();
     holder->pg->all_reduce(grad, ReduceOp::kSum,
                            ctx->saved_data["what"].toStringRef() + " (backward)");

@@ -28,6 +28,8 @@ void check_same_params(ProcessGroup& pg, const TrainableParams& trainable) {
   std::string layout;
   for (size_t i = 0; i < trainable.params.size(); ++i)
     layout += layout_entry(trainable.names[i], trainable.params[i]) + "\n";
+  // A hash first: one int64 per rank when all agree; the full lists are exchanged only to name
+  // a difference.
   const auto hash = static_cast<int64_t>(fnv1a64(layout));
   const auto mine =
       torch::full({1}, hash, torch::TensorOptions().dtype(torch::kInt64).device(pg.device()));
@@ -54,6 +56,7 @@ void check_same_params(ProcessGroup& pg, const TrainableParams& trainable) {
 TrainableParams trainable_params(const torch::nn::Module& module) {
   TrainableParams out;
   for (const auto& item : module.named_parameters(/*recurse=*/true)) {
+    // Frozen parameters (frozen BN, frozen stages) get no gradient and take no part in the sync.
     if (!item.value().requires_grad()) continue;
     out.names.push_back(item.key());
     out.params.push_back(item.value());
@@ -66,6 +69,8 @@ void broadcast_from_main(ProcessGroup& pg, const std::vector<torch::Tensor>& ten
   torch::NoGradGuard no_grad;
   for (const auto& bucket : plan_buckets(tensors, bucket_bytes)) {
     std::vector<torch::Tensor> parts;
+    // One broadcast per bucket rather than per tensor; the results are copied back below through
+    // detached views, which write into each tensor's own storage.
     for (const size_t i : bucket.params) parts.push_back(tensors[i].detach().reshape({-1}));
     auto flat = torch::cat(parts);
     pg.broadcast(flat, /*root=*/0, what);
@@ -84,6 +89,7 @@ void broadcast_module_from_main(ProcessGroup& pg, const torch::nn::Module& modul
                       "parameter broadcast from rank 0");
   std::vector<torch::Tensor> buffers;
   for (const auto& b : module.buffers(/*recurse=*/true)) {
+    // Undefined buffers cannot be flattened, and empty ones carry nothing.
     if (b.defined() && b.numel() > 0) buffers.push_back(b);
   }
   broadcast_from_main(pg, buffers, bucket_bytes, "buffer broadcast from rank 0");

@@ -30,6 +30,8 @@ constexpr std::chrono::milliseconds kDrainAfterExit{2000};
 int g_signal_pipe = -1;
 
 void on_signal(int sig) {
+  // The self-pipe trick: the handler only writes the signal number, and the poll loop acts on it
+  // outside signal context. errno is restored for the code the signal interrupted.
   const int saved = errno;
   const unsigned char byte = static_cast<unsigned char>(sig);
   if (g_signal_pipe >= 0) (void)!::write(g_signal_pipe, &byte, 1);
@@ -51,6 +53,7 @@ class SignalScope {
     for (size_t i = 0; i < kSignals.size(); ++i) ::sigaction(kSignals[i], &sa, &old_[i]);
     struct sigaction ignore {};
     ignore.sa_handler = SIG_IGN;
+    // A closed stdout then fails write() (handled in write_all) instead of killing the launcher.
     ::sigaction(SIGPIPE, &ignore, &old_pipe_);
   }
   ~SignalScope() {
@@ -63,6 +66,7 @@ class SignalScope {
   int read_fd() const { return fds_[0]; }
 
  private:
+  // SIGCHLD too, so that a rank's exit wakes poll() at once.
   static constexpr std::array<int, 3> kSignals{SIGINT, SIGTERM, SIGCHLD};
   int fds_[2] = {-1, -1};
   std::array<struct sigaction, 3> old_{};
@@ -196,14 +200,17 @@ ExecArgs exec_args(const LaunchOptions& o, int local_rank, const EnvMap& base,
 
 // In the child between fork and exec: async-signal-safe calls only.
 [[noreturn]] void exec_child(const ExecArgs& a, int out_fd, int err_fd, int null_fd, pid_t parent) {
+  // Its own process group, so that a signal reaches the rank and every process it starts.
   ::setpgid(0, 0);
   ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+  // The launcher may have died before prctl() took effect; then no signal would ever come.
   if (::getppid() != parent) ::_exit(127);
   ::dup2(null_fd, 0);
   ::dup2(out_fd, 1);
   ::dup2(err_fd, 2);
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
+  // An ignored signal stays ignored across exec: give the rank SIGPIPE's default back.
   ::sigaction(SIGPIPE, &dfl, nullptr);
   ::execve(a.program.c_str(), a.argv.data(), a.envp.data());
   const char msg[] = "detforge launch: exec failed\n";
@@ -259,6 +266,7 @@ void validate(const LaunchOptions& o) {
 }
 
 EnvMap rank_environment(const LaunchOptions& o, int local_rank, const EnvMap& base) {
+  // The variables torchrun sets, so that programs written for it run unchanged.
   const int world = o.nnodes * o.nproc_per_node;
   const int rank = o.node_rank * o.nproc_per_node + local_rank;
   EnvMap env = {
@@ -278,6 +286,7 @@ EnvMap rank_environment(const LaunchOptions& o, int local_rank, const EnvMap& ba
       {"TORCHELASTIC_RUN_ID", "none"},
       {"TORCHELASTIC_USE_AGENT_STORE", "False"},
   };
+  // torchrun's default as well: each rank's OpenMP pool would otherwise take every core.
   if (o.nproc_per_node > 1 && base.count("OMP_NUM_THREADS") == 0) env["OMP_NUM_THREADS"] = "1";
   return env;
 }
@@ -286,6 +295,7 @@ std::vector<RankExit> launch(const LaunchOptions& options) {
   validate(options);
   const EnvMap base = process_environment();
   const std::string program = resolve_program(options.command[0], base);
+  // Built before forking: between fork and exec the child must not allocate.
   std::vector<ExecArgs> args;
   for (int l = 0; l < options.nproc_per_node; ++l)
     args.push_back(exec_args(options, l, base, program));
@@ -309,6 +319,7 @@ std::vector<RankExit> launch(const LaunchOptions& options) {
     ::setpgid(pid, pid);  // also in the parent: no race with the first signal_group()
     ::close(out[1]);
     ::close(err[1]);
+    // Non-blocking: pump() drains what is there and goes back to poll().
     ::fcntl(out[0], F_SETFL, O_NONBLOCK);
     ::fcntl(err[0], F_SETFL, O_NONBLOCK);
     r.pid = pid;
@@ -350,6 +361,7 @@ std::vector<RankExit> launch(const LaunchOptions& options) {
       if (!all_exited_at) all_exited_at = Clock::now();
       if (streams.empty() || Clock::now() - *all_exited_at > kDrainAfterExit) break;
     }
+    // At most 100 ms: exits and the grace deadline are checked even while no rank writes.
     ::poll(fds.data(), fds.size(), 100);
 
     unsigned char sigs[64];

@@ -69,6 +69,7 @@ LossReducer::LossReducer(std::shared_ptr<ProcessGroup> pg, std::vector<std::stri
   TORCH_CHECK(pg_ != nullptr, "LossReducer: process group must not be null");
   TORCH_CHECK(!keys_.empty(), "LossReducer: the key list must not be empty");
   const std::string joined = join(keys_, "\n");
+  // A hash first: one int64 per rank when all agree; the lists travel only to name a difference.
   const auto hash = static_cast<int64_t>(fnv1a64(joined));
   const auto mine =
       torch::full({1}, hash, torch::TensorOptions().dtype(torch::kInt64).device(pg_->device()));
@@ -90,6 +91,7 @@ LossReducer::LossReducer(std::shared_ptr<ProcessGroup> pg, std::vector<std::stri
 }
 
 std::string LossReducer::check_local(const LossDict& losses) const {
+  // The same keys in the same order: the all-reduce adds the values by position.
   if (losses.keys() != keys_) {
     return str("keys differ from the run's loss keys: ", key_diff(keys_, losses.keys()),
                " (expected [", join(keys_), "])");
@@ -103,6 +105,8 @@ std::string LossReducer::check_local(const LossDict& losses) const {
 }
 
 ReducedLosses LossReducer::reduce(const LossDict& losses, int64_t step) {
+  // A rank with a refused dict still joins the all-reduce below, so that no rank is left waiting
+  // in a collective the others skipped.
   const std::string problem = check_local(losses);
   const auto k = static_cast<int64_t>(keys_.size());
   auto buffer =

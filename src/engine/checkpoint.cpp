@@ -24,10 +24,12 @@ constexpr const char* kFormat = "detforge-checkpoint-2";
 
 void write_module(torch::serialize::OutputArchive& archive, const std::string& prefix,
                   const torch::nn::Module& m) {
+  // Names beside the tensors, so that a load matches by name and can say what differs.
   c10::List<std::string> names;
   c10::List<torch::Tensor> tensors;
   for (const auto& [name, t] : models::module_state(m)) {
     names.push_back(name);
+    // On the CPU, so that the checkpoint loads on any device.
     tensors.push_back(t.detach().to(torch::kCPU));
   }
   archive.write(prefix + "_names", names);
@@ -68,6 +70,7 @@ void read_module(torch::serialize::InputArchive& archive, const std::string& pre
   for (const auto& kv : stored) {
     if (!known.count(kv.first)) unexpected.push_back(kv.first);
   }
+  // Everything is checked before the first copy: a mismatch leaves the module untouched.
   if (!missing.empty() || !shape.empty() || !unexpected.empty()) {
     std::string msg =
         detforge::str("checkpoint ", path, " does not match the ", prefix, " being built:");
@@ -156,6 +159,7 @@ void save_checkpoint(const std::string& path, const CheckpointParts& parts, cons
                 c10::List<double>({p.best_live.value, static_cast<double>(p.best_live.epoch),
                                    p.best_ema.value, static_cast<double>(p.best_ema.epoch)}));
   archive.write("config", c10::IValue(config_yaml));
+  // Without per-rank states from the caller, this process's CPU state is stored as rank 0's.
   if (rank_rng.empty()) rank_rng.push_back(capture_rng_state(torch::kCPU));
   archive.write("rng_ranks", c10::IValue(static_cast<int64_t>(rank_rng.size())));
   for (size_t r = 0; r < rank_rng.size(); ++r) {

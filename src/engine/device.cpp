@@ -22,6 +22,7 @@ torch::Device resolve_device(const std::string& spec, const DeviceEnv& env) {
   std::optional<int> index;
   if (spec.rfind("cuda:", 0) == 0) {
     const std::string digits = spec.substr(5);
+    // At most 3 digits, so that stoi cannot overflow.
     if (digits.empty() || digits.size() > 3 ||
         digits.find_first_not_of("0123456789") != std::string::npos) {
       throw ConfigError(str("'", spec, "' is not cpu, cuda or cuda:N"));

@@ -9,10 +9,13 @@ ModelEma::ModelEma(std::shared_ptr<torch::nn::Module> shadow, const torch::nn::M
                    EmaOptions options)
     : shadow_(std::move(shadow)), options_(options) {
   models::copy_state(*shadow_, model);
+  // The shadow is never trained: without requires_grad its forward passes build no graph.
   for (auto& p : shadow_->parameters()) p.set_requires_grad(false);
 }
 
 double ModelEma::next_decay() const {
+  // updates_ + 1: Ultralytics' ModelEMA counts an update before computing its decay, so the
+  // first one nearly copies the model rather than holding on to its initial weights.
   return options_.decay * (1.0 - std::exp(-static_cast<double>(updates_ + 1) / options_.tau));
 }
 
@@ -20,12 +23,15 @@ void ModelEma::update(const torch::nn::Module& model) {
   const double d = next_decay();
   const auto dst = models::module_state(*shadow_), src = models::module_state(model);
   torch::NoGradGuard no_grad;
+  // Matched by position: both lists are in registration order, and the constructor's copy_state
+  // checked that names and shapes agree.
   for (size_t i = 0; i < dst.size(); ++i) {
     auto& e = dst[i].second;
     const auto& v = src[i].second;
     if (e.is_floating_point()) {
       e.mul_(d).add_(v.detach(), 1.0 - d);
     } else {
+      // Integer buffers (BatchNorm's num_batches_tracked) cannot be averaged: copied.
       e.copy_(v);
     }
   }

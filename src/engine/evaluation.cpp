@@ -32,6 +32,7 @@ Evaluation evaluate_on_ranks(models::Detector& model, data::DataLoader& data,
   model.train();
 
   if (pg.world_size() > 1) {
+    // Rank 0 evaluates every image at once: COCO's accumulation is no sum of per-rank results.
     const auto blobs = dist::gather_bytes_to_main(pg, evaluator.serialize(), "evaluation gather");
     if (pg.is_main()) {
       for (size_t r = 1; r < blobs.size(); ++r) evaluator.merge(blobs[r]);

@@ -12,6 +12,7 @@ MetricsFile::MetricsFile(const std::string& path)
 void MetricsFile::write(const nlohmann::json& record) {
   if (!out_) return;
   *out_ << record.dump() << '\n';
+  // Flushed per record: `detforge plot` may read the file while the run is going.
   out_->flush();
 }
 

@@ -45,14 +45,17 @@ void draw_panel(cv::Mat panel, const std::string& title, const std::string& xlab
     }
   }
   cv::rectangle(panel, area, cv::Scalar(0, 0, 0));
+  // The extremes kept their initial values: no series has a single point.
   if (x0 > x1) {
     cv::putText(panel, "no data", {area.x + 10, area.y + 30}, cv::FONT_HERSHEY_SIMPLEX, 0.5,
                 cv::Scalar(0, 0, 255));
     return;
   }
+  // A single value on an axis would make map() divide by zero; give it a unit span.
   if (x1 == x0) x1 = x0 + 1;
   if (y1 == y0) y1 = y0 + 1;
   const auto map = [&](const cv::Point2d& p) {
+    // Image rows grow downwards, so y is flipped.
     return cv::Point(area.x + static_cast<int>((p.x - x0) / (x1 - x0) * area.width),
                      area.y + area.height - static_cast<int>((p.y - y0) / (y1 - y0) * area.height));
   };
@@ -108,6 +111,7 @@ std::string plot_run(const std::string& run_dir, const std::string& out) {
         loss.points.emplace_back(r.at("step").get<double>(), r.at("loss").get<double>());
       } else if (type == "eval") {
         const std::string w = r.at("weights").get<std::string>();
+        // Records carry the 0-based epoch just finished; the axis counts epochs trained.
         const double x = r.at("epoch").get<double>() + 1;
         for (const char* m : {"AP", "AP50"}) {
           auto it = evals.find(w + " " + m);

@@ -43,6 +43,7 @@ std::vector<Detections> Predictor::predict(const std::vector<ImageInput>& images
     s.image_id = in.image_id;
     s.file_name = in.file_name;
     s.image = std::move(decoded.bgr);
+    // No json size to check against here: the decoded image defines the original size.
     s.original_size = {s.image.rows, s.image.cols};
     s.image_size = s.original_size;
     return s;

@@ -14,6 +14,7 @@ LrSchedule::LrSchedule(LrScheduleOptions options) : options_(std::move(options))
     throw ConfigError(str("schedule: warmup length must be >= 0, got ", o.warmup_steps));
   if (o.total_steps < 1)
     throw ConfigError(str("schedule: total steps must be >= 1, got ", o.total_steps));
+  // Repeats pass: a milestone listed twice applies gamma twice at that step.
   if (!std::is_sorted(o.milestones.begin(), o.milestones.end())) {
     throw ConfigError("schedule: milestones must be increasing");
   }
@@ -23,6 +24,8 @@ double LrSchedule::lr_at(int64_t step) const {
   const auto& o = options_;
   double warm = 1.0;
   if (o.warmup != WarmupType::kNone && step < o.warmup_steps) {
+    // detectron2's warmup factor: constant holds warmup_factor, linear ramps from it towards 1.
+    // It multiplies the decayed rate, so decay during warmup is kept.
     const double alpha = static_cast<double>(step) / o.warmup_steps;
     warm =
         o.warmup == WarmupType::kConstant ? o.warmup_factor : o.warmup_factor * (1 - alpha) + alpha;
@@ -32,12 +35,14 @@ double LrSchedule::lr_at(int64_t step) const {
     case DecayPolicy::kConstant:
       break;
     case DecayPolicy::kMultiStep: {
+      // upper_bound (MultiStepLR's bisect_right): at a milestone step the rate has already dropped.
       const auto passed =
           std::upper_bound(o.milestones.begin(), o.milestones.end(), step) - o.milestones.begin();
       decay = std::pow(o.gamma, static_cast<double>(passed));
       break;
     }
     case DecayPolicy::kCosine: {
+      // Capped at 1: steps past total_steps stay at the minimum instead of climbing back up.
       const double t = std::min(1.0, static_cast<double>(step) / o.total_steps);
       decay = o.min_lr_ratio + (1 - o.min_lr_ratio) * 0.5 * (1 + std::cos(M_PI * t));
       break;

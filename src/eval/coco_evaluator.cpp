@@ -15,6 +15,7 @@ CocoEvaluator::CocoEvaluator(GroundTruthSet gt, std::vector<int64_t> label_to_ca
     : gt_(std::move(gt)),
       label_to_category_id_(std::move(label_to_category_id)),
       params_(std::move(params)) {
+  // Sorted once: add_image checks every incoming id with a binary search.
   known_images_ = gt_.image_ids;
   std::sort(known_images_.begin(), known_images_.end());
   for (size_t l = 0; l < label_to_category_id_.size(); ++l) {
@@ -92,6 +93,7 @@ void CocoEvaluator::process(const std::vector<Targets>& targets,
 
 std::string CocoEvaluator::serialize() const {
   std::string out;
+  // Native byte order and sizes: the blob only travels between ranks of one job, one build.
   const auto put = [&](const auto& v) { out.append(reinterpret_cast<const char*>(&v), sizeof(v)); };
   for (const auto& [id, dets] : per_image_) {
     put(id);
@@ -146,6 +148,8 @@ Metrics CocoEvaluator::evaluate() const {
     return m;
   }
   Params p = params_;
+  // Only the processed images: one never seen would count its ground truth as missed and lower
+  // recall for a partial pass.
   p.image_ids = image_ids();
   return summarize(eval::evaluate(gt_, detections(), p), gt_);
 }

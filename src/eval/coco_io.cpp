@@ -53,6 +53,8 @@ dom::element parse_file(dom::parser& parser, const std::string& path) {
   dom::element root;
   if (auto err = parser.parse(text).get(root)) {
     const std::string_view view(text.data(), text.size());
+    // Python's json.dump writes NaN and Infinity for non-finite floats; JSON has neither, so the
+    // message names the likely cause.
     const bool non_json_number = view.find("NaN") != std::string_view::npos ||
                                  view.find("Infinity") != std::string_view::npos;
     throw IoError(str(
@@ -156,6 +158,7 @@ GroundTruthSet load_ground_truth(const std::string& path) {
     Where w{path, "annotations", index++, std::nullopt};
     GroundTruth g;
     bool has_id = false, has_image = false, has_cat = false, has_bbox = false, has_area = false;
+    // One pass over the keys: each key lookup on a DOM object would be a scan of its own.
     for (dom::key_value_pair kv : as_object(v, w)) {
       if (kv.key == "id") {
         g.id = as_id(kv.value, w, "id");
@@ -176,6 +179,7 @@ GroundTruthSet load_ground_truth(const std::string& path) {
       } else if (kv.key == "iscrowd") {
         bool b = false;
         int64_t n = 0;
+        // Files carry 0 / 1 or true / false; any non-zero integer counts as crowd.
         if (!kv.value.get_bool().get(b)) {
           g.iscrowd = b;
         } else if (!kv.value.get_int64().get(n)) {
@@ -213,6 +217,7 @@ namespace od = simdjson::ondemand;
                           std::string_view token, const char* expected) {
   if (err == simdjson::INCORRECT_TYPE || err == simdjson::NUMBER_ERROR ||
       err == simdjson::NUMBER_OUT_OF_RANGE) {
+    // The raw token runs on into the text after it: keep a short prefix, trimmed of separators.
     std::string value(token.substr(0, std::min<size_t>(token.size(), 40)));
     while (!value.empty() && (value.back() == ' ' || value.back() == ',' || value.back() == '\n'))
       value.pop_back();
@@ -285,6 +290,7 @@ std::vector<Detection> load_results(const std::string& path, const GroundTruthSe
             ": a results file is a JSON array of {image_id, category_id, bbox, score}"));
   }
   std::vector<Detection> dets;
+  // About 80 bytes per entry: a rough size, so that the vector rarely grows.
   dets.reserve(text.size() / 80);
   size_t index = 0;
   for (auto entry : arr) {
@@ -335,6 +341,8 @@ void validate_detections(const std::vector<Detection>& detections, const GroundT
   for (const auto& c : gt.categories) cats.push_back(c.id);
   std::sort(images.begin(), images.end());
   std::sort(cats.begin(), cats.end());
+  // Unknown ids are collected rather than thrown at the first: a wrong id mapping affects many
+  // detections, and the message lists them.
   std::vector<int64_t> bad_images, bad_cats;
   for (size_t i = 0; i < detections.size(); ++i) {
     const Detection& d = detections[i];
@@ -343,6 +351,7 @@ void validate_detections(const std::vector<Detection>& detections, const GroundT
     if (!std::binary_search(cats.begin(), cats.end(), d.category_id))
       bad_cats.push_back(d.category_id);
     if (!std::isfinite(d.x) || !std::isfinite(d.y) || !std::isfinite(d.w) || !std::isfinite(d.h) ||
+        // Zero width or height is allowed: such a box matches nothing but is a valid result.
         d.w < 0 || d.h < 0) {
       DataErrorInfo info{
           "bbox.malformed",

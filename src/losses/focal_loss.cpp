@@ -18,6 +18,7 @@ torch::Tensor sigmoid_focal_loss(const torch::Tensor& logits, const torch::Tenso
               "sigmoid_focal_loss: alpha must be in [0, 1] or negative "
               "(off), got ",
               alpha);
+  // torchvision's sigmoid_focal_loss, operation for operation.
   const auto t = targets.to(logits.scalar_type());
   const auto p = torch::sigmoid(logits);
   const auto ce = torch::binary_cross_entropy_with_logits(logits, t, {}, {}, at::Reduction::None);
@@ -39,6 +40,7 @@ void fused_focal_rows(const T* x, const int64_t* labels, const float* weight, in
   const float a_pos = alpha_d >= 0 ? static_cast<float>(alpha_d) : 1.0f;
   const float a_neg = alpha_d >= 0 ? static_cast<float>(1.0 - alpha_d) : 1.0f;
   const float g = static_cast<float>(gamma_d);
+  // gamma = 2, the usual value, takes a product instead of pow().
   const bool square = gamma_d == 2.0;
   at::parallel_for(0, rows, 256, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
@@ -54,6 +56,7 @@ void fused_focal_rows(const T* x, const int64_t* labels, const float* weight, in
       double sum = 0.0;
       for (int64_t j = 0; j < k; ++j) {
         const float v = static_cast<float>(xr[j]);
+        // exp(-|x|) cannot overflow; p and both softplus values are built from it for any logit.
         const float e = std::exp(-std::abs(v));
         const float log_term = std::log1p(e);
         const float p = v >= 0 ? 1.0f / (1.0f + e) : e / (1.0f + e);
@@ -92,8 +95,11 @@ class FusedFocalSum : public torch::autograd::Function<FusedFocalSum> {
                                      w.data_ptr<float>(), rows, k, alpha, gamma,
                                      grad.data_ptr<scalar_t>(), row_loss.data());
         });
+    // Row sums are added in row order after the parallel loop, so that the total does not depend
+    // on the thread count.
     double total = 0.0;
     for (const double v : row_loss) total += v;
+    // The gradient was computed with the loss in one pass; backward only scales it.
     ctx->save_for_backward({grad});
     const auto out_type = x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
     return torch::tensor(total, torch::TensorOptions().dtype(out_type));
@@ -119,9 +125,11 @@ torch::Tensor one_hot_focal_loss_sum(const torch::Tensor& logits, const torch::T
   const double alpha = options.alpha();
   TORCH_CHECK(alpha < 0 || alpha <= 1,
               "one_hot_focal_loss_sum: alpha must be in [0, 1] or negative (off), got ", alpha);
+  // The fused kernel is CPU code; other devices compose the same loss from tensor ops.
   if (logits.device().is_cpu())
     return FusedFocalSum::apply(logits, labels, weight, alpha, options.gamma());
   const int64_t k = logits.size(2);
+  // Labels outside [0, K) (background) scatter a 0 into a clamped column: an all-zero row.
   const auto in_range = (labels >= 0) & (labels < k);
   auto target = torch::zeros_like(logits);
   target.scatter_(2, labels.clamp(0, std::max<int64_t>(k - 1, 0)).unsqueeze(2),

@@ -40,6 +40,7 @@ torch::Tensor class_weight_tensor(const WeightedCrossEntropyOptions& o) {
         str("WeightedCrossEntropy: eos_coef must be finite and >= 0, got ", o.eos_coef()));
   }
   std::vector<double> w = o.class_weights();
+  // DETR's empty_weight: every class weighs 1, no-object weighs eos_coef.
   if (w.empty()) {
     w.assign(static_cast<size_t>(c + 1), 1.0);
     w.back() = o.eos_coef();
@@ -87,6 +88,8 @@ torch::Tensor weighted_cross_entropy(const torch::Tensor& logits,
       x, t,
       F::CrossEntropyFuncOptions().weight(w).ignore_index(ignore_index).reduction(torch::kSum));
   const auto kept = t != ignore_index;
+  // The weight sum a weighted mean divides by: ignored rows count 0, and masked_fill keeps the
+  // ignore index out of index_select.
   const auto total_weight = (w.index_select(0, t.masked_fill(~kept, 0)) * kept).sum();
   // torch divides by total_weight unguarded (NaN when it is 0); the sum is 0 then, so dividing
   // by 1 instead gives a 0 that still depends on the logits.

@@ -94,6 +94,7 @@ void load_detector_weights(Detector& detector, const std::string& path) {
   for (const auto& [pattern, replacement] : detector.weight_renames()) {
     renames.emplace_back(std::regex(pattern), replacement);
   }
+  // Renames first (a reference's names to detforge's), then aliases, which use detforge's names.
   for (auto& [name, t] : file) {
     for (const auto& [pattern, replacement] : renames)
       name = std::regex_replace(name, pattern, replacement);

@@ -26,6 +26,7 @@ LastLevelP6P7Impl::LastLevelP6P7Impl(int64_t in_channels, int64_t out_channels) 
 
 std::vector<torch::Tensor> LastLevelP6P7Impl::forward(const torch::Tensor& x) {
   auto p6 = p6_(x);
+  // ReLU between P6 and P7, as torchvision's LastLevelP6P7.
   auto p7 = p7_(torch::relu(p6));
   return {p6, p7};
 }
@@ -42,6 +43,7 @@ FeaturePyramidNetworkImpl::FeaturePyramidNetworkImpl(FpnOptions options)
     layer_blocks_->push_back(torch::nn::Sequential(conv_with_bias(out, out, 3, 1)));
   }
   const int64_t extra_in = options_.p6_from_p5() ? out : options_.in_channels().back();
+  // torchvision's rule: P6 comes from P5 when the channel counts match, else from C5.
   use_p5_ = extra_in == out;
   extra_blocks_ = register_module("extra_blocks", LastLevelP6P7(extra_in, out));
 }
@@ -56,6 +58,8 @@ std::vector<torch::Tensor> FeaturePyramidNetworkImpl::forward(
   results[n - 1] = layer_blocks_[n - 1]->as<torch::nn::Sequential>()->forward(last_inner);
   for (int64_t i = n - 2; i >= 0; --i) {
     auto lateral = inner_blocks_[i]->as<torch::nn::Sequential>()->forward(inputs[i]);
+    // Upsampled to the lateral's exact size (as torchvision), not by a factor 2, which would be a
+    // row or column off for odd sizes.
     auto top_down =
         F::interpolate(last_inner, F::InterpolateFuncOptions()
                                        .size(std::vector<int64_t>{lateral.size(2), lateral.size(3)})

@@ -10,6 +10,7 @@ void copy_state(torch::nn::Module& dst, const torch::nn::Module& src) {
   const auto d = module_state(dst), s = module_state(src);
   TORCH_CHECK(d.size() == s.size(), "copy_state: modules differ: ", d.size(), " vs ", s.size(),
               " tensors");
+  // Autograd refuses in-place writes into leaf parameters that require grad, unless under no_grad.
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < d.size(); ++i) {
     TORCH_CHECK(d[i].first == s[i].first && d[i].second.sizes() == s[i].second.sizes(),
@@ -54,6 +55,7 @@ LoadReport load_named_tensors(torch::nn::Module& module, const NamedTensors& ten
                                   " but the model expects ", it->second.sizes(),
                                   " (different num_classes or architecture?)"));
     }
+    // copy_ converts dtype and device: a float64 or CPU file fills float32 or CUDA tensors.
     it->second.copy_(value);
     seen[name] = true;
     ++report.loaded;

@@ -21,6 +21,7 @@ torch::Tensor box_iou(const torch::Tensor& a, const torch::Tensor& b) {
   check_boxes("box_iou", "b", b);
   TORCH_CHECK(a.dim() == 2 && b.dim() == 2, "box_iou: a and b must be 2-D, got ", a.sizes(),
               " and ", b.sizes());
+  // One implementation for both forms, so single and batched IoU agree bitwise.
   return batched_box_iou(a.unsqueeze(0), b).squeeze(0);
 }
 
@@ -52,6 +53,7 @@ torch::Tensor generalized_box_iou(const torch::Tensor& a, const torch::Tensor& b
   const auto wh = (rb - lt).clamp_min(0);
   const auto inter = wh.select(-1, 0) * wh.select(-1, 1);
   const auto uni = area_a.unsqueeze(1) + area_b - inter;
+  // As torchvision's generalized_box_iou: no epsilon, so values equal the reference's.
   const auto iou = inter / uni;
   const auto lt_c = torch::min(aa.narrow(-1, 0, 2), b.narrow(-1, 0, 2));
   const auto rb_c = torch::max(aa.narrow(-1, 2, 2), b.narrow(-1, 2, 2));
@@ -84,6 +86,7 @@ torch::Tensor paired_ciou(const torch::Tensor& a, const torch::Tensor& b, double
               "paired_ciou: a and b must have the same [..., 4] shape, got ", a.sizes(), " and ",
               b.sizes());
   const auto p = a.unbind(-1), q = b.unbind(-1);
+  // eps on the heights keeps w / h (the aspect term) finite for boxes of zero height.
   const auto w1 = p[2] - p[0], h1 = p[3] - p[1] + eps;
   const auto w2 = q[2] - q[0], h2 = q[3] - q[1] + eps;
   const auto inter = (torch::minimum(p[2], q[2]) - torch::maximum(p[0], q[0])).clamp_min(0) *
@@ -93,10 +96,12 @@ torch::Tensor paired_ciou(const torch::Tensor& a, const torch::Tensor& b, double
   const auto cw = torch::maximum(p[2], q[2]) - torch::minimum(p[0], q[0]);
   const auto ch = torch::maximum(p[3], q[3]) - torch::minimum(p[1], q[1]);
   const auto c2 = cw.pow(2) + ch.pow(2) + eps;
+  // Squared centre distance: x1 + x2 is twice the centre, hence the / 4.
   const auto rho2 = ((q[0] + q[2] - p[0] - p[2]).pow(2) + (q[1] + q[3] - p[1] - p[3]).pow(2)) / 4;
   const auto v = (4 / (M_PI * M_PI)) * ((w2 / h2).atan() - (w1 / h1).atan()).pow(2);
   torch::Tensor alpha;
   {
+    // alpha only weighs the aspect term; Ultralytics computes it under no_grad as well.
     torch::NoGradGuard no_grad;
     alpha = v / (1 - iou + v + eps);
   }
@@ -120,6 +125,7 @@ torch::Tensor clip_boxes(const torch::Tensor& boxes, int64_t height, int64_t wid
                      .clamp(0, static_cast<double>(width));
   const auto y = boxes.index({torch::indexing::Ellipsis, torch::indexing::Slice(1, 4, 2)})
                      .clamp(0, static_cast<double>(height));
+  // [..., 2, 2] (x1 y1, x2 y2) interleaves back into x1, y1, x2, y2.
   return torch::stack({x, y}, -1).reshape(boxes.sizes());
 }
 
@@ -133,6 +139,8 @@ torch::Tensor BoxCoder::encode(const torch::Tensor& gt, const torch::Tensor& anc
   const auto& w = options_.weights();
   const auto ex_w = anchors.select(-1, 2) - anchors.select(-1, 0);
   const auto ex_h = anchors.select(-1, 3) - anchors.select(-1, 1);
+  // Centres as x1 + 0.5 * w rather than (x1 + x2) / 2: torchvision's encode_boxes, so the deltas
+  // match its rounding.
   const auto ex_x = anchors.select(-1, 0) + 0.5 * ex_w;
   const auto ex_y = anchors.select(-1, 1) + 0.5 * ex_h;
   const auto gt_w = gt.select(-1, 2) - gt.select(-1, 0);
@@ -149,6 +157,7 @@ torch::Tensor BoxCoder::encode(const torch::Tensor& gt, const torch::Tensor& anc
 torch::Tensor BoxCoder::decode(const torch::Tensor& deltas, const torch::Tensor& anchors) const {
   check_boxes("BoxCoder::decode", "deltas", deltas);
   check_boxes("BoxCoder::decode", "anchors", anchors);
+  // In the deltas' dtype, as torchvision's decode_single (they may be half under autocast).
   const auto boxes = anchors.to(deltas.scalar_type());
   const auto& w = options_.weights();
   const auto widths = boxes.select(-1, 2) - boxes.select(-1, 0);

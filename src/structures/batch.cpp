@@ -9,6 +9,7 @@ void Batch::check(int64_t stride) const {
   TORCH_CHECK(images.scalar_type() == torch::kFloat32, "Batch: images must be float32, got ",
               images.scalar_type());
   const int64_t b = images.size(0);
+  // The per-image lists are parallel to the images: detectors index them by batch position.
   TORCH_CHECK(size() == b && static_cast<int64_t>(image_sizes.size()) == b &&
                   static_cast<int64_t>(original_sizes.size()) == b,
               "Batch: ", b, " images but ", size(), " targets, ", image_sizes.size(),

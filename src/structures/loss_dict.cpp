@@ -13,6 +13,7 @@ LossDict::LossDict(std::vector<std::string> keys) : keys_(std::move(keys)), valu
 }
 
 size_t LossDict::index_of(const std::string& key) const {
+  // A linear search: a detector has a handful of keys.
   const auto it = std::find(keys_.begin(), keys_.end(), key);
   TORCH_CHECK(it != keys_.end(), "LossDict: unknown key '", key, "'; keys are ",
               c10::Join(", ", keys_));
@@ -21,6 +22,7 @@ size_t LossDict::index_of(const std::string& key) const {
 
 void LossDict::set(const std::string& key, torch::Tensor value) {
   const size_t i = index_of(key);
+  // One value per key: stacked() and the cross-rank reduction rely on it.
   TORCH_CHECK(value.defined() && value.dim() == 0, "LossDict: '", key,
               "' must be a 0-dim tensor, got ",
               value.defined() ? value.sizes() : torch::IntArrayRef{});
@@ -46,6 +48,8 @@ torch::Tensor LossDict::total(const std::vector<double>& weights) const {
   check_complete();
   TORCH_CHECK(weights.empty() || weights.size() == keys_.size(), "LossDict: ", weights.size(),
               " weights for ", keys_.size(), " keys");
+  // Starts from the first term rather than a zero tensor, so the sum keeps the terms' device and
+  // dtype without choosing one.
   torch::Tensor sum = values_[0] * (weights.empty() ? 1.0 : weights[0]);
   for (size_t i = 1; i < keys_.size(); ++i)
     sum = sum + values_[i] * (weights.empty() ? 1.0 : weights[i]);
@@ -56,11 +60,14 @@ torch::Tensor LossDict::stacked() const {
   check_complete();
   std::vector<torch::Tensor> parts;
   parts.reserve(values_.size());
+  // Detached (the stack is for logging and reduction, never backward) and float32 whatever dtype
+  // mixed precision left a term in.
   for (const auto& v : values_) parts.push_back(v.detach().to(torch::kFloat32));
   return torch::stack(parts);
 }
 
 std::vector<std::string> LossDict::nonfinite_keys() const {
+  // One check and one copy to the host for all keys; the per-key reads below are then host-only.
   const auto finite = torch::isfinite(stacked()).to(torch::kCPU);
   std::vector<std::string> out;
   for (size_t i = 0; i < keys_.size(); ++i) {

@@ -44,6 +44,7 @@ void Targets::validate(int64_t num_classes) const {
       throw_data_error({"bbox.non_finite", image_id, file_name, std::nullopt, "box_xyxy", value,
                         str("box ", i, ": coordinates must be finite")});
     }
+    // Zero-size boxes are refused too: box encoding takes the log of the width and height.
     if (!(r[2] > r[0] && r[3] > r[1])) {
       throw_data_error({"bbox.non_positive_size", image_id, file_name, std::nullopt, "box_xyxy",
                         value, str("box ", i, ": width and height must be > 0")});

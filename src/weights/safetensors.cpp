@@ -38,6 +38,7 @@ NamedTensors read_safetensors(const std::string& path) {
   const auto file_size = static_cast<uint64_t>(std::filesystem::file_size(path));
   uint64_t header_size = 0;
   in.read(reinterpret_cast<char*>(&header_size), 8);  // little-endian, as the format says
+  // gcount() is tested first: for a file under 8 bytes, file_size - 8 would wrap around.
   if (in.gcount() != 8 || header_size > file_size - 8) {
     throw IoError(detforge::str(path, ": not a safetensors file (header size ", header_size,
                                 " does not fit in ", file_size, " bytes)"));
@@ -51,6 +52,7 @@ NamedTensors read_safetensors(const std::string& path) {
     throw IoError(detforge::str(path, ": safetensors header is not valid JSON: ", e.what()));
   }
   if (!meta.is_object()) throw IoError(detforge::str(path, ": safetensors header is not a map"));
+  // The whole data section is read once; each tensor then copies its byte range out of it.
   const uint64_t data_size = file_size - 8 - header_size;
   std::string data(data_size, '\0');
   in.read(data.data(), static_cast<std::streamsize>(data_size));
@@ -59,6 +61,7 @@ NamedTensors read_safetensors(const std::string& path) {
   }
   std::vector<std::pair<uint64_t, std::pair<std::string, torch::Tensor>>> tensors;
   for (const auto& [name, entry] : meta.items()) {
+    // The format reserves this key for free-form string metadata; it is no tensor.
     if (name == "__metadata__") continue;
     try {
       const auto dtype = safetensors_dtype(path, name, entry.at("dtype").get<std::string>());
@@ -67,6 +70,8 @@ NamedTensors read_safetensors(const std::string& path) {
       int64_t numel = 1;
       for (int64_t d : shape) numel *= d;
       const auto bytes = static_cast<uint64_t>(numel) * torch::elementSize(dtype);
+      // The header is untrusted: a range outside the data or of another length than
+      // shape x dtype would make the copy below read out of bounds.
       if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_size ||
           offsets[1] - offsets[0] != bytes) {
         throw IoError(detforge::str(path, ": tensor ", name,
@@ -74,12 +79,15 @@ NamedTensors read_safetensors(const std::string& path) {
                                     "or of the wrong length (truncated file?)"));
       }
       auto t = torch::empty(shape, torch::TensorOptions().dtype(dtype));
+      // A copy rather than from_blob: the tensors outlive `data`.
       std::memcpy(t.data_ptr(), data.data() + offsets[0], bytes);
       tensors.push_back({offsets[0], {name, t}});
     } catch (const nlohmann::json::exception& e) {
       throw IoError(detforge::str(path, ": safetensors entry ", name, " is malformed: ", e.what()));
     }
   }
+  // nlohmann's json object iterates its keys alphabetically; sorting by offset restores the
+  // order in which the writer stored the tensors.
   std::sort(tensors.begin(), tensors.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
   NamedTensors out;

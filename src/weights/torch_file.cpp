@@ -93,6 +93,7 @@ class StateDictUnpickler {
           push_int(le(2));
           break;  // BININT2
         case 'J':
+          // BININT is signed; BININT1 and BININT2 above are unsigned.
           push_int(static_cast<int32_t>(le(4)));
           break;      // BININT
         case 0x8a: {  // LONG1
@@ -100,6 +101,7 @@ class StateDictUnpickler {
           int64_t v = 0;
           const char* d = take(n);
           for (int k = n - 1; k >= 0; --k) v = (v << 8) | static_cast<uint8_t>(d[k]);
+          // Little-endian two's complement: a set top bit in the last byte means negative.
           if (n > 0 && n < 8 && (static_cast<uint8_t>(d[n - 1]) & 0x80)) v -= int64_t{1} << (8 * n);
           push_int(v);
           break;
@@ -143,6 +145,7 @@ class StateDictUnpickler {
           memo_[le(4)] = top();
           break;  // LONG_BINPUT
         case 0x94:
+          // Protocol 4's MEMOIZE stores under the next free index, which is the memo's size.
           memo_[memo_.size()] = top();
           break;  // MEMOIZE
         case 'h':
@@ -217,6 +220,7 @@ class StateDictUnpickler {
  private:
   uint8_t byte() { return static_cast<uint8_t>(*take(1)); }
   const char* take(size_t n) {
+    // Every read is checked: a truncated file ends in an IoError, never a read past the buffer.
     if (static_cast<size_t>(end_ - p_) < n)
       throw IoError(detforge::str(file_, ": truncated pickle data"));
     const char* d = p_;
@@ -269,6 +273,7 @@ class StateDictUnpickler {
       throw IoError(detforge::str(file_, ": unexpected persistent id in pickle"));
     }
     const std::string key = pid->items[2]->s;
+    // Tensors may share a storage (views, tied weights): each key is read from the zip once.
     auto it = storages_.find(key);
     if (it == storages_.end()) {
       const auto dtype = storage_dtype(pid->items[1]->s, file_);
@@ -297,11 +302,14 @@ class StateDictUnpickler {
   Obj call(const std::string& fn, const Obj& args) {
     if (fn == "collections.OrderedDict") return make(PyObj::kDict);
     if (fn == "torch._utils._rebuild_tensor_v2" || fn == "torch._utils._rebuild_tensor") {
+      // (storage, storage_offset, size, stride, ...): the arguments torch.save gives the rebuild.
       const auto& a = args->items;
       if (a.size() < 4 || a[0]->kind != PyObj::kTensor) {
         throw IoError(detforge::str(file_, ": malformed tensor record"));
       }
       auto o = make(PyObj::kTensor);
+      // clone(): each tensor owns its bytes rather than viewing (and keeping alive) a shared
+      // storage.
       o->tensor = a[0]->tensor.as_strided(ints(a[2]), ints(a[3]), a[1]->i).clone();
       return o;
     }
@@ -380,10 +388,12 @@ namespace {
 // torch.jit type tag that weights_only refuses).
 class StateDictPickler {
  public:
+  // PROTO 2, EMPTY_DICT, then the MARK that SETITEMS in finish() closes.
   void begin() { out_ += "\x80\x02}("; }
   void entry(const std::string& key, const std::string& storage_key, const torch::Tensor& t) {
     unicode(key);
     global("torch._utils", "_rebuild_tensor_v2");
+    // A MARK for the rebuild's argument tuple, then one for the persistent id tuple.
     out_ += "((";
     unicode("storage");
     global("torch", storage_name(t.scalar_type()));
@@ -463,7 +473,9 @@ void write_state_dict(const NamedTensors& tensors, const std::string& path) {
   StateDictPickler pickler;
   pickler.begin();
   for (const auto& [name, t] : tensors) {
+    // Contiguous, so that the storage holds exactly numel elements in the strides written.
     auto c = t.detach().to(torch::kCPU).contiguous();
+    // Storage keys "0", "1", ... as torch.save numbers them.
     pickler.entry(name, std::to_string(storages.size()), c);
     storages.push_back(c);
   }
@@ -473,6 +485,7 @@ void write_state_dict(const NamedTensors& tensors, const std::string& path) {
       caffe2::serialize::PyTorchStreamWriter writer(
           [&sink](const void* buf, size_t n) -> size_t { return sink(buf, n) ? n : 0; });
       writer.writeRecord("data.pkl", pkl.data(), pkl.size());
+      // As torch.save writes it: torch.load reads the storages' byte order from this record.
       writer.writeRecord("byteorder", "little", 6);
       for (size_t i = 0; i < storages.size(); ++i) {
         const auto& c = storages[i];

@@ -19,6 +19,7 @@ ResNetOptions backbone_options(const ConfigNode& n) {
   if (std::find(names.begin(), names.end(), o.arch()) == names.end()) {
     n.fail("type", str("unknown '", o.arch(), "'; ", list_choices(o.arch(), names)));
   }
+  // torchvision's trainable_backbone_layers range: 0 freezes the whole body, 5 trains all of it.
   if (n.read("trainable_layers", o.trainable_layers()) &&
       (o.trainable_layers() < 0 || o.trainable_layers() > 5)) {
     n.fail("trainable_layers", str(o.trainable_layers(), " must be in [0, 5]"));
@@ -43,6 +44,7 @@ ops::AnchorGeneratorOptions anchor_options(const ConfigNode& n) {
   std::vector<double> base;
   for (const auto& level : o.sizes()) base.push_back(level.front());
   auto scales = static_cast<int64_t>(o.sizes().front().size());
+  // `|`, not `||`: both keys are read, and so marked used, whatever the first one returns.
   const bool sized = n.read("base_sizes", base) | n.read("scales_per_octave", scales);
   if (base.size() != 5) n.fail("base_sizes", str("needs 5 values (P3-P7), got ", base.size()));
   if (scales < 1) n.fail("scales_per_octave", str(scales, " must be >= 1"));

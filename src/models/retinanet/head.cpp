@@ -15,6 +15,8 @@ RetinaNetSubnetImpl::RetinaNetSubnetImpl(const RetinaNetHeadOptions& options,
   const bool norm = options.norm_groups() > 0;
   conv_ = register_module("conv", torch::nn::ModuleList());
   for (int64_t i = 0; i < options.num_convs(); ++i) {
+    // Initialised as torchvision's RetinaNet heads: N(0, 0.01) weights, zero biases. With
+    // GroupNorm (v2) the norm's shift replaces the conv's bias.
     torch::nn::Conv2d conv(torch::nn::Conv2dOptions(c, c, 3).padding(1).bias(!norm));
     torch::nn::init::normal_(conv->weight, 0.0, 0.01);
     if (!norm) torch::nn::init::zeros_(conv->bias);
@@ -52,6 +54,8 @@ RetinaNetHeadImpl::RetinaNetHeadImpl(RetinaNetHeadOptions options) : options_(op
               options_.num_classes());
   TORCH_CHECK(options_.prior_prob() > 0 && options_.prior_prob() < 1,
               "RetinaNetHead: prior_prob must be in (0, 1), got ", options_.prior_prob());
+  // The focal loss paper's prior: every anchor starts at foreground probability p, so the many
+  // background anchors do not swamp the first steps.
   const double p = options_.prior_prob();
   classification_head_ = register_module(
       "classification_head",

@@ -11,6 +11,7 @@ namespace detforge::models {
 namespace {
 
 void read_rtdetr_backbone(const ConfigNode& n, RTDetrOptions& o) {
+  // Starts from the defaults, so that keys left out keep them.
   ResNetVdOptions b = o.backbone();
   n.read("type", b.arch());
   const auto& names = resnet_vd_arch_names();
@@ -34,6 +35,7 @@ void read_rtdetr_encoder(const ConfigNode& n, RTDetrEncoderOptions& o) {
       n, {{"hidden_dim", &o.hidden_dim()}, {"heads", &o.heads()}, {"ffn_dim", &o.ffn_dim()}}, 1);
   read_at_least(n, {{"layers", &o.layers()}}, 0);
   if (n.read("expansion", o.expansion())) positive(n, "expansion", o.expansion());
+  // Attention splits hidden_dim evenly over the heads.
   if (o.hidden_dim() % o.heads() != 0) {
     n.fail("heads", str(o.heads(), " must divide hidden_dim ", o.hidden_dim()));
   }
@@ -54,6 +56,7 @@ void read_rtdetr_decoder(const ConfigNode& n, RTDetrDecoderOptions& o) {
                  {"num_queries", &o.num_queries()}},
                 1);
   if (n.read("offset_scale", o.offset_scale())) positive(n, "offset_scale", o.offset_scale());
+  // The attention splits d_model evenly over the heads.
   if (o.d_model() % o.heads() != 0) {
     n.fail("heads", str(o.heads(), " must divide d_model ", o.d_model()));
   }
@@ -109,6 +112,8 @@ RTDetrOptions rtdetr_options(const ConfigNode& model, std::optional<int64_t> num
 }
 
 void rtdetr_spec(const ConfigNode& model, DetectorSpec& spec) {
+  // Options are read and checked now, when the config is loaded; create() only builds, so a bad
+  // key fails before any weights are read.
   spec.create = [o = rtdetr_options(model, spec.num_classes)] {
     return std::make_shared<RTDetrImpl>(o);
   };

@@ -7,6 +7,7 @@ namespace detforge::models {
 namespace F = torch::nn::functional;
 
 torch::Tensor inverse_sigmoid(const torch::Tensor& x, double eps) {
+  // Clamped so that boxes at 0 or 1 give finite logits.
   const auto c = x.clamp(0.0, 1.0);
   return torch::log(c.clamp_min(eps) / (1 - c).clamp_min(eps));
 }
@@ -44,6 +45,8 @@ RTDetrDeformableAttentionImpl::RTDetrDeformableAttentionImpl(const RTDetrDecoder
 void RTDetrDeformableAttentionImpl::reset_parameters() {
   torch::NoGradGuard no_grad;
   offsets_->weight.zero_();
+  // Deformable DETR's initial offsets: each head samples along its own direction (scaled onto a
+  // square), the k-th point k steps out, so heads look in different directions from the start.
   const auto thetas = torch::arange(heads_, torch::kFloat64) * (2.0 * M_PI / heads_);
   auto grid = torch::stack({thetas.cos(), thetas.sin()}, -1);
   grid = (grid / std::get<0>(grid.abs().max(-1, true)))
@@ -51,6 +54,7 @@ void RTDetrDeformableAttentionImpl::reset_parameters() {
              .repeat({1, levels_, points_, 1});
   grid *= torch::arange(1, points_ + 1, torch::kFloat64).view({1, 1, points_, 1});
   offsets_->bias.copy_(grid.flatten());
+  // Zero logits: every point gets the same attention weight at the start.
   weights_->weight.zero_();
   weights_->bias.zero_();
   torch::nn::init::xavier_uniform_(value_->weight);
@@ -151,6 +155,7 @@ void RTDetrDecoderImpl::reset_parameters(double class_bias) {
   }
   for (const auto& m : *bbox_embed_) {
     auto last = m->as<RTDetrMlpImpl>()->last();
+    // A zero last layer: each decoder layer starts by passing its reference box through unchanged.
     last->weight.zero_();
     last->bias.zero_();
   }
@@ -171,6 +176,8 @@ RTDetrDecoderOutputs RTDetrDecoderImpl::forward(torch::Tensor target,
                                         inverse_sigmoid(reference));
     boxes.push_back(refined);
     logits.push_back(class_embed_[i]->as<torch::nn::LinearImpl>()->forward(target));
+    // Detached between layers, as RT-DETR's iterative refinement: each layer learns its own
+    // correction on top of the previous layer's boxes.
     reference = refined.detach();
   }
   return {torch::stack(logits), torch::stack(boxes)};

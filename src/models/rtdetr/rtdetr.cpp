@@ -38,6 +38,7 @@ std::pair<torch::Tensor, torch::Tensor> encoder_anchors(const LevelShapes& shape
   auto anchors = torch::cat(levels, 1);
   const double eps = 1e-2;
   const auto valid = ((anchors > eps) * (anchors < 1 - eps)).all(-1, true);
+  // The inverse sigmoid: the decoder refines boxes in logit space and a sigmoid brings them back.
   anchors = torch::log(anchors / (1 - anchors));
   const double big = options.dtype() == torch::kFloat64 ? std::numeric_limits<double>::max()
                                                         : std::numeric_limits<float>::max();
@@ -73,10 +74,12 @@ SetTerms set_terms(const torch::Tensor& logits, const torch::Tensor& boxes,
   const auto tgt_labels = torch::cat(labels), tgt_boxes = torch::cat(gt).view({-1, 4});
   const auto src_boxes = boxes.index({bi, qi});
   const auto tgt_xyxy = ops::box_cxcywh_to_xyxy(tgt_boxes);
+  // The VFL target is the IoU of detached boxes: a label, not a path for gradients.
   const auto iou =
       ops::paired_iou_giou(ops::box_cxcywh_to_xyxy(src_boxes.detach()), tgt_xyxy).first;
   const auto giou = ops::paired_iou_giou(ops::box_cxcywh_to_xyxy(src_boxes), tgt_xyxy).second;
 
+  // Unmatched queries get the extra class c, whose one-hot column narrow() drops: an all-zero row.
   auto classes = torch::full({b, q}, c, torch::TensorOptions().dtype(torch::kInt64).device(device));
   classes.index_put_({bi, qi}, tgt_labels);
   const auto one_hot = F::one_hot(classes, c + 1).narrow(-1, 0, c).to(logits.scalar_type());
@@ -179,6 +182,7 @@ RTDetrOutputs RTDetrImpl::forward_outputs(const torch::Tensor& images,
   const auto memory = torch::cat(flat, 1);
   const auto [anchors, valid] =
       encoder_anchors(shapes, options_.anchor_grid_size(), memory.options());
+  // Locations whose anchor leaves (0.01, 0.99) are zeroed before scoring, as RT-DETR's valid_mask.
   const auto output_memory = enc_output_->forward(valid.to(memory.scalar_type()) * memory);
   const auto enc_class = enc_score_head_(output_memory);
   const auto topk =
@@ -190,6 +194,8 @@ RTDetrOutputs RTDetrImpl::forward_outputs(const torch::Tensor& images,
       enc_bbox_head_(top_memory) + gather_rows(anchors.expand({memory.size(0), -1, -1}), topk);
   out.enc_boxes = torch::sigmoid(reference);
   out.enc_logits = gather_rows(enc_class, topk);
+  // The selected features start the decoder detached, as the reference boxes below (RT-DETR
+  // without learned queries).
   auto target = top_memory.detach();
   torch::Tensor mask;
   if (denoising != nullptr) {
@@ -213,6 +219,7 @@ std::vector<ops::SetTarget> RTDetrImpl::set_targets(const Batch& batch,
     s.file_name = t.file_name;
     const auto opts = batch.images.options();
     if (keep[i]) {
+      // Normalised by the padded size: boxes are predicted relative to the whole input tensor.
       const auto scale = torch::tensor({w, h, w, h}, opts);
       s.labels = t.labels.to(opts.device());
       s.boxes = ops::box_xyxy_to_cxcywh(t.boxes.tensor().to(opts) / scale);
@@ -265,6 +272,7 @@ LossDict RTDetrImpl::compute_loss(const RTDetrOutputs& outputs,
     }
     // A batch without boxes trains one dummy group: same graph, zero loss.
     const double scale = denoising->dummy ? 0.0 : 1.0;
+    // Every denoising group repeats every box, so the normaliser grows with the groups.
     const double normaliser = num_boxes * static_cast<double>(denoising->num_groups);
     for (int64_t l = 0; l < layers; ++l) {
       put("_dn_" + std::to_string(l),
@@ -308,6 +316,8 @@ std::vector<Detections> RTDetrImpl::postprocess(const torch::Tensor& logits,
                                                 const torch::Tensor& boxes,
                                                 const Batch& batch) const {
   const int64_t q = logits.size(1), c = logits.size(2);
+  // The top Q over all (query, class) pairs, as RT-DETR's post-processor: one query may give
+  // several labels.
   const auto [scores, index] = torch::sigmoid(logits).flatten(1).topk(q, 1);
   const auto labels = index.remainder(c);
   const auto query = torch::div(index, c, "floor");

@@ -36,6 +36,7 @@ torch::Tensor YoloConvImpl::forward(const torch::Tensor& x) {
 }
 
 YoloBottleneckImpl::YoloBottleneckImpl(int64_t in, int64_t out, bool shortcut, YoloNormOptions norm)
+    // A residual needs equal channels; Ultralytics' Bottleneck has the same condition.
     : add_(shortcut && in == out) {
   cv1_ = register_module("cv1", YoloConv(in, out, 3, 1, norm));
   cv2_ = register_module("cv2", YoloConv(out, out, 3, 1, norm));
@@ -55,6 +56,8 @@ C2fImpl::C2fImpl(int64_t in, int64_t out, int64_t n, bool shortcut, YoloNormOpti
 }
 
 torch::Tensor C2fImpl::forward(const torch::Tensor& x) {
+  // Each bottleneck reads the previous part and every part is kept for the concat:
+  // (2 + n) * hidden channels into cv2.
   auto halves = cv1_->forward(x).chunk(2, 1);
   std::vector<torch::Tensor> parts(halves.begin(), halves.end());
   for (const auto& block : *m_) parts.push_back(block->as<YoloBottleneck>()->forward(parts.back()));
@@ -70,6 +73,8 @@ SppfImpl::SppfImpl(int64_t in, int64_t out, int64_t kernel, YoloNormOptions norm
 torch::Tensor SppfImpl::forward(const torch::Tensor& x) {
   std::vector<torch::Tensor> parts{cv1_->forward(x)};
   const auto pool = F::MaxPool2dFuncOptions(kernel_).stride(1).padding(kernel_ / 2);
+  // Three chained k x k pools see what SPP's parallel k, 2k - 1 and 3k - 2 pools see (5, 9, 13
+  // for k = 5), at a lower cost.
   for (int i = 0; i < 3; ++i) parts.push_back(F::max_pool2d(parts.back(), pool));
   return cv2_->forward(torch::cat(parts, 1));
 }

@@ -37,11 +37,14 @@ YoloOptions yolo_options(const ConfigNode& model, std::optional<int64_t> num_cla
       model.fail("scale", str("unknown '", name, "'; ", list_choices(name, names)));
     o.scale(yolo_scale(name));
   }
+  // A named scale first; an explicit depth_multiple, width_multiple or max_channels then
+  // overrides one field of it.
   YoloScale s = o.scale();
   if (model.read("depth_multiple", s.depth)) positive(model, "depth_multiple", s.depth);
   if (model.read("width_multiple", s.width)) positive(model, "width_multiple", s.width);
   read_at_least(model, {{"max_channels", &s.max_channels}}, 8);
   o.scale(s);
+  // The distribution focal loss needs two bins around every target distance.
   read_at_least(model, {{"reg_max", &o.reg_max()}}, 2);
   if (auto a = model.optional_child("assigner")) {
     read_at_least(*a, {{"topk", &o.assigner_topk()}}, 1);
@@ -66,6 +69,7 @@ YoloOptions yolo_options(const ConfigNode& model, std::optional<int64_t> num_cla
 }
 
 void yolo_spec(const ConfigNode& model, DetectorSpec& spec) {
+  // Options are read and checked now, when the config is loaded; create() only builds.
   spec.create = [o = yolo_options(model, spec.num_classes)] {
     return std::make_shared<YoloImpl>(o);
   };

@@ -49,6 +49,8 @@ YoloDetectImpl::YoloDetectImpl(int64_t num_classes, int64_t reg_max,
                                const std::vector<int64_t>& channels,
                                const std::vector<int64_t>& strides, YoloNormOptions norm)
     : num_classes_(num_classes), reg_max_(reg_max), strides_(strides) {
+  // Ultralytics' Detect head widths: max(16, ch[0] / 4, 4 * reg_max) for boxes and
+  // max(ch[0], min(nc, 100)) for classes.
   const int64_t box_width = std::max({int64_t{16}, channels[0] / 4, reg_max * 4});
   const int64_t cls_width = std::max(channels[0], std::min<int64_t>(num_classes, 100));
   cv2_ = register_module("cv2", torch::nn::ModuleList());
@@ -83,6 +85,8 @@ void YoloDetectImpl::init_biases() {
     auto box = cv2_[i]->as<torch::nn::Sequential>();
     auto cls = cv3_[i]->as<torch::nn::Sequential>();
     (*box)[2]->as<torch::nn::Conv2d>()->bias.fill_(2.0);
+    // The class prior of Ultralytics' bias_init: a probability of about 5 / nc / cells, the cells
+    // counted for a 640-pixel image at this level's stride.
     const double cells = 640.0 / static_cast<double>(strides_[i]);
     (*cls)[2]->as<torch::nn::Conv2d>()->bias.fill_(
         std::log(5.0 / static_cast<double>(num_classes_) / (cells * cells)));
@@ -165,9 +169,11 @@ YoloOutputs YoloImpl::forward_outputs(const torch::Tensor& images) {
     return m->as<torch::nn::Upsample>()->forward(x);
   };
   YoloOutputs out;
+  // One slot per yaml layer (0-22), so that indices match the yaml's `from` fields.
   std::vector<torch::Tensor> y(23);
   auto x = images;
   for (int i = 0; i <= kP5Backbone; ++i) x = y[i] = layer(i, x);
+  // The Concat layers (11, 14, 17, 20) are the torch::cat calls here; their slots stay unused.
   x = layer(12, torch::cat({layer(10, x), y[kP4Backbone]}, 1));
   y[kP4Neck] = x;
   x = y[kP3Out] = layer(15, torch::cat({layer(13, x), y[kP3Backbone]}, 1));
@@ -184,6 +190,7 @@ std::pair<torch::Tensor, torch::Tensor> YoloImpl::anchors(const YoloOutputs& out
   const auto opts = outputs.neck[0].options();
   for (size_t i = 0; i < outputs.neck.size(); ++i) {
     const int64_t h = outputs.neck[i].size(2), w = outputs.neck[i].size(3);
+    // Points at cell centres: Ultralytics' make_anchors with grid_cell_offset 0.5.
     const auto sx = torch::arange(w, opts) + 0.5;
     const auto sy = torch::arange(h, opts) + 0.5;
     const auto grid = torch::meshgrid({sy, sx}, "ij");
@@ -243,6 +250,8 @@ LossDict YoloImpl::compute_loss(const YoloOutputs& outputs, const YoloTargets& t
       .alpha(options_.assigner_alpha())
       .beta(options_.assigner_beta())
       .min_side(static_cast<double>(strides_.size() > 1 ? strides_[1] : strides_[0]));
+  // The assigner sees detached predictions in pixels; the losses below work in grid units
+  // (targets divided by the stride), as v8DetectionLoss.
   const auto assigned = ops::task_aligned_assign(
       ao, pred_scores.detach().sigmoid(), (pred_boxes.detach() * stride).to(torch::kFloat32),
       points * stride, targets.labels, targets.boxes, targets.mask);
@@ -264,16 +273,20 @@ LossDict YoloImpl::compute_loss(const YoloOutputs& outputs, const YoloTargets& t
 
   const auto fg = assigned.fg_mask.nonzero();
   const auto fb = fg.select(1, 0), fa = fg.select(1, 1);
+  // Each foreground anchor weighs by its summed target score; every term is divided by the total
+  // of those scores (averaged over ranks once the trainer sets the normaliser).
   const auto weight = assigned.scores.index({fb, fa}).sum(-1, true);
   const auto target_boxes = (assigned.boxes / stride).index({fb, fa});
   const auto iou = ops::paired_ciou(pred_boxes.index({fb, fa}), target_boxes).unsqueeze(-1);
   const auto box = ((1.0 - iou) * weight).sum() / normaliser;
 
   const auto point_fg = points.index({fa});
+  // DFL targets: left, top, right, bottom distances from the anchor point, in grid units.
   const auto target_dist = torch::cat(
       {point_fg - target_boxes.narrow(-1, 0, 2), target_boxes.narrow(-1, 2, 2) - point_fg}, -1);
   const auto dfl_result = losses::distribution_focal_loss(
       pred_dist.index({fb, fa}).view({-1, 4, reg_max}), target_dist);
+  // The mean over the four sides first, as Ultralytics' DFLoss.
   const auto dfl = (dfl_result.loss.mean(-1, true) * weight).sum() / normaliser;
   if (stats) {
     stats->clamped_targets = dfl_result.clamped;
@@ -319,6 +332,7 @@ torch::Tensor YoloImpl::decode(const YoloOutputs& outputs) const {
   const auto dist = detect_->dfl()->forward(outputs.box_logits);
   const auto xyxy = distances_to_xyxy(dist, points.transpose(0, 1).unsqueeze(0), 1);
   const auto lt = xyxy.narrow(1, 0, 2), rb = xyxy.narrow(1, 2, 2);
+  // Grid units back to pixels of the resized image.
   const auto cxcywh = torch::cat({(lt + rb) / 2, rb - lt}, 1) * stride.transpose(0, 1);
   return torch::cat({cxcywh, outputs.cls_logits.sigmoid()}, 1);
 }
