@@ -126,6 +126,41 @@ TEST_F(TrainerTest, ResumeMidEpochWithAugmentationsIsBitwiseIdentical) {
        "data.train.close_mosaic=1"});
 }
 
+// train.accumulate: one optimizer step per N batches, with the gradient of the mean of their
+// losses. The trainer's first step is rebuilt by hand from the same Run (same seed, loader and
+// optimizer): backward of each batch's loss / N, one SGD step.
+TEST_F(TrainerTest, AccumulateStepsOncePerNBatchesOnTheMeanLoss) {
+  const std::vector<std::string> overrides = {"train.accumulate=2", "optimizer.momentum=0",
+                                              "ema.enabled=false"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.end(), overrides.begin(), overrides.end());
+    return more;
+  };
+  // 4 batches an epoch, 2 epochs: 4 optimizer steps, not 8.
+  EXPECT_EQ(train(config(dir_.path() / "acc_full", with({}))).steps_done, 4);
+  const auto out = dir_.path() / "acc_one";
+  ASSERT_EQ(train(config(out, with({"train.stop_at_step=1"}))).steps_done, 1);
+  const auto trained = stored_tensors((out / "last.ckpt").string(), "model");
+
+  RunSpec spec = read_run_spec(config(dir_.path() / "acc_manual", with({})), RunPurpose::kTrain,
+                               DeviceEnv{std::nullopt, 0, std::nullopt});
+  Run run = build_run(spec);
+  run.model->train();
+  run.train_data->start_epoch(0);
+  run.optimizer->zero_grad();
+  for (int micro = 0; micro < 2; ++micro) {
+    const auto batch = run.train_data->next();
+    ASSERT_TRUE(batch.has_value());
+    (run.model->forward_train(*batch).total() / 2.0).backward();
+  }
+  set_lr(*run.optimizer, run.schedule->lr_at(0), run.lr_multipliers);
+  run.optimizer->step();
+  const auto manual = models::module_state(*run.model);
+  ASSERT_EQ(manual.size(), trained.size());
+  for (size_t i = 0; i < manual.size(); ++i)
+    EXPECT_TRUE(torch::equal(manual[i].second.detach(), trained[i])) << manual[i].first;
+}
+
 TEST_F(TrainerTest, NonFiniteLossSkipsTheStepOnly) {
   TrainHooks hooks;
   int calls = 0;
