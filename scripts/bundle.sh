@@ -149,9 +149,15 @@ data: {root: $tmp/data, min_size: 128, max_size: 128, workers: 1}
 train: {epochs: 1}
 EOF
     "$run" train --config quick.yaml
-    # Two Gloo ranks: the gradient engine (c10d::Reducer) and SyncBN against this torch.
-    "$run" launch --nproc-per-node 2 -- "$run" train --config quick.yaml output_dir="$tmp/run2" \
-      train.epochs=2 dist.sync_bn=true
+    # Two Gloo ranks: the gradient engine (c10d::Reducer) and SyncBN against this torch, on
+    # YOLOv8n, whose batch norms train (the RetinaNet above has GroupNorm and no SyncBN layer).
+    cat > quick_bn.yaml <<EOF
+_base_: $(dirname "$run")/../configs/yolo/synth_yolov8n.yaml
+output_dir: $tmp/run2
+data: {root: $tmp/data, min_size: 128, max_size: 128, workers: 1}
+train: {epochs: 2}
+EOF
+    "$run" launch --nproc-per-node 2 -- "$run" train --config quick_bn.yaml dist.sync_bn=true
     "$run" gpu_test --gtest_brief=1
   )
   restore_hidden
