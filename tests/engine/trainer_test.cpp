@@ -144,7 +144,7 @@ TEST_F(TrainerTest, AccumulateStepsOncePerNBatchesOnTheMeanLoss) {
 
   RunSpec spec = read_run_spec(config(dir_.path() / "acc_manual", with({})), RunPurpose::kTrain,
                                DeviceEnv{std::nullopt, 0, std::nullopt});
-  Run run = build_run(spec);
+  engine::Run run = build_run(spec);
   run.model->train();
   run.train_data->start_epoch(0);
   run.optimizer->zero_grad();
