@@ -78,23 +78,23 @@ std::vector<engine::ImageInput> list_images(const PredictArgs& a, data::Category
 void draw(const engine::ImageInput& in, const Detections& det, const data::CategoryMap& categories,
           const PredictArgs& a) {
   cv::Mat img = data::try_decode_image(in.path).bgr;
-  const auto boxes = det.boxes.tensor().contiguous();
+  // One copy to the host per image, then plain reads (no device sync per box).
+  const auto boxes = det.boxes.tensor().to(torch::kCPU).contiguous();
+  const auto scores = det.scores.to(torch::kCPU).contiguous();
+  const auto labels = det.labels.to(torch::kCPU).contiguous();
+  const auto b = boxes.accessor<float, 2>();
   std::vector<data::DrawnBox> drawn;
   for (int64_t i = 0; i < det.size(); ++i) {
-    const float score = det.scores[i].item<float>();
+    const float score = scores.data_ptr<float>()[i];
     if (score < a.draw_threshold) continue;
-    const int64_t label = det.labels[i].item<int64_t>();
+    const int64_t label = labels.data_ptr<int64_t>()[i];
     // Without a COCO file the category id is label + 1, as in the results json.
     const std::string name = label < categories.num_classes()
                                  ? categories.names()[static_cast<size_t>(label)]
                                  : std::to_string(label + 1);
     char caption[128];
     std::snprintf(caption, sizeof(caption), "%s %.2f", name.c_str(), score);
-    const auto b = boxes[i];
-    drawn.push_back(
-        {{b[0].item<float>(), b[1].item<float>(), b[2].item<float>(), b[3].item<float>()},
-         label,
-         caption});
+    drawn.push_back({{b[i][0], b[i][1], b[i][2], b[i][3]}, label, caption});
   }
   data::draw_boxes(img, drawn);
   auto out = fs::path(a.draw) / in.file_name;

@@ -222,6 +222,7 @@ bool Trainer::train_epoch(int64_t epoch) {
       if (progress_.step % o_.log_interval == 0) log_step(epoch, reduced);
     }
     if (o_.stop_at_step > 0 && progress_.step >= o_.stop_at_step) {
+      progress_log_->break_line();
       save({"last.ckpt"});
       logging::info(detforge::str("stopped at step ", progress_.step,
                                   " (train.stop_at_step); resume with --resume ",
