@@ -1,5 +1,6 @@
-// Training augmentations, composable from `data.train.transforms` (src/data/build.cpp): each
-// transform is a small class with its options; a Pipeline runs them in order on one sample.
+// Training augmentations, composable from `data.train.transforms`: each transform is a small class
+// in src/data/augment/<type>.cpp with its config reader, listed in src/data/augment/list.h, and its
+// options here; a Pipeline runs them in order on one sample.
 // OpenCV does the pixel work (warpAffine, cvtColor, LUT, resize). Free of LibTorch.
 //
 // Box bookkeeping lives in one place, clip_and_filter(): a geometric transform maps the box

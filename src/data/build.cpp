@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -10,6 +9,7 @@
 
 #include "core/config_node.h"
 #include "core/errors.h"
+#include "data/augment/keys.h"
 
 namespace fs = std::filesystem;
 
@@ -96,150 +96,43 @@ void read_loader(const ConfigNode& n, LoaderOptions& l) {
   }
 }
 
-void probability(const ConfigNode& n, const std::string& key, double& field) {
-  if (n.read(key, field) && !(field >= 0 && field <= 1))
-    n.fail(key, str("must lie in [0, 1], got ", field));
-}
-
-void non_negative(const ConfigNode& n, const std::string& key, double& field) {
-  if (n.read(key, field) && !(field >= 0)) n.fail(key, str("must be >= 0, got ", field));
-}
-
-template <typename T>
-void read_pair(const ConfigNode& n, const std::string& key, std::array<T, 2>& field,
-               const char* what) {
-  const auto v = n.optional<std::vector<T>>(key);
-  if (!v) return;
-  if (v->size() != 2 || !((*v)[0] > 0) || (*v)[1] < (*v)[0])
-    n.fail(key, str("expected ", what, ": two numbers > 0, the second >= the first"));
-  field = {(*v)[0], (*v)[1]};
-}
-
-void read_fill(const ConfigNode& n, int& fill) {
-  if (n.read("fill", fill) && (fill < 0 || fill > 255))
-    n.fail("fill", str("must lie in [0, 255], got ", fill));
-}
-
-// The readers of data.train.transforms entries: each reads its keys (the `type` key already
-// read) into its Options and makes the transform. `base` holds the data-level resize and flip
-// keys, which a `resize` or `flip` entry inherits.
-using TransformReader =
-    std::function<std::shared_ptr<const Transform>(const ConfigNode&, const TransformOptions&)>;
-
-std::shared_ptr<const Transform> read_resize(const ConfigNode& n, const TransformOptions& base) {
-  ResizeOptions o{base.min_size, base.max_size, base.fixed_size, false};
-  o.min_size = int_or_list(n, "min_size", o.min_size);
-  if (o.min_size.empty()) n.fail("min_size", "must not be empty");
-  for (const int64_t m : o.min_size) {
-    if (m < 1) n.fail("min_size", str("sizes must be >= 1, got ", m));
+// A map of the config as the transform readers see it (src/data/augment/keys.h): an entry of
+// data.train.transforms, or data.train.box_filter.
+class EntryKeys final : public TransformKeys {
+ public:
+  explicit EntryKeys(const ConfigNode& n) : n_(n) {}
+  bool has(const std::string& key) const override { return n_.has(key); }
+  bool read(const std::string& key, double& field) const override { return n_.read(key, field); }
+  bool read(const std::string& key, int64_t& field) const override { return n_.read(key, field); }
+  bool read(const std::string& key, int& field) const override { return n_.read(key, field); }
+  bool read(const std::string& key, bool& field) const override { return n_.read(key, field); }
+  bool read(const std::string& key, std::vector<double>& field) const override {
+    return n_.read(key, field);
   }
-  if (n.read("max_size", o.max_size)) at_least(n, "max_size", o.max_size, 1);
-  std::array<int64_t, 2> fixed{};
-  if (n.has("fixed_size")) {
-    read_pair(n, "fixed_size", fixed, "[width, height]");
-    o.fixed_size = fixed;
+  bool read(const std::string& key, std::vector<int64_t>& field) const override {
+    if (!n_.has(key)) return false;
+    field = int_or_list(n_, key, field);
+    return true;
   }
-  // An entry of the train transforms: it draws one min_size per sample.
-  return make_resize(o, true);
-}
-
-std::shared_ptr<const Transform> read_flip(const ConfigNode& n, const TransformOptions& base) {
-  FlipOptions o{base.flip_prob, 0.0};
-  probability(n, "prob", o.prob);
-  probability(n, "vertical_prob", o.vertical_prob);
-  return make_flip(o);
-}
-
-std::shared_ptr<const Transform> read_hsv(const ConfigNode& n, const TransformOptions&) {
-  HsvOptions o;
-  probability(n, "hue", o.hue);
-  probability(n, "saturation", o.saturation);
-  probability(n, "value", o.value);
-  probability(n, "prob", o.prob);
-  return make_hsv(o);
-}
-
-std::shared_ptr<const Transform> read_affine(const ConfigNode& n, const TransformOptions&) {
-  AffineOptions o;
-  non_negative(n, "degrees", o.degrees);
-  probability(n, "translate", o.translate);
-  if (n.read("scale", o.scale) && !(o.scale >= 0 && o.scale < 1))
-    n.fail("scale", str("must lie in [0, 1) (the gain is U(1 - scale, 1 + scale)), got ", o.scale));
-  // The warp uses tan() of the angle, which is infinite at 90 degrees.
-  if (n.read("shear", o.shear) && !(o.shear >= 0 && o.shear < 90))
-    n.fail("shear", str("must lie in [0, 90) degrees, got ", o.shear));
-  if (n.has("size")) {
-    std::array<int64_t, 2> size{};
-    read_pair(n, "size", size, "[width, height]");
-    o.size = size;
+  [[noreturn]] void fail(const std::string& key, const std::string& what) const override {
+    n_.fail(key, what);
   }
-  read_fill(n, o.fill);
-  return make_affine(o);
-}
 
-std::shared_ptr<const Transform> read_scale_jitter(const ConfigNode& n, const TransformOptions&) {
-  ScaleJitterOptions o;
-  read_pair(n, "size", o.size, "[width, height]");
-  read_pair(n, "scale", o.scale, "[min, max]");
-  n.read("crop", o.crop);
-  return make_scale_jitter(o);
-}
+ private:
+  const ConfigNode& n_;
+};
 
-std::shared_ptr<const Transform> read_iou_crop(const ConfigNode& n, const TransformOptions&) {
-  IouCropOptions o;
-  n.read("min_ious", o.min_ious);
-  if (o.min_ious.empty()) n.fail("min_ious", "must not be empty");
-  for (const double v : o.min_ious) {
-    if (!(v >= 0 && v <= 1)) n.fail("min_ious", str("values must lie in [0, 1], got ", v));
-  }
-  std::array<double, 2> scale{o.min_scale, o.max_scale}, aspect{o.min_aspect, o.max_aspect};
-  read_pair(n, "scale", scale, "[min, max]");
-  read_pair(n, "aspect", aspect, "[min, max]");
-  if (scale[1] > 1) n.fail("scale", "the crop's side fraction must be <= 1");
-  o.min_scale = scale[0], o.max_scale = scale[1], o.min_aspect = aspect[0];
-  o.max_aspect = aspect[1];
-  if (n.read("trials", o.trials)) at_least(n, "trials", o.trials, 1);
-  return make_iou_crop(o);
-}
+using TransformReader = std::shared_ptr<const Transform> (*)(const TransformKeys&,
+                                                             const TransformOptions&);
 
-std::shared_ptr<const Transform> read_zoom_out(const ConfigNode& n, const TransformOptions&) {
-  ZoomOutOptions o;
-  read_pair(n, "side_range", o.side_range, "[min, max]");
-  if (o.side_range[0] < 1) n.fail("side_range", "must start at >= 1 (the canvas is never smaller)");
-  probability(n, "prob", o.prob);
-  read_fill(n, o.fill);
-  return make_zoom_out(o);
-}
-
-std::shared_ptr<const Transform> read_mosaic(const ConfigNode& n, const TransformOptions&) {
-  MosaicOptions o;
-  if (n.read("size", o.size)) at_least(n, "size", o.size, 2);
-  probability(n, "prob", o.prob);
-  read_fill(n, o.fill);
-  return make_mosaic(o);
-}
-
-std::shared_ptr<const Transform> read_mixup(const ConfigNode& n, const TransformOptions&) {
-  MixUpOptions o;
-  probability(n, "prob", o.prob);
-  if (n.read("alpha", o.alpha) && !(o.alpha > 0)) n.fail("alpha", "must be > 0");
-  read_fill(n, o.fill);
-  return make_mixup(o);
-}
-
-// One entry of data.train.transforms through the table: `type` -> its reader (the order is
-// the one error messages list). A new transform is one reader and one row here.
+// One entry of data.train.transforms through the table of src/data/augment/list.h: `type` -> its
+// reader (in the list's order, which error messages follow).
 std::shared_ptr<const Transform> read_transform(const ConfigNode& n, const TransformOptions& base) {
   static const std::vector<std::pair<std::string, TransformReader>> kReaders = {
-      {"resize", read_resize},
-      {"flip", read_flip},
-      {"hsv", read_hsv},
-      {"affine", read_affine},
-      {"scale_jitter", read_scale_jitter},
-      {"iou_crop", read_iou_crop},
-      {"zoom_out", read_zoom_out},
-      {"mosaic", read_mosaic},
-      {"mixup", read_mixup}};
+#define DETFORGE_TRANSFORM(type) {#type, read_##type},
+#include "data/augment/list.h"
+#undef DETFORGE_TRANSFORM
+  };
   std::vector<std::string> types;
   for (const auto& [type, reader] : kReaders) types.push_back(type);
   if (!n.has("type")) {
@@ -251,7 +144,7 @@ std::shared_ptr<const Transform> read_transform(const ConfigNode& n, const Trans
   const auto entry = std::find_if(kReaders.begin(), kReaders.end(),
                                   [&](const auto& row) { return row.first == type; });
   // one_of() has refused any other type, so `entry` is a row of the table.
-  auto t = entry->second(n, base);
+  auto t = entry->second(EntryKeys(n), base);
   n.reject_unused();
   return t;
 }
@@ -267,8 +160,9 @@ void read_augmentations(const ConfigNode& s, LoaderOptions& l) {
     if (m < 1) s.fail("multi_scale", str("sizes must be >= 1, got ", m));
   }
   if (const auto f = s.optional_child("box_filter")) {
-    non_negative(*f, "min_side", p.filter.min_side);
-    probability(*f, "min_visible", p.filter.min_visible);
+    const EntryKeys keys(*f);
+    keys.non_negative("min_side", p.filter.min_side);
+    keys.probability("min_visible", p.filter.min_visible);
     if (f->read("max_aspect", p.filter.max_aspect) && !(p.filter.max_aspect > 1))
       f->fail("max_aspect", "must be > 1");
     f->reject_unused();

@@ -442,6 +442,15 @@ TEST(AugmentConfig, BadEntriesNameTheKey) {
             std::string::npos);
   EXPECT_NE(error("    transforms: [{type: zoom_out, side_range: [0.5, 2]}]\n").find(">= 1"),
             std::string::npos);
+  EXPECT_NE(error("    transforms: [{type: resize, fixed_size: 800}]\n")
+                .find("transforms[0].fixed_size: expected [width, height]"),
+            std::string::npos);
+  EXPECT_NE(error("    transforms: [{type: mosaic, size: 1}]\n").find("size: must be >= 2, got 1"),
+            std::string::npos);
+  EXPECT_NE(error("    transforms: [{type: affine, fill: 300}]\n").find("must lie in [0, 255]"),
+            std::string::npos);
+  EXPECT_NE(error("    box_filter: {min_visible: 2}\n").find("box_filter.min_visible: must lie in"),
+            std::string::npos);
   const std::string val = R"(data:
   num_classes: 3
   train: {ann: t.json, images: t}
@@ -453,6 +462,27 @@ TEST(AugmentConfig, BadEntriesNameTheKey) {
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("train split only"), std::string::npos) << e.what();
   }
+}
+
+// Each file under src/data/augment/ that defines a transform is one line of the list CMake and
+// the type table are made from; a file the list misses would never be built.
+TEST(AugmentConfig, EveryTransformFileIsListed) {
+  const fs::path dir = fs::path(DETFORGE_SOURCE_DIR) / "src" / "data" / "augment";
+  const std::string list = testing::read_file(dir / "list.h");
+  std::vector<std::string> missing;
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() != ".cpp") continue;
+    ++files;
+    const std::string line = "\nDETFORGE_TRANSFORM(" + e.path().stem().string() + ")";
+    if (list.find(line) == std::string::npos) missing.push_back(e.path().filename().string());
+  }
+  EXPECT_TRUE(missing.empty()) << ::testing::PrintToString(missing);
+  int listed = 0;
+  for (size_t at = list.find("\nDETFORGE_TRANSFORM("); at != std::string::npos;
+       at = list.find("\nDETFORGE_TRANSFORM(", at + 1))
+    ++listed;
+  EXPECT_EQ(files, listed);
 }
 
 // ---- loader bookkeeping ----
