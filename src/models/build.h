@@ -31,8 +31,13 @@ struct DetectorSpec {
   int64_t size_divisibility = 1;
   /// A freshly initialised detector of this config (random init, no weights loaded).
   std::function<std::shared_ptr<Detector>()> create;
-  /// `model.weights`: a whole-model state dict (detforge or torchvision).
+  /// `model.weights`: whole-model weights to start from (load_pretrained_weights()).
   std::optional<std::string> weights;
+  /// `model.weights_strict`: refuse a `weights` file that matches less than
+  /// kMinPretrainedFraction of the model. Default: true
+  bool weights_strict = true;
+  /// `model.freeze`: module-name patterns frozen after the weights load (Detector::freeze).
+  std::vector<std::string> freeze;
   /// `model.backbone.weights`: an ImageNet ResNet/ResNeXt state dict (torchvision).
   std::optional<std::string> backbone_weights;
 };
@@ -47,7 +52,9 @@ using FamilyBuilder = std::function<void(const ConfigNode& model, DetectorSpec& 
 /// comes from the caller (already checked against `model.num_classes`), else from the map.
 DetectorSpec detector_spec(const ConfigNode& model, std::optional<int64_t> num_classes = {});
 
-/// spec.create(), then `spec.weights` or else `spec.backbone_weights` loaded.
+/// spec.create(), then `spec.weights` or else `spec.backbone_weights` loaded, then `spec.freeze`
+/// applied (logged: the frozen tensors and values). Throws ConfigError for a freeze pattern that
+/// matches no module, listing the top-level modules.
 std::shared_ptr<Detector> build_detector(const DetectorSpec& spec);
 
 /// build_detector(detector_spec(model)).
@@ -56,6 +63,33 @@ std::shared_ptr<Detector> build_detector(const ConfigNode& model);
 /// Loads a whole-model state dict file (torch.save or safetensors) into `detector`: every tensor
 /// required, no extras; the detector's weight_aliases() may stand for the names it holds.
 void load_detector_weights(Detector& detector, const std::string& path);
+
+/// A file that covers less than this fraction of a model's parameter values is refused as
+/// `model.weights` (another architecture, or a backbone-only file), unless weights_strict is off.
+constexpr double kMinPretrainedFraction = 0.5;
+
+/// What load_pretrained_weights() did, by module tensor.
+struct PretrainedReport {
+  LoadReport load;
+  /// Values (elements) of the loaded, re-initialised (shape differs) and missing tensors; the
+  /// unused ones are load.unexpected_elements.
+  int64_t loaded_values = 0, reinitialised_values = 0, missing_values = 0;
+  /// Parameter values of the model, and of them loaded (buffers excluded).
+  int64_t model_parameters = 0, loaded_parameters = 0;
+  /// loaded_parameters / model_parameters.
+  double loaded_fraction() const;
+  /// The start-up table: loaded / re-initialised / missing / unused with tensor and value counts
+  /// and the first names of each.
+  std::string table(const std::string& path) const;
+};
+
+/// Loads the weights of a model to fine-tune (`model.weights`): every tensor whose name (after the
+/// family's renames and aliases) and shape match; a tensor whose shape differs (a head for another
+/// class count) keeps the family's own init, as do those the file lacks; tensors the model lacks
+/// are ignored. Logs the table. Throws IoError naming the file and the first differences when
+/// `strict` and less than kMinPretrainedFraction of the parameters loaded.
+PretrainedReport load_pretrained_weights(Detector& detector, const std::string& path,
+                                         bool strict = true);
 
 /// Every parameter and buffer of `detector` by name, plus its weight_aliases() duplicates: the
 /// state dict `detforge export` writes.

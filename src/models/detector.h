@@ -73,6 +73,16 @@ class Detector : public torch::nn::Module {
   /// same device (the EMA copy: no config read, no weight file loaded again).
   virtual std::shared_ptr<Detector> copy() const = 0;
 
+  /// `model.freeze`: freezes the modules whose dotted names match one of `patterns` (fnmatch
+  /// globs: `backbone`, `model.[0-9]`, `*.bn1`), with everything under them: their parameters stop
+  /// requiring gradients (so they leave the optimizer), and their norm layers (modules with a
+  /// `running_mean` buffer) stay in eval mode through every train(). Returns the frozen parameter
+  /// names. Throws std::invalid_argument naming a pattern that matches no module.
+  std::vector<std::string> freeze(const std::vector<std::string>& patterns);
+
+  /// Module::train, then the norm layers under frozen modules back to eval.
+  void train(bool on = true) override;
+
  protected:
   /// count_normalizer_ applied to `count`, as a double.
   double normalize_count(int64_t count) const {
@@ -86,6 +96,7 @@ class Detector : public torch::nn::Module {
 
  private:
   CountNormalizer count_normalizer_;
+  std::vector<std::string> frozen_patterns_;
 };
 
 /// The overrides every family writes the same way. A family derives as

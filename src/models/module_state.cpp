@@ -30,8 +30,9 @@ NamedTensors module_state(const torch::nn::Module& module) {
 
 LoadReport load_named_tensors(torch::nn::Module& module, const NamedTensors& tensors,
                               const std::string& source, const LoadOptions& options) {
+  const NamedTensors state = module_state(module);
   std::map<std::string, torch::Tensor> targets;
-  for (auto& [name, t] : module_state(module)) targets.emplace(name, t);
+  for (auto& [name, t] : state) targets.emplace(name, t);
   LoadReport report;
   std::map<std::string, bool> seen;
   torch::NoGradGuard no_grad;
@@ -48,6 +49,12 @@ LoadReport load_named_tensors(torch::nn::Module& module, const NamedTensors& ten
     const auto it = targets.find(name);
     if (it == targets.end()) {
       report.unexpected.push_back(name);
+      report.unexpected_elements += value.numel();
+      continue;
+    }
+    if (it->second.sizes() != value.sizes() && options.skip_shape_mismatch()) {
+      report.mismatched.push_back({name, it->second.sizes().vec(), value.sizes().vec()});
+      seen[name] = true;
       continue;
     }
     if (it->second.sizes() != value.sizes()) {
@@ -59,8 +66,10 @@ LoadReport load_named_tensors(torch::nn::Module& module, const NamedTensors& ten
     it->second.copy_(value);
     seen[name] = true;
     ++report.loaded;
+    report.loaded_names.push_back(name);
   }
-  for (const auto& [name, t] : targets) {
+  // In the module's order (parameters, then buffers), as state_dict() lists them.
+  for (const auto& [name, t] : state) {
     if (!seen.count(name) && !is_counter(name)) report.missing.push_back(name);
   }
   auto listing = [](const std::vector<std::string>& keys) {

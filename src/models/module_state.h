@@ -32,19 +32,30 @@ struct LoadOptions {
   TORCH_ARG(bool, require_all) = true;
   /// Refuse file keys the module does not have. Default: true
   TORCH_ARG(bool, reject_unexpected) = true;
+  /// Leave a module tensor whose file tensor has another shape at its init (listed in
+  /// LoadReport::mismatched) instead of throwing. Default: false
+  TORCH_ARG(bool, skip_shape_mismatch) = false;
 };
 
 struct LoadReport {
+  struct Mismatch {
+    std::string name;
+    std::vector<int64_t> model_shape, file_shape;
+  };
   int64_t loaded = 0;
-  std::vector<std::string> missing;     // module tensors absent from the file
-  std::vector<std::string> unexpected;  // file tensors the module lacks (ignored ones excluded)
+  std::vector<std::string> loaded_names;  // in file order
+  std::vector<std::string> missing;       // module tensors absent from the file
+  std::vector<std::string> unexpected;    // file tensors the module lacks (ignored ones excluded)
+  std::vector<Mismatch> mismatched;       // same name, another shape (skip_shape_mismatch)
+  /// Elements of the file's tensors under `unexpected`.
+  int64_t unexpected_elements = 0;
 };
 
 /// Copies `tensors` into the parameters and buffers of `module` by name. Keys ending in
 /// ".num_batches_tracked" (BatchNorm2d bookkeeping) are loaded where the module has that buffer
 /// and skipped where it has none (detforge's frozen BN); they are never required. Throws IoError
-/// naming `source`, the key and both shapes on a shape mismatch, and listing the keys when missing
-/// / unexpected ones are refused by `options`.
+/// naming `source`, the key and both shapes on a shape mismatch (unless skip_shape_mismatch), and
+/// listing the keys when missing / unexpected ones are refused by `options`.
 LoadReport load_named_tensors(torch::nn::Module& module, const NamedTensors& tensors,
                               const std::string& source, const LoadOptions& options = {});
 

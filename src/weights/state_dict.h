@@ -1,7 +1,7 @@
-// Weight files shared with Python: read any `torch.save(state_dict)` zip file (an OrderedDict
-// or dict of tensors, optionally under a "model" / "state_dict" key) or safetensors file, and
-// write files that `torch.load(path, weights_only=True)` returns as a dict. File formats only:
-// loading into a module is models/module_state.h.
+// Weight files shared with Python: read a `torch.save` zip file (a state dict, a training
+// checkpoint holding one, or a whole pickled model such as an Ultralytics `.pt`) or a
+// safetensors file, and write files that `torch.load(path, weights_only=True)` returns as a dict.
+// File formats only: loading into a module is models/module_state.h.
 #pragma once
 
 #include <string>
@@ -15,10 +15,30 @@ namespace detforge::weights {
 /// Name -> tensor, in file order.
 using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 
-/// Reads a torch.save zip file holding a state dict, or a safetensors file. Tensors come back
-/// contiguous on the CPU.
-/// Throws IoError naming the file for a missing/unreadable file, the legacy (pre-1.6,
-/// non-zip) format, or content that is not a dict of tensors.
+/// The weights found in a file, and what else it said about them.
+struct WeightFile {
+  /// Name -> tensor as the source's state_dict() names them, contiguous on the CPU, in the
+  /// dtype stored (an Ultralytics checkpoint holds float16).
+  NamedTensors tensors;
+  /// The class names the source stored (Ultralytics' model.names), index = class; empty when it
+  /// stored none.
+  std::vector<std::string> class_names;
+  /// Where the weights were found: "state dict", "safetensors", or the path inside a
+  /// checkpoint, e.g. "['ema'] (ultralytics.nn.tasks.DetectionModel)", "['ema']['module']".
+  std::string source;
+};
+
+/// Reads the weights of a torch.save zip file or a safetensors file. A zip file may hold a state
+/// dict, or a checkpoint with one (or a whole pickled nn.Module, as Ultralytics saves) at the
+/// top or under 'ema', 'model', 'state_dict' or 'module', EMA first: torchvision's and
+/// MMDetection's state dicts, Ultralytics' `{'model': DetectionModel, 'ema': ...}` (a None
+/// 'ema' is passed over), RT-DETR's `{'ema': {'module': state_dict}}`. A pickled module is
+/// walked without its classes (`_parameters`, persistent `_buffers`, `_modules`); nothing in the
+/// file is executed. Throws IoError naming the file for a missing/unreadable file, the legacy
+/// (pre-1.6, non-zip) format, or content without weights.
+WeightFile read_weight_file(const std::string& path);
+
+/// read_weight_file(path).tensors.
 NamedTensors read_state_dict(const std::string& path);
 
 /// Reads a safetensors file (an 8-byte header length, a JSON header of name -> dtype, shape and

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 #include <unordered_map>
 
 #include <caffe2/serialize/inline_container.h>
@@ -19,21 +20,40 @@ namespace detforge::weights {
 
 namespace {
 
-// A minimal unpickler for what torch.save writes for a state dict (pickle protocol 2-5):
-// dicts (OrderedDict included, its `_metadata` state ignored), tuples, lists, strings, numbers
-// and tensors rebuilt by torch._utils._rebuild_tensor_v2 / _rebuild_parameter from the zip's
-// storages. LibTorch's own unpickler turns OrderedDict into None, so it cannot read these.
+// An unpickler for what torch.save writes (pickle protocol 2-5), without Python's classes:
+// dicts (OrderedDict included, its `_metadata` state ignored), tuples, lists, sets, strings,
+// bytes, numbers and tensors rebuilt by torch._utils._rebuild_tensor_v2 / _rebuild_parameter
+// from the zip's storages. Any other object (an nn.Module pickled whole, as Ultralytics saves
+// its models; a namespace; a numpy array) becomes an opaque kObject holding its class or
+// factory name, its arguments and the state BUILD gave it, so a module's `_parameters`,
+// `_buffers` and `_modules` can be walked afterwards. Nothing is executed. LibTorch's own
+// unpickler turns OrderedDict into None and refuses unknown classes, so it cannot read these.
 struct PyObj;
 using Obj = std::shared_ptr<PyObj>;
 
 struct PyObj {
-  enum Kind { kNone, kBool, kInt, kFloat, kStr, kTuple, kList, kDict, kGlobal, kTensor, kMark };
+  enum Kind {
+    kNone,
+    kBool,
+    kInt,
+    kFloat,
+    kStr,
+    kBytes,
+    kTuple,
+    kList,
+    kDict,
+    kGlobal,
+    kTensor,
+    kObject,
+    kMark
+  };
   Kind kind = kNone;
   int64_t i = 0;
   double f = 0;
-  std::string s;  // string, or "module.name" for a global
-  std::vector<Obj> items;
+  std::string s;           // string or bytes, "module.name" for a global, the class of an object
+  std::vector<Obj> items;  // tuple, list or set items; an object's constructor arguments
   std::vector<std::pair<Obj, Obj>> dict;
+  Obj state;  // an object's BUILD state (its __dict__ for a module)
   torch::Tensor tensor;
 };
 
@@ -123,7 +143,57 @@ class StateDictUnpickler {
           break;  // SHORT_BINUNICODE
         case 0x8d:
           push_str(le(8));
-          break;     // BINUNICODE8
+          break;  // BINUNICODE8
+        case 'C':
+          push_bytes(byte());
+          break;  // SHORT_BINBYTES
+        case 'B':
+          push_bytes(le(4));
+          break;  // BINBYTES
+        case 0x8e:
+        case 0x96:
+          push_bytes(le(8));
+          break;      // BINBYTES8 / BYTEARRAY8
+        case 0x8b: {  // LONG4: an integer too long for LONG1 (no weight file needs its value)
+          take(le(4));
+          push_int(0);
+          break;
+        }
+        case 0x8f:
+          push(make(PyObj::kList));
+          break;      // EMPTY_SET
+        case 0x90: {  // ADDITEMS
+          auto vs = pop_to_mark();
+          auto& l = top()->items;
+          l.insert(l.end(), vs.begin(), vs.end());
+          break;
+        }
+        case 0x91: {  // FROZENSET
+          auto o = make(PyObj::kList);
+          o->items = pop_to_mark();
+          push(o);
+          break;
+        }
+        case '0':
+          pop();
+          break;  // POP
+        case '1':
+          pop_to_mark();
+          break;  // POP_MARK
+        case '2':
+          push(top());
+          break;      // DUP
+        case 0x81: {  // NEWOBJ: cls.__new__(cls, *args)
+          auto args = pop(), cls = pop();
+          push(object(cls->s, args));
+          break;
+        }
+        case 0x92: {  // NEWOBJ_EX: cls.__new__(cls, *args, **kwargs)
+          pop();
+          auto args = pop(), cls = pop();
+          push(object(cls->s, args));
+          break;
+        }
         case 'c': {  // GLOBAL
           auto o = make(PyObj::kGlobal);
           o->s = line() + ".";
@@ -199,9 +269,11 @@ class StateDictUnpickler {
           for (size_t k = 0; k + 1 < vs.size(); k += 2) top()->dict.emplace_back(vs[k], vs[k + 1]);
           break;
         }
-        case 'b':
-          pop();
-          break;  // BUILD: state ignored
+        case 'b': {  // BUILD: an object keeps its state; a dict's (OrderedDict metadata) is ignored
+          auto st = pop();
+          if (top()->kind == PyObj::kObject) top()->state = st;
+          break;
+        }
         case 'Q':
           push(load_storage(pop()));
           break;     // BINPERSID
@@ -250,6 +322,17 @@ class StateDictUnpickler {
     auto o = make(PyObj::kStr);
     o->s.assign(take(n), n);
     push(o);
+  }
+  void push_bytes(uint64_t n) {
+    auto o = make(PyObj::kBytes);
+    o->s.assign(take(n), n);
+    push(o);
+  }
+  static Obj object(const std::string& cls, const Obj& args) {
+    auto o = make(PyObj::kObject);
+    o->s = cls;
+    o->items = args->items;
+    return o;
   }
   Obj top() {
     if (stack_.empty()) throw IoError(detforge::str(file_, ": malformed pickle (empty stack)"));
@@ -313,9 +396,11 @@ class StateDictUnpickler {
       o->tensor = a[0]->tensor.as_strided(ints(a[2]), ints(a[3]), a[1]->i).clone();
       return o;
     }
-    if (fn == "torch._utils._rebuild_parameter") return args->items.at(0);
-    throw IoError(detforge::str(file_, ": unsupported object ", fn,
-                                " in the pickle; expected a state dict (name -> tensor)"));
+    if (fn == "torch._utils._rebuild_parameter" ||
+        fn == "torch._utils._rebuild_parameter_with_state")
+      return args->items.at(0);
+    // Anything else is kept by name, unexecuted: a module, a namespace, a dtype or device.
+    return object(fn, args);
   }
 
   std::string file_;
@@ -335,16 +420,111 @@ bool is_tensor_dict(const Obj& o) {
   return true;
 }
 
+// The value under string key `key` of a dict (or of an object's state dict), or null.
+Obj lookup(const Obj& o, const std::string& key) {
+  const Obj& d = o->kind == PyObj::kObject && o->state ? o->state : o;
+  if (d->kind != PyObj::kDict) return nullptr;
+  for (const auto& [k, v] : d->dict) {
+    if (k->kind == PyObj::kStr && k->s == key) return v;
+  }
+  return nullptr;
+}
+
+// A pickled nn.Module: an object whose state has `_parameters`, `_buffers` and `_modules`.
+bool is_module(const Obj& o) {
+  return o->kind == PyObj::kObject && lookup(o, "_parameters") && lookup(o, "_modules");
+}
+
+// The items of a pickled set: EMPTY_SET + ADDITEMS, or builtins.set(list) under protocol 2.
+std::set<std::string> string_set(const Obj& o) {
+  std::set<std::string> out;
+  if (!o) return out;
+  const auto& items =
+      o->kind == PyObj::kObject && !o->items.empty() ? o->items[0]->items : o->items;
+  for (const auto& x : items) {
+    if (x->kind == PyObj::kStr) out.insert(x->s);
+  }
+  return out;
+}
+
+// What module.state_dict() would give, in its order: a module's own parameters, then its
+// persistent buffers, then each child's under "<child>.", depth first.
+void module_tensors(const Obj& module, const std::string& prefix, NamedTensors& out) {
+  const auto add = [&](const Obj& dict, const std::set<std::string>& skip) {
+    if (!dict || dict->kind != PyObj::kDict) return;
+    for (const auto& [k, v] : dict->dict) {
+      if (k->kind == PyObj::kStr && v->kind == PyObj::kTensor && !skip.count(k->s))
+        out.emplace_back(prefix + k->s, v->tensor);
+    }
+  };
+  add(lookup(module, "_parameters"), {});
+  add(lookup(module, "_buffers"), string_set(lookup(module, "_non_persistent_buffers_set")));
+  const Obj children = lookup(module, "_modules");
+  if (!children || children->kind != PyObj::kDict) return;
+  for (const auto& [k, v] : children->dict) {
+    if (k->kind == PyObj::kStr && is_module(v)) module_tensors(v, prefix + k->s + ".", out);
+  }
+}
+
+// Class names a model object carries (Ultralytics' `names`: {0: "person", ...} or a list).
+std::vector<std::string> class_names(const Obj& module) {
+  std::vector<std::string> out;
+  const Obj names = lookup(module, "names");
+  if (!names) return out;
+  if (names->kind == PyObj::kList || names->kind == PyObj::kTuple) {
+    for (const auto& x : names->items) out.push_back(x->kind == PyObj::kStr ? x->s : "");
+    return out;
+  }
+  if (names->kind != PyObj::kDict) return out;
+  std::map<int64_t, std::string> by_id;
+  for (const auto& [k, v] : names->dict) {
+    if (k->kind == PyObj::kInt && v->kind == PyObj::kStr) by_id[k->i] = v->s;
+  }
+  // Only a dense 0..N-1 map is a list of class names.
+  for (const auto& [id, name] : by_id) {
+    if (id != static_cast<int64_t>(out.size())) return {};
+    out.push_back(name);
+  }
+  return out;
+}
+
+// The weights inside a checkpoint: a state dict, or a whole pickled module, found at the root or
+// under the keys training scripts use, EMA weights first (Ultralytics' `ema`, RT-DETR's
+// `ema.module`), then `model`, `state_dict`, `module`. `where` becomes the path taken.
+bool find_weights(const Obj& o, std::string& where, WeightFile& out, int depth = 0) {
+  if (is_tensor_dict(o)) {
+    for (const auto& [k, v] : o->dict) out.tensors.emplace_back(k->s, v->tensor);
+    return true;
+  }
+  if (is_module(o)) {
+    module_tensors(o, "", out.tensors);
+    out.class_names = class_names(o);
+    where += where.empty() ? o->s : " (" + o->s + ")";
+    return !out.tensors.empty();
+  }
+  if (depth > 2 || o->kind != PyObj::kDict) return false;
+  for (const char* key : {"ema", "model", "state_dict", "module"}) {
+    const Obj v = lookup(o, key);
+    if (!v) continue;
+    std::string path = where + "['" + key + "']";
+    if (find_weights(v, path, out, depth + 1)) {
+      where = path;
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
-NamedTensors read_state_dict(const std::string& path) {
+WeightFile read_weight_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw IoError(detforge::str(path, ": cannot open weights file"));
   char magic[9] = {};
   in.read(magic, 9);
   // safetensors: an 8-byte header length, then the JSON header.
   if (in.gcount() == 9 && std::memcmp(magic, "PK\x03\x04", 4) != 0 && magic[8] == '{') {
-    return read_safetensors(path);
+    return {read_safetensors(path), {}, "safetensors"};
   }
   if (in.gcount() < 4 || std::memcmp(magic, "PK\x03\x04", 4) != 0) {
     throw IoError(detforge::str(path,
@@ -360,25 +540,19 @@ NamedTensors read_state_dict(const std::string& path) {
   } catch (const c10::Error& e) {
     throw IoError(detforge::str(path, ": cannot read weights: ", e.what_without_backtrace()));
   }
-  // Accept {"model": state_dict} / {"state_dict": state_dict} wrappers of training scripts.
-  if (!is_tensor_dict(root) && root->kind == PyObj::kDict) {
-    for (const auto& [k, v] : root->dict) {
-      if (k->kind == PyObj::kStr && (k->s == "model" || k->s == "state_dict") &&
-          is_tensor_dict(v)) {
-        root = v;
-        break;
-      }
-    }
-  }
-  if (!is_tensor_dict(root)) {
+  WeightFile out;
+  std::string where;
+  if (!find_weights(root, where, out)) {
     throw IoError(detforge::str(path,
-                                ": expected a state dict (a dict of name -> tensor, or one under "
-                                "'model' / 'state_dict')"));
+                                ": no weights found: expected a state dict (name -> tensor) or a "
+                                "pickled model, at the top or under 'ema', 'model', 'state_dict' "
+                                "or 'module'"));
   }
-  NamedTensors out;
-  for (const auto& [k, v] : root->dict) out.emplace_back(k->s, v->tensor);
+  out.source = where.empty() ? "state dict" : where;
   return out;
 }
+
+NamedTensors read_state_dict(const std::string& path) { return read_weight_file(path).tensors; }
 
 namespace {
 

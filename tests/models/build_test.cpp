@@ -1,4 +1,8 @@
-// models/build.cpp: config -> RetinaNet, the shipped configs, and clear ConfigErrors.
+// models/build.cpp: config -> RetinaNet, the shipped configs, and clear ConfigErrors; the
+// fine-tuning load of `model.weights` (another class count, another model).
+#include <cmath>
+#include <set>
+
 #include <gtest/gtest.h>
 
 #include "core/config_node.h"
@@ -7,6 +11,7 @@
 #include "models/rtdetr/build.h"
 #include "models/yolo/build.h"
 #include "test_util.h"
+#include "weights/state_dict.h"
 
 namespace detforge::models {
 namespace {
@@ -176,6 +181,126 @@ TEST(ModelBuild, ConfigErrorsNameTheKey) {
       build("model:\n  type: retinanet\n  num_classes: 2\n  weights: /nonexistent.pth\n"
             "  backbone: {type: resnet18}\n  fpn: {channels: 32}\n"),
       IoError, "/nonexistent.pth: cannot open weights file");
+}
+
+std::shared_ptr<Detector> small_retinanet(int64_t num_classes, const std::string& extra = "") {
+  return build_detector(
+      Config::parse(str("model:\n  type: retinanet\n  num_classes: ", num_classes,
+                        "\n  backbone: {type: resnet18}\n  fpn: {channels: 32}\n", extra))
+          .root()
+          .child("model"));
+}
+
+// A COCO-style file of 3 classes fine-tuned to 5: everything but the class layer loads with the
+// file's values; the class layer keeps the focal prior init of the new head.
+TEST(PretrainedWeights, AnotherClassCountReinitialisesTheClassLayerOnly) {
+  testing::TempDir dir;
+  torch::manual_seed(1);
+  const auto source = small_retinanet(3);
+  const std::string path = (dir.path() / "three.pth").string();
+  weights::write_state_dict(export_state(*source), path);
+
+  torch::manual_seed(2);
+  const auto target = small_retinanet(5);
+  const auto report = load_pretrained_weights(*target, path);
+  const std::string cls = "head.classification_head.cls_logits.";
+  ASSERT_EQ(report.load.mismatched.size(), 2u);
+  EXPECT_EQ(report.load.mismatched[0].name, cls + "weight");
+  EXPECT_EQ(report.load.mismatched[0].model_shape, (std::vector<int64_t>{45, 32, 3, 3}));
+  EXPECT_EQ(report.load.mismatched[0].file_shape, (std::vector<int64_t>{27, 32, 3, 3}));
+  EXPECT_EQ(report.load.mismatched[1].name, cls + "bias");
+  EXPECT_TRUE(report.load.missing.empty()) << report.table(path);
+  EXPECT_TRUE(report.load.unexpected.empty()) << report.table(path);
+  EXPECT_EQ(report.reinitialised_values, 45 * 32 * 9 + 45);
+
+  const auto state = module_state(*target);
+  std::map<std::string, torch::Tensor> file;
+  for (const auto& [name, t] : module_state(*source)) file.emplace(name, t);
+  int64_t values = 0;
+  for (const auto& [name, t] : state) {
+    if (name.rfind(cls, 0) == 0) continue;
+    EXPECT_TRUE(torch::equal(t, file.at(name))) << name;
+    values += t.numel();
+  }
+  EXPECT_EQ(report.loaded_values, values);
+  EXPECT_EQ(report.load.loaded_names.size(), state.size() - 2);
+  const double prior = -std::log((1 - 0.01) / 0.01);
+  const auto bias = target->named_parameters()[cls + "bias"];
+  EXPECT_TRUE(torch::allclose(bias, torch::full_like(bias, prior)));
+  EXPECT_GT(report.loaded_fraction(), 0.9);
+  EXPECT_LT(report.loaded_fraction(), 1.0);
+
+  // The same through the config key, as `train` builds it.
+  const auto built = small_retinanet(5, "  weights: " + path + "\n");
+  EXPECT_TRUE(torch::equal(built->named_parameters()["head.regression_head.bbox_reg.weight"],
+                           file.at("head.regression_head.bbox_reg.weight")));
+}
+
+// A file of another architecture matches almost nothing: refused with the first differences,
+// unless model.weights_strict is false.
+TEST(PretrainedWeights, AnotherArchitectureIsRefusedUnlessNotStrict) {
+  testing::TempDir dir;
+  const auto yolo = build_detector(
+      Config::parse("model:\n  type: yolo\n  num_classes: 3\n  scale: n\n").root().child("model"));
+  const std::string path = (dir.path() / "yolo.pth").string();
+  weights::write_state_dict(export_state(*yolo), path);
+  EXPECT_THROW_WITH(small_retinanet(3, "  weights: " + path + "\n"), IoError,
+                    "yolo.pth: only 0% of the model's parameters match it (50% needed; "
+                    "model.weights_strict: false loads it anyway)");
+  const auto loose = small_retinanet(3, "  weights: " + path + "\n  weights_strict: false\n");
+  const auto report = load_pretrained_weights(*loose, path, /*strict=*/false);
+  EXPECT_EQ(report.loaded_parameters, 0);
+  // Every YOLO tensor is unused but the BatchNorm step counters, which are never reported.
+  size_t counters = 0;
+  for (const auto& [name, t] : module_state(*yolo))
+    counters += name.find("num_batches_tracked") != std::string::npos;
+  EXPECT_EQ(report.load.unexpected.size(), module_state(*yolo).size() - counters);
+}
+
+// model.freeze: the matched modules' parameters stop requiring gradients, their batch norms keep
+// their statistics through a training step, and the rest trains.
+TEST(Freeze, PatternsFreezeModulesAndKeepTheirNormsInEval) {
+  const auto yolo = build_detector(Config::parse("model:\n  type: yolo\n  num_classes: 3\n"
+                                                 "  scale: n\n  freeze: ['model.[0-9]']\n")
+                                       .root()
+                                       .child("model"));
+  int64_t frozen = 0;
+  for (const auto& p : yolo->named_parameters()) {
+    if (p.key() == "model.22.dfl.conv.weight") continue;  // fixed bin centres, never trained
+    // model.0 .. model.9 (the backbone, Ultralytics' freeze=10); not model.10 and above.
+    const bool backbone =
+        p.key().size() > 8 && p.key()[7] == '.' && p.key().rfind("model.", 0) == 0;
+    EXPECT_EQ(p.value().requires_grad(), !backbone) << p.key();
+    frozen += backbone;
+  }
+  EXPECT_GT(frozen, 0);
+  yolo->train();
+  const auto modules = yolo->named_modules();
+  EXPECT_FALSE(modules["model.0.bn"]->is_training());
+  EXPECT_TRUE(modules["model.12.cv1.bn"]->is_training());
+  const auto before0 = yolo->named_buffers()["model.0.bn.running_mean"].clone();
+  const auto before12 = yolo->named_buffers()["model.12.cv1.bn.running_mean"].clone();
+  Batch b;
+  b.images = torch::rand({2, 3, 64, 64});
+  for (int64_t i = 0; i < 2; ++i) {
+    b.image_sizes.push_back({64, 64});
+    b.original_sizes.push_back({64, 64});
+    b.targets.emplace_back(i, Boxes(torch::tensor({{4.f, 4.f, 40.f, 50.f}})),
+                           torch::tensor({1}, torch::kInt64));
+  }
+  yolo->forward_train(b);
+  EXPECT_TRUE(torch::equal(yolo->named_buffers()["model.0.bn.running_mean"], before0));
+  EXPECT_FALSE(torch::equal(yolo->named_buffers()["model.12.cv1.bn.running_mean"], before12));
+
+  const auto retinanet = small_retinanet(3, "  freeze: [backbone, head.regression_head]\n");
+  for (const auto& p : retinanet->named_parameters()) {
+    const bool expect_frozen =
+        p.key().rfind("backbone.", 0) == 0 || p.key().rfind("head.regression_head.", 0) == 0;
+    EXPECT_EQ(p.value().requires_grad(), !expect_frozen) << p.key();
+  }
+  EXPECT_THROW_WITH(small_retinanet(3, "  freeze: [backbon]\n"), ConfigError,
+                    "model.freeze: 'backbon' matches no module (the model's modules: backbone, "
+                    "head");
 }
 
 }  // namespace

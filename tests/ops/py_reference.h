@@ -36,4 +36,30 @@ inline double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
   return (a.to(torch::kFloat64) - b.to(torch::kFloat64)).abs().max().item<double>();
 }
 
+/// A fixture whose suite runs a reference script once (cached_reference, output folder) and reads
+/// the ref.pth it writes there. A suite derives as
+///   class FooParity : public ReferenceSuite<FooParity>
+/// with `static constexpr const char* kName = "foo"` and `kScript = "models/foo/reference.py"`.
+template <typename Derived>
+class ReferenceSuite : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(cached_reference(Derived::kName, Derived::kScript, /*is_dir=*/true));
+    ref_ = new std::map<std::string, torch::Tensor>(read_tensor_dict(*dir_ + "/ref.pth"));
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    delete ref_;
+  }
+  /// The reference's output folder.
+  static const std::string& dir() { return *dir_; }
+  static const torch::Tensor& ref(const std::string& key) { return ref_->at(key); }
+  static bool has(const std::string& key) { return ref_->count(key) > 0; }
+  static const std::map<std::string, torch::Tensor>& refs() { return *ref_; }
+
+ private:
+  static inline std::string* dir_ = nullptr;
+  static inline std::map<std::string, torch::Tensor>* ref_ = nullptr;
+};
+
 }  // namespace detforge::testing

@@ -33,24 +33,16 @@ RTDetrOptions small_options() {
       .denoising(DenoisingOptions().num_denoising(20));
 }
 
-class RTDetrParity : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    dir_ = new std::string(detforge::testing::cached_reference(
-        "rtdetr", "models/rtdetr/reference.py", /*is_dir=*/true));
-    ref_ = new std::map<std::string, torch::Tensor>(
-        detforge::testing::read_tensor_dict(*dir_ + "/ref.pth"));
-  }
-  static void TearDownTestSuite() {
-    delete dir_;
-    delete ref_;
-  }
-  static const torch::Tensor& ref(const std::string& key) { return ref_->at(key); }
+class RTDetrParity : public detforge::testing::ReferenceSuite<RTDetrParity> {
+ public:
+  static constexpr const char* kName = "rtdetr";
+  static constexpr const char* kScript = "models/rtdetr/reference.py";
 
+ protected:
   // A fresh model with the reference's weights, loaded as a user's `model.weights` file is.
   static RTDetr model() {
     RTDetr m(small_options());
-    const auto path = *dir_ + "/weights.pth";
+    const auto path = dir() + "/weights.pth";
     load_detector_weights(*m, path);
     return m;
   }
@@ -64,17 +56,14 @@ class RTDetrParity : public ::testing::Test {
       b.original_sizes.push_back({kSize, kSize});
       const auto key = name + "_boxes" + std::to_string(i);
       const auto boxes =
-          ref_->count(key) ? ops::box_cxcywh_to_xyxy(ref(key)) * kSize : torch::zeros({0, 4});
-      const auto labels = ref_->count(name + "_labels" + std::to_string(i))
+          has(key) ? ops::box_cxcywh_to_xyxy(ref(key)) * kSize : torch::zeros({0, 4});
+      const auto labels = has(name + "_labels" + std::to_string(i))
                               ? ref(name + "_labels" + std::to_string(i))
                               : torch::zeros({0}, torch::kInt64);
       b.targets.emplace_back(100 + i, Boxes(boxes), labels);
     }
     return b;
   }
-
-  static inline std::string* dir_ = nullptr;
-  static inline std::map<std::string, torch::Tensor>* ref_ = nullptr;
 };
 
 TEST_F(RTDetrParity, EvalOutputsMatchTransformers) {
@@ -95,7 +84,7 @@ TEST_F(RTDetrParity, EvalOutputsMatchTransformers) {
 // backbone.fold_frozen_bn computes conv + frozen BN as one conv: equal up to float rounding.
 TEST_F(RTDetrParity, FoldedBackboneMatchesTransformers) {
   RTDetr m(small_options().backbone(ResNetVdOptions("r18vd").fold_frozen_bn(true)));
-  load_detector_weights(*m, *dir_ + "/weights.pth");
+  load_detector_weights(*m, dir() + "/weights.pth");
   m->eval();
   torch::NoGradGuard no_grad;
   const auto out = m->forward_outputs(ref("images").contiguous(torch::MemoryFormat::ChannelsLast));
@@ -106,7 +95,7 @@ TEST_F(RTDetrParity, FoldedBackboneMatchesTransformers) {
 TEST_F(RTDetrParity, DetectionsMatchPostProcessObjectDetection) {
   auto opts = small_options().score_threshold(0.3);
   RTDetr m(opts);
-  const auto path = *dir_ + "/weights.pth";
+  const auto path = dir() + "/weights.pth";
   load_detector_weights(*m, path);
   m->eval();
   const auto dets = m->predict(batch("none"));
@@ -139,7 +128,7 @@ TEST_F(RTDetrParity, DetectionsMatchPostProcessObjectDetection) {
 // through the same `model.weights` path and gives the same outputs.
 TEST_F(RTDetrParity, LoadsTheReferenceSafetensors) {
   RTDetr m(small_options());
-  load_detector_weights(*m, *dir_ + "/hf/model.safetensors");
+  load_detector_weights(*m, dir() + "/hf/model.safetensors");
   m->eval();
   torch::NoGradGuard no_grad;
   const auto out = m->forward_outputs(ref("images"));
@@ -149,7 +138,7 @@ TEST_F(RTDetrParity, LoadsTheReferenceSafetensors) {
 
 TEST_F(RTDetrParity, TruncatedSafetensorsIsAnIoErrorNamingTheFile) {
   detforge::testing::TempDir tmp;
-  const std::string bytes = detforge::testing::read_file(*dir_ + "/hf/model.safetensors");
+  const std::string bytes = detforge::testing::read_file(dir() + "/hf/model.safetensors");
   const auto cut = tmp.write("cut.safetensors", bytes.substr(0, bytes.size() / 3));
   RTDetr m(small_options());
   EXPECT_THROW_WITH(load_detector_weights(*m, cut), IoError, "cut.safetensors");
@@ -170,11 +159,11 @@ TEST_F(RTDetrParity, ExportLoadsIntoTransformersStrictly) {
   const auto exported = (tmp.path() / "exported.pth").string();
   const auto r = detforge::testing::run_command(detforge::testing::detforge_binary() +
                                                 " export --config " + config + " --weights " +
-                                                *dir_ + "/hf/model.safetensors --out " + exported);
+                                                dir() + "/hf/model.safetensors --out " + exported);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto out = (tmp.path() / "python.pth").string();
   detforge::testing::run_reference("models/rtdetr/load_check.py",
-                                   exported + " " + *dir_ + "/ref.pth " + out);
+                                   exported + " " + dir() + "/ref.pth " + out);
   const auto python = detforge::testing::read_tensor_dict(out);
   EXPECT_LE(max_abs_diff(python.at("logits_per_layer"), ref("logits_per_layer")), kTol);
   EXPECT_LE(max_abs_diff(python.at("boxes_per_layer"), ref("boxes_per_layer")), kTol);
@@ -203,7 +192,7 @@ TEST_F(RTDetrParity, LossTermsMatchTransformers) {
     const auto& o = m->options();
     const auto group =
         make_denoising_group(labels, boxes, o.denoising(), o.num_classes(),
-                             o.decoder().num_queries(), reference_noise(*ref_, name));
+                             o.decoder().num_queries(), reference_noise(refs(), name));
     const auto out = m->forward_outputs(b.images, &group);
     const auto losses = m->compute_loss(out, targets, &group, static_cast<double>(count));
     for (const auto& key : losses.keys()) {

@@ -33,11 +33,9 @@ def build():
     return model
 
 
-def main():
-    out_dir = sys.argv[1]
-    torch.manual_seed(0)
-    model = build()
-    # Non-trivial batch-norm statistics, and class biases that give scores above the threshold.
+def randomise(model):
+    """Non-trivial batch-norm statistics, and class biases that give scores above the
+    threshold."""
     with torch.no_grad():
         for name, buf in model.named_buffers():
             if name.endswith("running_mean"):
@@ -46,6 +44,13 @@ def main():
                 buf.uniform_(0.5, 1.5)
         for i in range(3):
             model.model[22].cv3[i][2].bias.normal_(-2.0, 1.0)
+    return model
+
+
+def main():
+    out_dir = sys.argv[1]
+    torch.manual_seed(0)
+    model = randomise(build())
     torch.save(model.state_dict(), f"{out_dir}/weights.pth")
 
     ref = {}

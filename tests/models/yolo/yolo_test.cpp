@@ -3,9 +3,11 @@
 // must give the same backbone, neck and head outputs, decoded predictions, NMS detections,
 // task-aligned assignment and v8DetectionLoss terms; exports load back into Ultralytics strictly.
 // Plus the DFL guard (shared/FIELD_FAILURES.md: targets at 28, 60, 92 and -1 bins) and the fixed
-// loss schema on empty batches.
+// loss schema on empty batches. Ultralytics' own checkpoint files (Model.save, the trainer's
+// layout) load for fine-tuning, to the same or another class count.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
@@ -18,6 +20,7 @@
 #include "ops/py_reference.h"
 #include "ops/task_aligned_assigner.h"
 #include "test_util.h"
+#include "weights/state_dict.h"
 
 namespace detforge::models {
 namespace {
@@ -26,24 +29,16 @@ using detforge::testing::max_abs_diff;
 constexpr double kTol = 1e-4;
 constexpr int64_t kHeight = 96, kWidth = 128;
 
-class YoloParity : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    dir_ = new std::string(
-        detforge::testing::cached_reference("yolo", "models/yolo/reference.py", /*is_dir=*/true));
-    ref_ = new std::map<std::string, torch::Tensor>(
-        detforge::testing::read_tensor_dict(*dir_ + "/ref.pth"));
-  }
-  static void TearDownTestSuite() {
-    delete dir_;
-    delete ref_;
-  }
-  static const torch::Tensor& ref(const std::string& key) { return ref_->at(key); }
+class YoloParity : public detforge::testing::ReferenceSuite<YoloParity> {
+ public:
+  static constexpr const char* kName = "yolo";
+  static constexpr const char* kScript = "models/yolo/reference.py";
 
+ protected:
   // yolov8n with the reference's weights, loaded as a user's `model.weights` file is.
   static Yolo model(YoloOptions options = YoloOptions(3)) {
     Yolo m(options);
-    load_detector_weights(*m, *dir_ + "/weights.pth");
+    load_detector_weights(*m, dir() + "/weights.pth");
     return m;
   }
 
@@ -62,9 +57,6 @@ class YoloParity : public ::testing::Test {
     }
     return b;
   }
-
-  static inline std::string* dir_ = nullptr;
-  static inline std::map<std::string, torch::Tensor>* ref_ = nullptr;
 };
 
 TEST_F(YoloParity, EvalOutputsMatchUltralytics) {
@@ -161,11 +153,11 @@ TEST_F(YoloParity, ExportLoadsIntoUltralyticsStrictly) {
   const auto exported = (tmp.path() / "exported.pth").string();
   const auto r = detforge::testing::run_command(detforge::testing::detforge_binary() +
                                                 " export --config " + config + " --weights " +
-                                                *dir_ + "/weights.pth --out " + exported);
+                                                dir() + "/weights.pth --out " + exported);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto out = (tmp.path() / "python.pth").string();
   detforge::testing::run_reference("models/yolo/load_check.py",
-                                   exported + " " + *dir_ + "/ref.pth " + out);
+                                   exported + " " + dir() + "/ref.pth " + out);
   const auto python = detforge::testing::read_tensor_dict(out);
   EXPECT_LE(max_abs_diff(python.at("decoded"), ref("decoded")), 200 * kTol);
 }
@@ -203,6 +195,90 @@ Batch synthetic_batch(const std::vector<std::vector<float>>& boxes, int64_t imag
 
 // Batches with boxes, one box and none: the same keys, finite values and a defined gradient for
 // every trainable parameter (the head's box branch included when nothing is foreground).
+// Checkpoints as Ultralytics writes them (tests/models/yolo/checkpoint_reference.py): the whole
+// pickled DetectionModel in float16, read without Python, as `model.weights` for fine-tuning.
+class YoloCheckpoint : public detforge::testing::ReferenceSuite<YoloCheckpoint> {
+ public:
+  static constexpr const char* kName = "yolo_checkpoint";
+  static constexpr const char* kScript = "models/yolo/checkpoint_reference.py";
+
+ protected:
+};
+
+TEST_F(YoloCheckpoint, ModelSaveAndTrainerCheckpointsGiveUltralyticsOutputs) {
+  const auto saved = weights::read_weight_file(dir() + "/saved.pt");
+  EXPECT_EQ(saved.source, "['model'] (ultralytics.nn.tasks.DetectionModel)");
+  EXPECT_EQ(saved.class_names, (std::vector<std::string>{"cell", "platelet", "rbc"}));
+  EXPECT_EQ(static_cast<int64_t>(saved.tensors.size()), ref("num_tensors").item<int64_t>());
+  EXPECT_EQ(saved.tensors[0].second.scalar_type(), torch::kFloat16);
+  // The trainer's layout: 'model' is None and 'ema' holds the weights; the optimizer's tensors
+  // are passed over.
+  const auto trainer = weights::read_weight_file(dir() + "/trainer.pt");
+  EXPECT_EQ(trainer.source, "['ema'] (ultralytics.nn.tasks.DetectionModel)");
+
+  for (const auto& [file, key] :
+       {std::pair<std::string, std::string>{"saved.pt", "saved"}, {"trainer.pt", "ema"}}) {
+    Yolo m(YoloOptions(3));
+    const auto report = load_pretrained_weights(*m, dir() + "/" + file);
+    EXPECT_TRUE(report.load.mismatched.empty() && report.load.missing.empty() &&
+                report.load.unexpected.empty())
+        << report.table(file);
+    EXPECT_DOUBLE_EQ(report.loaded_fraction(), 1.0);
+    m->eval();
+    torch::NoGradGuard no_grad;
+    const auto out = m->forward_outputs(ref("images"));
+    EXPECT_LE(max_abs_diff(out.box_logits, ref(key + "_box")), kTol) << file;
+    EXPECT_LE(max_abs_diff(out.cls_logits, ref(key + "_cls")), kTol) << file;
+  }
+}
+
+// Fine-tuning the 3-class checkpoint to 5 classes: backbone, neck and box branches load; the last
+// conv of each class branch keeps the new head's init (its bias prior), and the model trains.
+TEST_F(YoloCheckpoint, AnotherClassCountReinitialisesTheClassConvs) {
+  const auto file = weights::read_weight_file(dir() + "/saved.pt");
+  Yolo m(YoloOptions(5));
+  std::map<std::string, torch::Tensor> fresh;
+  for (const auto& [name, t] : module_state(*m)) fresh.emplace(name, t.clone());
+  const auto report = load_pretrained_weights(*m, dir() + "/saved.pt");
+  std::vector<std::string> reinitialised;
+  for (const auto& x : report.load.mismatched) reinitialised.push_back(x.name);
+  EXPECT_EQ(reinitialised,
+            (std::vector<std::string>{"model.22.cv3.0.2.weight", "model.22.cv3.0.2.bias",
+                                      "model.22.cv3.1.2.weight", "model.22.cv3.1.2.bias",
+                                      "model.22.cv3.2.2.weight", "model.22.cv3.2.2.bias"}));
+  EXPECT_TRUE(report.load.missing.empty() && report.load.unexpected.empty()) << report.table("");
+  EXPECT_EQ(report.load.loaded_names.size(), file.tensors.size() - 6);
+  std::map<std::string, torch::Tensor> state;
+  for (const auto& [name, t] : module_state(*m)) state.emplace(name, t);
+  const auto is_reinitialised = [&](const std::string& name) {
+    return std::find(reinitialised.begin(), reinitialised.end(), name) != reinitialised.end();
+  };
+  for (const auto& [name, t] : file.tensors) {
+    if (is_reinitialised(name)) continue;
+    EXPECT_TRUE(torch::equal(state.at(name), t.to(state.at(name).scalar_type()))) << name;
+  }
+  for (const auto& [name, t] : fresh) {
+    if (!is_reinitialised(name)) continue;
+    EXPECT_TRUE(torch::equal(state.at(name), t)) << name;
+  }
+  Batch b;
+  b.images = ref("images");
+  for (int64_t i = 0; i < 2; ++i) {
+    b.image_sizes.push_back({kHeight, kWidth});
+    b.original_sizes.push_back({kHeight, kWidth});
+    b.targets.emplace_back(i, Boxes(torch::tensor({{10.f, 12.f, 60.f, 70.f}})),
+                           torch::tensor({4}, torch::kInt64));
+  }
+  m->train();
+  const auto losses = m->forward_train(b);
+  auto total = torch::zeros({});
+  for (const auto& key : m->loss_keys()) total = total + losses.at(key);
+  total.backward();
+  EXPECT_TRUE(torch::isfinite(total).item<bool>());
+  const auto grad = m->named_parameters()["model.22.cv3.0.2.weight"].grad();
+  EXPECT_TRUE(grad.defined() && grad.abs().sum().item<double>() > 0);
+}
+
 TEST(Yolo, EveryBatchGivesTheSameKeysFiniteValuesAndEveryGradient) {
   torch::manual_seed(0);
   Yolo m(YoloOptions(3));
