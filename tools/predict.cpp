@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
-#include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +20,7 @@
 #include "data/draw.h"
 #include "data/transforms.h"
 #include "engine/build.h"
+#include "engine/checkpoint.h"
 #include "engine/predict.h"
 #include "eval/coco_evaluator.h"
 #include "eval/coco_io.h"
@@ -43,11 +44,13 @@ struct PredictArgs {
   int batch_size = 1;
 };
 
-std::vector<engine::ImageInput> list_images(const PredictArgs& a, data::CategoryMap& categories) {
+// The images of --ann (`ann` set to the file read) or of the --images folder.
+std::vector<engine::ImageInput> list_images(const PredictArgs& a,
+                                            std::optional<data::CocoFile>& ann) {
   std::vector<engine::ImageInput> inputs;
   if (!a.ann.empty()) {
-    const auto coco = data::read_coco(a.ann, a.images);
-    categories = data::CategoryMap::from_file(coco);
+    ann = data::read_coco(a.ann, a.images);
+    const auto& coco = *ann;
     for (const auto& im : coco.images) {
       const auto path = data::resolve_image_path(a.images, im.file_name);
       if (!path)
@@ -88,10 +91,7 @@ void draw(const engine::ImageInput& in, const Detections& det, const data::Categ
     const float score = scores.data_ptr<float>()[i];
     if (score < a.draw_threshold) continue;
     const int64_t label = labels.data_ptr<int64_t>()[i];
-    // Without a COCO file the category id is label + 1, as in the results json.
-    const std::string name = label < categories.num_classes()
-                                 ? categories.names()[static_cast<size_t>(label)]
-                                 : std::to_string(label + 1);
+    const std::string& name = categories.names()[static_cast<size_t>(label)];
     char caption[128];
     std::snprintf(caption, sizeof(caption), "%s %.2f", name.c_str(), score);
     drawn.push_back({{b[i][0], b[i][1], b[i][2], b[i][3]}, label, caption});
@@ -110,18 +110,19 @@ void run_predict(const PredictArgs& a) {
   auto detector = models::build_detector(spec.detector);
   if (!a.weights.empty()) load_weights(*detector, a.weights, a.ema);
   engine::make_current(spec.device);
-  data::CategoryMap categories;
-  const auto inputs = list_images(a, categories);
-  std::vector<int64_t> label_to_category(static_cast<size_t>(detector->num_classes()));
-  if (!a.ann.empty()) {
-    if (categories.num_classes() != detector->num_classes()) {
-      throw ConfigError(str(a.ann, ": ", categories.num_classes(),
-                            " categories but model.num_classes is ", detector->num_classes()));
-    }
-    label_to_category = categories.category_ids();
-  } else {
-    std::iota(label_to_category.begin(), label_to_category.end(), 1);  // label + 1
-  }
+  std::optional<data::CocoFile> ann;
+  const auto inputs = list_images(a, ann);
+  std::optional<data::CategoryMap> trained;
+  if (!a.weights.empty() && engine::is_checkpoint(a.weights))
+    trained = engine::read_checkpoint_classes(a.weights);
+  const auto& split = spec.data.train ? spec.data.train : spec.data.val;
+  const auto classes = engine::prediction_classes(
+      trained, ann ? &*ann : nullptr,
+      split ? split->dataset.validation.category_subset : std::vector<int64_t>{},
+      detector->num_classes(), a.weights);
+  const auto& categories = classes.map;
+  logging::info(str("predict: categories ", categories.describe(), " from ", classes.source));
+  const std::vector<int64_t>& label_to_category = categories.category_ids();
   const engine::Predictor predictor(detector, engine::inference_loader_options(spec), spec.device);
   std::vector<eval::Detection> results;
   for (size_t start = 0; start < inputs.size(); start += a.batch_size) {
@@ -135,8 +136,10 @@ void run_predict(const PredictArgs& a) {
     }
   }
   eval::write_results(results, a.out);
-  logging::info(
-      str("predict: ", inputs.size(), " images, ", results.size(), " detections -> ", a.out));
+  const auto names = fs::path(a.out).replace_extension(".categories.json").string();
+  engine::write_categories(categories, names);
+  logging::info(str("predict: ", inputs.size(), " images, ", results.size(), " detections -> ",
+                    a.out, " (categories: ", names, ")"));
 }
 
 }  // namespace
@@ -153,7 +156,8 @@ void add_predict_command(CLI::App& app) {
   cmd->add_option("--images", a->images, "image folder (with --ann: the COCO image root)")
       ->required();
   cmd->add_option("--ann", a->ann,
-                  "COCO instances json: predict its images, write its category ids");
+                  "COCO instances json: predict its images (its categories must hold the "
+                  "checkpoint's classes)");
   cmd->add_option("--out", a->out, "results json")->required();
   cmd->add_option("--draw", a->draw, "write each image with its detections into this folder");
   cmd->add_option("--draw-threshold", a->draw_threshold, "minimum score drawn")

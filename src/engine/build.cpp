@@ -402,6 +402,16 @@ Run build_run(const RunSpec& spec) {
     table << "\n  " << g.name << ": " << g.tensors << " tensors, " << g.values << " values, lr x"
           << g.lr_mult << ", weight_decay " << g.weight_decay;
   }
+  // Parameters without gradients (model.freeze, frozen stages, fixed layers) stay out of every
+  // group; the table says how many.
+  int64_t frozen_tensors = 0, frozen_values = 0;
+  for (const auto& [name, p] : named) {
+    if (p.requires_grad()) continue;
+    ++frozen_tensors;
+    frozen_values += p.numel();
+  }
+  table << "\n  frozen (not optimized): " << frozen_tensors << " tensors, " << frozen_values
+        << " values";
   logging::info(table.str());
 
   const int64_t steps_per_epoch =

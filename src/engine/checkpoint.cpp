@@ -159,6 +159,12 @@ void save_checkpoint(const std::string& path, const CheckpointParts& parts, cons
                 c10::List<double>({p.best_live.value, static_cast<double>(p.best_live.epoch),
                                    p.best_ema.value, static_cast<double>(p.best_ema.epoch)}));
   archive.write("config", c10::IValue(config_yaml));
+  if (parts.classes) {
+    archive.write("category_ids", c10::List<int64_t>(parts.classes->category_ids()));
+    c10::List<std::string> names;
+    for (const auto& n : parts.classes->names()) names.push_back(n);
+    archive.write("category_names", names);
+  }
   // Without per-rank states from the caller, this process's CPU state is stored as rank 0's.
   if (rank_rng.empty()) rank_rng.push_back(capture_rng_state(torch::kCPU));
   archive.write("rng_ranks", c10::IValue(static_cast<int64_t>(rank_rng.size())));
@@ -205,6 +211,18 @@ bool is_checkpoint(const std::string& path) {
   } catch (const IoError&) {
     return false;
   }
+}
+
+std::optional<data::CategoryMap> read_checkpoint_classes(const std::string& path) {
+  torch::serialize::InputArchive archive;
+  open_checkpoint(path, archive);
+  c10::IValue ids, names;
+  if (!archive.try_read("category_ids", ids) || !archive.try_read("category_names", names))
+    return std::nullopt;
+  std::vector<std::string> name_list;
+  const auto list = names.toList();
+  for (size_t i = 0; i < list.size(); ++i) name_list.push_back(list.get(i).toStringRef());
+  return data::CategoryMap(ids.toIntVector(), std::move(name_list));
 }
 
 void load_checkpoint_weights(const std::string& path, torch::nn::Module& module,

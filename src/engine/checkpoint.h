@@ -5,10 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <torch/torch.h>
+
+#include "data/coco.h"
 
 namespace detforge::engine {
 
@@ -45,6 +48,9 @@ struct CheckpointParts {
   torch::nn::Module* model = nullptr;
   torch::nn::Module* ema = nullptr;
   torch::optim::Optimizer* optimizer = nullptr;
+  /// The classes the model was trained on (label i = category_ids()[i], with its name): what
+  /// `predict` writes. Saved when set.
+  const data::CategoryMap* classes = nullptr;
 };
 
 /// One process's random-number generator states as bytes (for gathering across ranks): the
@@ -62,6 +68,10 @@ void restore_rng_state(const std::string& bytes, const torch::Device& device);
 void save_checkpoint(const std::string& path, const CheckpointParts& parts,
                      const TrainProgress& progress, const std::string& config_yaml,
                      std::vector<std::string> rank_rng = {});
+
+/// The classes a checkpoint was trained on (CheckpointParts::classes); nullopt for a checkpoint
+/// saved without them. Throws IoError for a file that is not a detforge checkpoint.
+std::optional<data::CategoryMap> read_checkpoint_classes(const std::string& path);
 
 /// The process that restores a checkpoint: its rank and device, and the run's world size.
 struct RestoreTarget {

@@ -1,9 +1,58 @@
 #include "engine/predict.h"
 
+#include <nlohmann/json.hpp>
+
+#include "core/atomic_file.h"
 #include "core/errors.h"
 #include "data/loader.h"
 
 namespace detforge::engine {
+
+PredictionClasses prediction_classes(const std::optional<data::CategoryMap>& trained,
+                                     const data::CocoFile* ann, const std::vector<int64_t>& subset,
+                                     int64_t num_classes, const std::string& weights) {
+  PredictionClasses out;
+  if (trained) {
+    out = {*trained, str("the classes ", weights, " was trained on")};
+    if (ann) {
+      const auto given = data::CategoryMap::from_file(*ann);
+      for (int64_t k = 0; k < trained->num_classes(); ++k) {
+        const auto label = given.label(trained->category_ids()[k]);
+        // The same id with the same name: an id alone may mean another class in another file.
+        if (!label || given.names()[*label] != trained->names()[k]) {
+          throw ConfigError(str(ann->annotation_file, ": its categories (", given.describe(),
+                                ") do not hold the classes ", weights, " was trained on (",
+                                trained->describe(), ")"));
+        }
+      }
+    }
+  } else if (ann) {
+    out = {subset.empty() ? data::CategoryMap::from_file(*ann)
+                          : data::CategoryMap::subset(*ann, subset),
+           str("the categories of ", ann->annotation_file,
+               subset.empty() ? "" : " listed in data.category_ids")};
+  } else {
+    std::vector<int64_t> ids(static_cast<size_t>(num_classes));
+    std::vector<std::string> names;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      ids[i] = static_cast<int64_t>(i) + 1;
+      names.push_back(std::to_string(ids[i]));
+    }
+    out = {data::CategoryMap(ids, names), "label + 1 (the weights carry no classes; give --ann)"};
+  }
+  if (out.map.num_classes() != num_classes) {
+    throw ConfigError(str(out.source, ": ", out.map.num_classes(),
+                          " classes but model.num_classes is ", num_classes));
+  }
+  return out;
+}
+
+void write_categories(const data::CategoryMap& classes, const std::string& path) {
+  nlohmann::json out = nlohmann::json::array();
+  for (int64_t k = 0; k < classes.num_classes(); ++k)
+    out.push_back({{"id", classes.category_ids()[k]}, {"name", classes.names()[k]}});
+  write_text_atomic(path, out.dump(2) + "\n");
+}
 
 data::LoaderOptions inference_loader_options(const RunSpec& spec) {
   data::LoaderOptions o;

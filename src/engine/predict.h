@@ -5,12 +5,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <torch/torch.h>
 
 #include "data/augment.h"
+#include "data/coco.h"
 #include "data/loader_options.h"
 #include "engine/build.h"
 #include "models/detector.h"
@@ -30,6 +32,27 @@ struct ImageInput {
 /// The loader options of the evaluation in `spec`: the val split's (else the train split's
 /// without augmentation, else the detector's stride alone), never training-mode transforms.
 data::LoaderOptions inference_loader_options(const RunSpec& spec);
+
+/// The classes predictions are written with, and where they came from (for the log).
+struct PredictionClasses {
+  data::CategoryMap map;
+  std::string source;
+};
+
+/// What predict's category ids and names come from, first that applies:
+/// - `trained`, the classes of the checkpoint the weights come from. With an `ann` file, each of
+///   them must be a category of it with the same name (it may have more: a model trained on a
+///   subset); otherwise ConfigError naming both lists.
+/// - `ann`'s categories, restricted to `subset` (data.category_ids) when it is not empty.
+/// - none: category id label + 1, named by that number.
+/// Throws ConfigError when the result does not have `num_classes` classes (the model's).
+PredictionClasses prediction_classes(const std::optional<data::CategoryMap>& trained,
+                                     const data::CocoFile* ann, const std::vector<int64_t>& subset,
+                                     int64_t num_classes, const std::string& weights);
+
+/// Writes `classes` as a COCO `categories` array ([{"id": 1, "name": "cell"}, ...]) to `path`.
+/// Throws IoError if it cannot be written.
+void write_categories(const data::CategoryMap& classes, const std::string& path);
 
 class Predictor {
  public:

@@ -370,7 +370,10 @@ void Trainer::save(const std::vector<std::string>& names) {
   const auto path = [&](const std::string& name) {
     return (fs::path(o_.output_dir) / name).string();
   };
-  save_checkpoint(path(names.front()), {r_.model.get(), r_.ema_model.get(), r_.optimizer.get()},
+  const auto& data = r_.train_data ? r_.train_data : r_.val_data;
+  save_checkpoint(path(names.front()),
+                  {r_.model.get(), r_.ema_model.get(), r_.optimizer.get(),
+                   data ? &data->dataset().categories() : nullptr},
                   progress_, r_.config_yaml, std::move(rng));
   // The other names get the same bytes without a second serialisation.
   for (size_t i = 1; i < names.size(); ++i) link_atomic(path(names.front()), path(names[i]));

@@ -209,7 +209,8 @@ std::string PretrainedReport::table(const std::string& path) const {
     return str("\n  ", what, std::string(16 - std::string(what).size(), ' '), tensors, " tensors, ",
                values, " values");
   };
-  std::string s = str("model.weights ", path, ": ", std::lround(1000 * loaded_fraction()) / 10.0,
+  // Rounded down, so that 100% means all of them.
+  std::string s = str("model.weights ", path, ": ", std::floor(1000 * loaded_fraction()) / 10.0,
                       "% of the model's parameters loaded");
   s += row("loaded", load.loaded_names.size(), loaded_values);
   s += row("re-initialised", load.mismatched.size(), reinitialised_values);

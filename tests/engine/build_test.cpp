@@ -144,6 +144,28 @@ TEST(RunSpec, ValGroundTruthFromTheDataReaderEqualsEvalsReader) {
 // default anchors from 32 px, and at the 320 / 427 of configs/retinanet/bccd_r18.yaml the 16 px
 // that recipe was tuned to by hand; 291 training / 73 validation images over 40 epochs give an
 // evaluation every 2 epochs.
+// The fine-tuning recipes (configs/<family>/finetune_*.yaml) read as training runs: every key
+// known, the weights file named and the class count the dataset's. The weights are not in the
+// repository, so only the spec is read.
+TEST(RunSpec, FineTuningRecipesReadAsTrainingRuns) {
+  const std::string bccd = testing::shared_dataset("bccd");
+  if (bccd.empty()) GTEST_SKIP() << "shared/datasets/bccd not found";
+  int recipes = 0;
+  for (const char* family : {"retinanet", "rtdetr", "yolo"}) {
+    for (const auto& e : std::filesystem::directory_iterator(
+             std::filesystem::path(DETFORGE_SOURCE_DIR) / "configs" / family)) {
+      if (e.path().filename().string().rfind("finetune_", 0) != 0) continue;
+      ++recipes;
+      const auto s = read_run_spec(Config::load(e.path().string(), {"data.root=" + bccd}),
+                                   RunPurpose::kTrain, kCpuOnly);
+      EXPECT_EQ(s.detector.type, family) << e.path();
+      EXPECT_EQ(s.detector.num_classes, 3) << e.path();
+      EXPECT_TRUE(s.detector.weights.has_value()) << e.path();
+    }
+  }
+  EXPECT_GE(recipes, 3) << "one fine-tuning recipe per family";
+}
+
 TEST(RunSpec, AutoValuesComeFromTheTrainingSetAndAreWrittenIntoTheConfig) {
   const std::string bccd = testing::shared_dataset("bccd");
   if (bccd.empty()) GTEST_SKIP() << "shared/datasets/bccd not found";

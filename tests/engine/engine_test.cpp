@@ -15,6 +15,7 @@
 #include "engine/ema.h"
 #include "engine/mlperf_log.h"
 #include "engine/optim.h"
+#include "engine/predict.h"
 #include "models/module_state.h"
 #include "ops/py_reference.h"
 #include "test_util.h"
@@ -248,7 +249,8 @@ TEST(Checkpoint, RoundTripRestoresEverything) {
   p.best_epoch = 1;
   p.scaler_scale = 1024;
   const auto path = (dir.path() / "last.ckpt").string();
-  save_checkpoint(path, {net.get(), shadow.get(), opt.get()}, p, "train: {epochs: 3}\n");
+  const data::CategoryMap classes({3, 1, 7}, {"rectangle", "circle", "triangle"});
+  save_checkpoint(path, {net.get(), shadow.get(), opt.get(), &classes}, p, "train: {epochs: 3}\n");
   const auto rng_next = torch::rand({4});
 
   torch::manual_seed(99);
@@ -274,6 +276,41 @@ TEST(Checkpoint, RoundTripRestoresEverything) {
   torch::manual_seed(5);
   train_steps(net2, *opt2, 1);
   EXPECT_TRUE(torch::equal(net->fc1->weight, net2->fc1->weight));
+  // The classes travel in label order, ids and names together.
+  const auto read = read_checkpoint_classes(path);
+  ASSERT_TRUE(read.has_value());
+  EXPECT_EQ(read->category_ids(), classes.category_ids());
+  EXPECT_EQ(read->names(), classes.names());
+  save_checkpoint(path, {net.get()}, p, "");
+  EXPECT_FALSE(read_checkpoint_classes(path).has_value()) << "saved without classes";
+}
+
+// predict's category ids: the checkpoint's classes (checked against an --ann file), else the
+// --ann file's categories restricted to data.category_ids, else label + 1.
+TEST(PredictionClasses, CheckpointThenAnnSubsetThenLabelPlusOne) {
+  const data::CategoryMap trained({3, 7}, {"rectangle", "triangle"});
+  data::CocoFile ann;
+  ann.annotation_file = "val.json";
+  ann.categories = {{1, "circle"}, {3, "rectangle"}, {7, "triangle"}};
+  auto c = prediction_classes(trained, &ann, {}, 2, "best.ckpt");
+  EXPECT_EQ(c.map.category_ids(), (std::vector<int64_t>{3, 7}));
+  EXPECT_EQ(c.map.names(), (std::vector<std::string>{"rectangle", "triangle"}));
+  EXPECT_EQ(prediction_classes(trained, nullptr, {}, 2, "best.ckpt").map.category_ids(),
+            (std::vector<int64_t>{3, 7}));
+  // A file whose id 7 is another class is refused, naming both lists.
+  data::CocoFile renamed = ann;
+  renamed.categories[2].name = "star";
+  EXPECT_THROW_WITH(prediction_classes(trained, &renamed, {}, 2, "best.ckpt"), ConfigError,
+                    "val.json: its categories (1:circle, 3:rectangle, 7:star) do not hold the "
+                    "classes best.ckpt was trained on (3:rectangle, 7:triangle)");
+  // No classes in the weights: the file's, restricted to data.category_ids.
+  c = prediction_classes(std::nullopt, &ann, {7, 1}, 2, "w.pth");
+  EXPECT_EQ(c.map.category_ids(), (std::vector<int64_t>{7, 1}));
+  EXPECT_EQ(c.map.names(), (std::vector<std::string>{"triangle", "circle"}));
+  EXPECT_THROW_WITH(prediction_classes(std::nullopt, &ann, {}, 2, "w.pth"), ConfigError,
+                    "3 classes but model.num_classes is 2");
+  c = prediction_classes(std::nullopt, nullptr, {}, 2, "w.pth");
+  EXPECT_EQ(c.map.category_ids(), (std::vector<int64_t>{1, 2}));
 }
 
 TEST(Checkpoint, EveryRankRestoresItsOwnRngState) {

@@ -291,6 +291,34 @@ TEST_F(TrainerTest, RunDirectoryHoldsConfigMetricsCheckpointsAndCurves) {
   ASSERT_EQ(bare.exit_code, 0) << bare.output;
   const auto val =
       nlohmann::json::parse(testing::read_file(data_dir() / "annotations" / "instances_val.json"));
+  // Without --ann the ids and names are the training set's, from the checkpoint (the synthetic
+  // set's ids are 1, 3, 7: label + 1 would be wrong).
+  const auto trained_classes = read_checkpoint_classes((out / "last.ckpt").string());
+  ASSERT_TRUE(trained_classes.has_value());
+  EXPECT_EQ(trained_classes->category_ids(), (std::vector<int64_t>{1, 3, 7}));
+  const auto written =
+      nlohmann::json::parse(testing::read_file(dir_.path() / "bare.categories.json"));
+  nlohmann::json written_expected = nlohmann::json::array();
+  for (const auto& c : val.at("categories"))
+    written_expected.push_back({{"id", c.at("id")}, {"name", c.at("name")}});
+  EXPECT_EQ(written, written_expected);
+  const auto bare_results = nlohmann::json::parse(testing::read_file(dir_.path() / "bare.json"));
+  for (const auto& d : bare_results) {
+    const auto id = d.at("category_id").get<int64_t>();
+    EXPECT_TRUE(id == 1 || id == 3 || id == 7) << id;
+  }
+  // An --ann whose category 3 means something else is refused, naming both.
+  auto renamed = val;
+  for (auto& c : renamed.at("categories")) {
+    if (c.at("id") == 3) c["name"] = "hexagon";
+  }
+  const auto renamed_path = dir_.write("renamed.json", renamed.dump());
+  const auto refused = testing::run_command(
+      testing::detforge_binary() + " predict --config " + dir_.write("p3.yaml", yaml(out)) +
+      " --weights " + (out / "last.ckpt").string() + " --ann " + renamed_path + " --images " +
+      (data_dir() / "val").string() + " --out " + (dir_.path() / "refused.json").string());
+  EXPECT_EQ(refused.exit_code, 3) << refused.output;
+  EXPECT_NE(refused.output.find("do not hold the classes"), std::string::npos) << refused.output;
   std::set<int64_t> with_detections;
   for (const auto& d : mine) with_detections.insert(d.at("image_id").get<int64_t>());
   int differing = 0;
