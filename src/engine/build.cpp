@@ -310,6 +310,15 @@ RunSpec read_run_spec(const Config& given, RunPurpose purpose, const DeviceEnv& 
         .fail(data_node ? "" : "data", "training needs both data.train and data.val");
   }
   spec.detector = models::detector_spec(root.child("model"), num_classes);
+  if (spec.detector.class_map_by_name && spec.data.train) {
+    // The training set's class names, which model.weights_class_map: by_name maps to.
+    const auto& d = spec.data.train->dataset;
+    const auto& file = spec.files->get(d.annotation_file, d.image_root);
+    const auto& subset = d.validation.category_subset;
+    spec.detector.class_names = (subset.empty() ? data::CategoryMap::from_file(file)
+                                                : data::CategoryMap::subset(file, subset))
+                                    .names();
+  }
   if (spec.trainer.mlperf.benchmark.empty()) spec.trainer.mlperf.benchmark = spec.detector.type;
 
   // Padded sizes must be multiples of the detector's coarsest stride: derived when not set.

@@ -1,5 +1,7 @@
 #include "models/build.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <map>
 #include <regex>
@@ -12,6 +14,7 @@
 #include "models/retinanet/build.h"
 #include "models/rtdetr/build.h"
 #include "models/yolo/build.h"
+#include "weights/coco_classes.h"
 
 namespace detforge::models {
 
@@ -71,6 +74,11 @@ DetectorSpec detector_spec(const ConfigNode& model, std::optional<int64_t> num_c
   spec.weights = model.optional<std::string>("weights");
   model.read("weights_strict", spec.weights_strict);
   model.read("freeze", spec.freeze);
+  if (model.has("weights_class_map"))
+    spec.class_map_by_name =
+        model.one_of("weights_class_map", {"none", "by_name"}, "") == "by_name";
+  if (spec.class_map_by_name && !spec.weights)
+    model.fail("weights_class_map", "by_name maps the classes of model.weights, which is not set");
   if (auto b = model.optional_child("backbone"))
     spec.backbone_weights = b->optional<std::string>("weights");
   model.reject_unused();
@@ -80,7 +88,12 @@ DetectorSpec detector_spec(const ConfigNode& model, std::optional<int64_t> num_c
 std::shared_ptr<Detector> build_detector(const DetectorSpec& spec) {
   auto detector = spec.create();
   if (spec.weights) {
-    load_pretrained_weights(*detector, *spec.weights, spec.weights_strict);
+    // Without the dataset's names (predict, export with no data.train) by_name has nothing to
+    // map to; the weights those commands are given load strictly after this anyway.
+    load_pretrained_weights(
+        *detector, *spec.weights,
+        {spec.weights_strict, spec.class_map_by_name && !spec.class_names.empty(),
+         spec.class_names});
   } else if (spec.backbone_weights) {
     import_backbone_weights(*detector, *spec.backbone_weights);
   }
@@ -113,8 +126,9 @@ namespace {
 // A weight file's tensors under the detector's names: the family's renames (a reference's names
 // to detforge's) first, then its tied aliases, which use detforge's names (an alias is dropped
 // when the name it stands for is in the file too, else renamed to it).
-NamedTensors detector_tensors(const Detector& detector, const std::string& path) {
-  NamedTensors file = weights::read_state_dict(path);
+weights::WeightFile detector_tensors(const Detector& detector, const std::string& path) {
+  weights::WeightFile read = weights::read_weight_file(path);
+  NamedTensors& file = read.tensors;
   std::vector<std::pair<std::regex, std::string>> renames;
   for (const auto& [pattern, replacement] : detector.weight_renames()) {
     renames.emplace_back(std::regex(pattern), replacement);
@@ -134,7 +148,8 @@ NamedTensors detector_tensors(const Detector& detector, const std::string& path)
     if (held != name && names.count(held)) continue;
     tensors.emplace_back(held, t);
   }
-  return tensors;
+  file = std::move(tensors);
+  return read;
 }
 
 std::string shape_text(const std::vector<int64_t>& shape) {
@@ -160,19 +175,134 @@ std::string name_listing(const std::vector<std::string>& names, size_t first) {
   return s;
 }
 
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+// The class names of the file's class layers: those it stores, else COCO's when its class count is
+// 80 or 91 (torchvision's slots), inferred from the first class layer it holds.
+std::vector<std::string> source_class_names(const weights::WeightFile& file,
+                                            const std::vector<Detector::ClassLayer>& layers,
+                                            const std::string& path, std::string& said) {
+  if (!file.class_names.empty()) {
+    said = "the names it stores";
+    return file.class_names;
+  }
+  for (const auto& layer : layers) {
+    const std::regex re(layer.pattern);
+    for (const auto& [name, t] : file.tensors) {
+      if (!std::regex_match(name, re) || t.dim() == 0) continue;
+      const int64_t classes = t.size(0) / layer.groups - layer.extra_rows;
+      if (classes == 80) {
+        said = "COCO's 80 classes (the file stores no names)";
+        return weights::coco80_names();
+      }
+      if (classes == 91) {
+        said = "torchvision's 91 COCO slots (the file stores no names)";
+        return weights::coco91_names();
+      }
+      throw IoError(str(path,
+                        ": model.weights_class_map: by_name needs the file's class names; it ",
+                        "stores none and its class layers hold ", classes,
+                        " classes (80 or 91 are read as COCO's)"));
+    }
+  }
+  throw IoError(str(path, ": model.weights_class_map: by_name found no class layer in the file"));
+}
+
+// by_name: every class layer the file holds is rebuilt from the detector's init (`fresh`) with the
+// rows of each class whose name the file's classes share copied from the file.
+void map_classes(Detector& detector, const weights::WeightFile& file,
+                 const std::map<std::string, torch::Tensor>& fresh,
+                 const std::vector<std::string>& class_names, const std::string& path,
+                 PretrainedReport& out) {
+  const auto layers = detector.class_layers();
+  const int64_t classes = detector.num_classes();
+  TORCH_CHECK(static_cast<int64_t>(class_names.size()) == classes,
+              "map_classes: ", class_names.size(), " class names for ", classes, " classes");
+  std::string said;
+  const auto source = source_class_names(file, layers, path, said);
+  const int64_t source_classes = static_cast<int64_t>(source.size());
+  std::vector<int64_t> from(static_cast<size_t>(classes), -1);
+  std::string kept, added;
+  for (int64_t k = 0; k < classes; ++k) {
+    for (int64_t s = 0; s < source_classes; ++s) {
+      if (lower(source[s]) == lower(class_names[k])) {
+        from[k] = s;
+        break;
+      }
+    }
+    if (from[k] >= 0) {
+      out.class_map.emplace_back(class_names[k], from[k]);
+      kept += str(kept.empty() ? "" : ", ", class_names[k], " <- ", source[from[k]], " (", from[k],
+                  ")");
+    } else {
+      added += (added.empty() ? "" : ", ") + class_names[k];
+    }
+  }
+  std::map<std::string, torch::Tensor> file_tensors(file.tensors.begin(), file.tensors.end());
+  auto state = detector.named_parameters(/*recurse=*/true);
+  torch::NoGradGuard no_grad;
+  for (const auto& layer : layers) {
+    const std::regex re(layer.pattern);
+    for (const auto& [name, init] : fresh) {
+      if (!std::regex_match(name, re) || !file_tensors.count(name)) continue;
+      const auto& src = file_tensors.at(name);
+      const int64_t rows = classes + layer.extra_rows, src_rows = source_classes + layer.extra_rows;
+      if (src.size(0) != layer.groups * src_rows || src.sizes().slice(1) != init.sizes().slice(1)) {
+        out.class_layers_skipped.push_back(name);
+        continue;
+      }
+      auto target = init.clone();
+      const auto src_local = src.to(target.dtype());
+      for (int64_t g = 0; g < layer.groups; ++g) {
+        for (int64_t k = 0; k < classes; ++k) {
+          if (from[k] >= 0) target[g * rows + k].copy_(src_local[g * src_rows + from[k]]);
+        }
+        for (int64_t e = 0; e < layer.extra_rows; ++e)
+          target[g * rows + classes + e].copy_(src_local[g * src_rows + source_classes + e]);
+      }
+      state[name].copy_(target);
+      out.class_layers_mapped.push_back(name);
+    }
+  }
+  logging::info(str("model.weights_class_map by_name: ", out.class_map.size(), " of ", classes,
+                    " classes kept from ", said, ": ", kept.empty() ? "none" : kept,
+                    added.empty() ? "" : "; new: " + added, "; ", out.class_layers_mapped.size(),
+                    " class tensors rebuilt",
+                    out.class_layers_skipped.empty()
+                        ? ""
+                        : str(", ", out.class_layers_skipped.size(),
+                              " left at their init (their other dimensions differ: ",
+                              name_listing(out.class_layers_skipped, 2), ")")));
+}
+
 }  // namespace
 
 void load_detector_weights(Detector& detector, const std::string& path) {
-  const auto report = load_named_tensors(detector, detector_tensors(detector, path), path);
+  const auto report = load_named_tensors(detector, detector_tensors(detector, path).tensors, path);
   logging::info(str("loaded ", report.loaded, " tensors from ", path));
 }
 
-PretrainedReport load_pretrained_weights(Detector& detector, const std::string& path, bool strict) {
-  const auto tensors = detector_tensors(detector, path);
+PretrainedReport load_pretrained_weights(Detector& detector, const std::string& path,
+                                         const PretrainedOptions& options) {
+  const auto file = detector_tensors(detector, path);
+  // The class layers' init, kept for by_name before the load overwrites those of equal shape.
+  std::map<std::string, torch::Tensor> fresh;
+  if (options.class_map_by_name) {
+    for (const auto& layer : detector.class_layers()) {
+      const std::regex re(layer.pattern);
+      for (const auto& [name, t] : module_state(detector)) {
+        if (std::regex_match(name, re)) fresh.emplace(name, t.detach().clone());
+      }
+    }
+  }
   PretrainedReport out;
   out.load = load_named_tensors(
-      detector, tensors, path,
+      detector, file.tensors, path,
       LoadOptions().require_all(false).reject_unexpected(false).skip_shape_mismatch(true));
+  if (options.class_map_by_name) map_classes(detector, file, fresh, options.class_names, path, out);
   std::map<std::string, int64_t> sizes;
   for (const auto& [name, t] : module_state(detector)) sizes.emplace(name, t.numel());
   for (const auto& p : detector.named_parameters(/*recurse=*/true))
@@ -187,7 +317,7 @@ PretrainedReport load_pretrained_weights(Detector& detector, const std::string& 
   for (const auto& name : out.load.missing) out.missing_values += sizes.at(name);
   logging::info(out.table(path));
   const double fraction = out.loaded_fraction();
-  if (strict && fraction < kMinPretrainedFraction) {
+  if (options.strict && fraction < kMinPretrainedFraction) {
     throw IoError(str(
         path, ": only ", std::lround(100 * fraction), "% of the model's parameters match it (",
         std::lround(100 * kMinPretrainedFraction),
@@ -222,6 +352,13 @@ std::string PretrainedReport::table(const std::string& path) const {
   s += row("unused", load.unexpected.size(), load.unexpected_elements);
   if (!load.unexpected.empty())
     s += " (in the file, not the model: " + name_listing(load.unexpected, 4) + ")";
+  if (!class_layers_mapped.empty()) {
+    std::string kept;
+    for (const auto& [name, row] : class_map) kept += str(kept.empty() ? "" : ", ", name);
+    s += str("\n  by class name   ", class_layers_mapped.size(),
+             " class tensors rebuilt from their init with the rows of ",
+             kept.empty() ? "no class (no name in common)" : kept);
+  }
   return s;
 }
 

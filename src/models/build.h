@@ -36,6 +36,12 @@ struct DetectorSpec {
   /// `model.weights_strict`: refuse a `weights` file that matches less than
   /// kMinPretrainedFraction of the model. Default: true
   bool weights_strict = true;
+  /// `model.weights_class_map: by_name`: keep the class rows of `weights` whose class names
+  /// `class_names` share. Default: false (none)
+  bool class_map_by_name = false;
+  /// The dataset's class names in label order, for class_map_by_name (engine/build.cpp sets them
+  /// from data.train).
+  std::vector<std::string> class_names;
   /// `model.freeze`: module-name patterns frozen after the weights load (Detector::freeze).
   std::vector<std::string> freeze;
   /// `model.backbone.weights`: an ImageNet ResNet/ResNeXt state dict (torchvision).
@@ -76,6 +82,10 @@ struct PretrainedReport {
   int64_t loaded_values = 0, reinitialised_values = 0, missing_values = 0;
   /// Parameter values of the model, and of them loaded (buffers excluded).
   int64_t model_parameters = 0, loaded_parameters = 0;
+  /// by_name: (the model's class name, the file's class index) of each class kept, and the class
+  /// tensors rebuilt or left at their init (their other dimensions differ from the file's).
+  std::vector<std::pair<std::string, int64_t>> class_map;
+  std::vector<std::string> class_layers_mapped, class_layers_skipped;
   /// loaded_parameters / model_parameters.
   double loaded_fraction() const;
   /// The start-up table: loaded / re-initialised / missing / unused with tensor and value counts
@@ -83,13 +93,26 @@ struct PretrainedReport {
   std::string table(const std::string& path) const;
 };
 
+struct PretrainedOptions {
+  /// Refuse a file that covers less than kMinPretrainedFraction of the parameters.
+  bool strict = true;
+  /// Keep the rows of the detector's class_layers() whose class names match (case-insensitive)
+  /// one of the file's classes: the names it stores (Ultralytics, a Hugging Face config.json),
+  /// else COCO's for 80 or 91 classes.
+  bool class_map_by_name = false;
+  /// The detector's class names in label order (class_map_by_name).
+  std::vector<std::string> class_names;
+};
+
 /// Loads the weights of a model to fine-tune (`model.weights`): every tensor whose name (after the
 /// family's renames and aliases) and shape match; a tensor whose shape differs (a head for another
 /// class count) keeps the family's own init, as do those the file lacks; tensors the model lacks
-/// are ignored. Logs the table. Throws IoError naming the file and the first differences when
-/// `strict` and less than kMinPretrainedFraction of the parameters loaded.
+/// are ignored. With class_map_by_name the class layers are rebuilt from their init with the rows
+/// of the classes both share (logged: which class came from which row). Logs the table. Throws
+/// IoError naming the file and the first differences when `strict` and less than
+/// kMinPretrainedFraction of the parameters loaded, and for by_name without known class names.
 PretrainedReport load_pretrained_weights(Detector& detector, const std::string& path,
-                                         bool strict = true);
+                                         const PretrainedOptions& options = {});
 
 /// Every parameter and buffer of `detector` by name, plus its weight_aliases() duplicates: the
 /// state dict `detforge export` writes.

@@ -54,6 +54,19 @@ class Detector : public torch::nn::Module {
   /// keeps hub checkpoints in an older layout and renames while loading).
   virtual std::vector<std::pair<std::string, std::string>> weight_renames() const { return {}; }
 
+  /// A tensor whose first dimension runs over the classes: `groups` blocks of (num_classes() +
+  /// `extra_rows`) rows, class k of block g at row g * (C + extra) + k, the extra rows after the
+  /// classes (RetinaNet's cls_logits: one block per anchor; RT-DETR's denoising label embedding:
+  /// one padding row). `model.weights_class_map: by_name` copies these rows by class name.
+  struct ClassLayer {
+    /// ECMAScript regex matched against the whole tensor name.
+    std::string pattern;
+    int64_t groups = 1;
+    int64_t extra_rows = 0;
+  };
+  /// The detector's class layers. Default: none.
+  virtual std::vector<ClassLayer> class_layers() const { return {}; }
+
   /// Turns a batch's box count (0-dim) into the normaliser of losses summed over boxes.
   using CountNormalizer = std::function<torch::Tensor(const torch::Tensor& local_count)>;
 

@@ -4,6 +4,7 @@
 #include <set>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "core/config_node.h"
 #include "core/errors.h"
@@ -11,6 +12,7 @@
 #include "models/rtdetr/build.h"
 #include "models/yolo/build.h"
 #include "test_util.h"
+#include "weights/coco_classes.h"
 #include "weights/state_dict.h"
 
 namespace detforge::models {
@@ -248,13 +250,57 @@ TEST(PretrainedWeights, AnotherArchitectureIsRefusedUnlessNotStrict) {
                     "yolo.pth: only 0% of the model's parameters match it (50% needed; "
                     "model.weights_strict: false loads it anyway)");
   const auto loose = small_retinanet(3, "  weights: " + path + "\n  weights_strict: false\n");
-  const auto report = load_pretrained_weights(*loose, path, /*strict=*/false);
+  PretrainedOptions lenient;
+  lenient.strict = false;
+  const auto report = load_pretrained_weights(*loose, path, lenient);
   EXPECT_EQ(report.loaded_parameters, 0);
   // Every YOLO tensor is unused but the BatchNorm step counters, which are never reported.
   size_t counters = 0;
   for (const auto& [name, t] : module_state(*yolo))
     counters += name.find("num_batches_tracked") != std::string::npos;
   EXPECT_EQ(report.load.unexpected.size(), module_state(*yolo).size() - counters);
+}
+
+// The COCO lists used for files without names are the references' own (run live).
+TEST(PretrainedWeights, CocoClassListsAreTheReferences) {
+  const auto json = nlohmann::json::parse(testing::read_file(testing::cached_reference(
+      "coco_names.json", "models/coco_names_reference.py", /*is_dir=*/false)));
+  EXPECT_EQ(weights::coco91_names(), json.at("torchvision91").get<std::vector<std::string>>());
+  EXPECT_EQ(weights::coco80_names(), json.at("ultralytics80").get<std::vector<std::string>>());
+}
+
+// by_name from a torchvision-layout file (91 slots, no names stored): each anchor's block of the
+// class layer keeps the rows of the classes the dataset shares, by COCO category id.
+TEST(PretrainedWeights, ByNameKeepsTheRowsOfSharedClassesInEveryAnchorBlock) {
+  testing::TempDir dir;
+  torch::manual_seed(3);
+  const auto coco = small_retinanet(91);
+  const std::string path = (dir.path() / "coco91.pth").string();
+  weights::write_state_dict(export_state(*coco), path);
+  torch::manual_seed(4);
+  const auto target = small_retinanet(3);
+  const std::string cls = "head.classification_head.cls_logits.";
+  const auto init = target->named_parameters()[cls + "weight"].clone();
+  PretrainedOptions o;
+  o.class_map_by_name = true;
+  o.class_names = {"Dog", "blood cell", "person"};
+  const auto report = load_pretrained_weights(*target, path, o);
+  EXPECT_EQ(report.class_map,
+            (std::vector<std::pair<std::string, int64_t>>{{"Dog", 18}, {"person", 1}}));
+  EXPECT_EQ(report.class_layers_mapped, (std::vector<std::string>{cls + "bias", cls + "weight"}));
+  const auto w = target->named_parameters()[cls + "weight"];
+  const auto src = coco->named_parameters()[cls + "weight"];
+  for (int64_t a = 0; a < 9; ++a) {
+    EXPECT_TRUE(torch::equal(w[a * 3 + 0], src[a * 91 + 18])) << a;
+    EXPECT_TRUE(torch::equal(w[a * 3 + 1], init[a * 3 + 1])) << a;
+    EXPECT_TRUE(torch::equal(w[a * 3 + 2], src[a * 91 + 1])) << a;
+  }
+  // A file with another class count and no names cannot be mapped.
+  const std::string seven = (dir.path() / "seven.pth").string();
+  weights::write_state_dict(export_state(*small_retinanet(7)), seven);
+  EXPECT_THROW_WITH(load_pretrained_weights(*small_retinanet(3), seven, o), IoError,
+                    "by_name needs the file's class names; it stores none and its class layers "
+                    "hold 7 classes");
 }
 
 // model.freeze: the matched modules' parameters stop requiring gradients, their batch norms keep

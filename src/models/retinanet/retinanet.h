@@ -87,6 +87,10 @@ class RetinaNetImpl : public DetectorBase<RetinaNetImpl, RetinaNetOptions> {
                                       const Batch& batch) const;
 
   BackboneWithFpn backbone() const { return backbone_; }
+  std::vector<ClassLayer> class_layers() const override {
+    return {{R"(head\.classification_head\.cls_logits\.(weight|bias))",
+             anchor_generator_.num_anchors_per_location()[0], 0}};
+  }
   std::vector<std::pair<std::string, int64_t>> counters() const override {
     return {{"skipped_images", skipped_images_}};
   }

@@ -80,6 +80,13 @@ class RTDetrImpl : public DetectorBase<RTDetrImpl, RTDetrOptions> {
   std::vector<std::pair<std::string, int64_t>> counters() const override {
     return {{"skipped_images", skipped_images_}};
   }
+  /// The encoder's and every decoder layer's class head, and the denoising label embedding
+  /// (its last row is the padding label).
+  std::vector<ClassLayer> class_layers() const override {
+    return {{R"(model\.enc_score_head\.(weight|bias))", 1, 0},
+            {R"(model\.decoder\.class_embed\.\d+\.(weight|bias))", 1, 0},
+            {R"(model\.denoising_class_embed\.weight)", 1, 1}};
+  }
 
  private:
   ResNetVd backbone_{nullptr};

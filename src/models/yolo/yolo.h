@@ -89,6 +89,10 @@ class YoloImpl : public DetectorBase<YoloImpl, YoloOptions> {
   static constexpr int64_t kSizeDivisibility = 32;
   /// dfl_clamped_targets and skipped_images since construction.
   std::vector<std::pair<std::string, int64_t>> counters() const override;
+  /// The last conv of each level's class branch.
+  std::vector<ClassLayer> class_layers() const override {
+    return {{R"(model\.\d+\.cv3\.\d+\.2\.(weight|bias))", 1, 0}};
+  }
 
   // The stages, public for parity tests and tools.
 

@@ -279,6 +279,39 @@ TEST_F(YoloCheckpoint, AnotherClassCountReinitialisesTheClassConvs) {
   EXPECT_TRUE(grad.defined() && grad.abs().sum().item<double>() > 0);
 }
 
+// by_name with Ultralytics' stored names: the same class count in another order, and a subset
+// of a larger class list; rows follow the names, new classes keep the init.
+TEST_F(YoloCheckpoint, ByNameFollowsTheStoredClassNames) {
+  const auto file = weights::read_weight_file(dir() + "/saved.pt");
+  std::map<std::string, torch::Tensor> src(file.tensors.begin(), file.tensors.end());
+  for (const auto& names : {std::vector<std::string>{"rbc", "wbc", "cell"},
+                            std::vector<std::string>{"platelet", "a", "b", "cell", "c"}}) {
+    const auto classes = static_cast<int64_t>(names.size());
+    Yolo m{YoloOptions(classes)};
+    std::map<std::string, torch::Tensor> init;
+    for (const auto& [name, t] : module_state(*m)) init.emplace(name, t.clone());
+    PretrainedOptions o;
+    o.class_map_by_name = true;
+    o.class_names = names;
+    const auto report = load_pretrained_weights(*m, dir() + "/saved.pt", o);
+    EXPECT_EQ(report.class_layers_mapped.size(), 6u);
+    const std::map<std::string, int64_t> source_row = {{"cell", 0}, {"platelet", 1}, {"rbc", 2}};
+    for (int level = 0; level < 3; ++level) {
+      for (const char* part : {"weight", "bias"}) {
+        const auto name = str("model.22.cv3.", level, ".2.", part);
+        const auto t = m->named_parameters()[name];
+        for (int64_t k = 0; k < classes; ++k) {
+          const auto row = source_row.find(names[k]);
+          const auto expected = row == source_row.end()
+                                    ? init.at(name)[k]
+                                    : src.at(name)[row->second].to(torch::kFloat32);
+          EXPECT_TRUE(torch::equal(t[k], expected)) << name << " class " << names[k];
+        }
+      }
+    }
+  }
+}
+
 TEST(Yolo, EveryBatchGivesTheSameKeysFiniteValuesAndEveryGradient) {
   torch::manual_seed(0);
   Yolo m(YoloOptions(3));
