@@ -1,7 +1,11 @@
 // detforge export: the weights of a training checkpoint (live or EMA) or of any state dict the
 // config's model accepts, written as a plain state dict that Python loads with
-// torch.load(path, weights_only=True) into the torchvision model of the same architecture.
+// torch.load(path, weights_only=True) into the torchvision model of the same architecture, with
+// the checkpoint's classes beside it (<out>.categories.json); or (--format hf) as the folder
+// transformers' from_pretrained opens.
+#include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -9,10 +13,13 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "core/atomic_file.h"
 #include "core/config_node.h"
 #include "core/errors.h"
 #include "core/logging.h"
 #include "engine/build.h"
+#include "engine/checkpoint.h"
+#include "engine/predict.h"
 #include "load_weights.h"
 #include "models/build.h"
 #include "models/module_state.h"
@@ -25,8 +32,27 @@ struct ExportArgs {
   std::string weights;
   bool ema = false;
   std::string out;
+  std::string format = "pth";
   std::vector<std::string> overrides;
 };
+
+// --format hf: OUT/model.safetensors and OUT/config.json, the folder from_pretrained opens; the
+// class names are the checkpoint's (LABEL_i, transformers' default, without them).
+void export_hub_folder(const models::Detector& detector, const std::string& type,
+                       const models::NamedTensors& state,
+                       const std::optional<data::CategoryMap>& classes, const std::string& out) {
+  std::vector<std::string> names;
+  for (int64_t k = 0; k < detector.num_classes(); ++k)
+    names.push_back(classes ? classes->names()[static_cast<size_t>(k)] : str("LABEL_", k));
+  const std::string config = detector.hub_config(names);
+  if (config.empty())
+    throw ConfigError(
+        str("--format hf: model.type ", type,
+            " has no Hugging Face transformers layout (rtdetr has); use --format pth"));
+  std::filesystem::create_directories(out);
+  weights::write_safetensors(state, (std::filesystem::path(out) / "model.safetensors").string());
+  write_text_atomic((std::filesystem::path(out) / "config.json").string(), config);
+}
 
 void run_export(const ExportArgs& a) {
   const auto spec =
@@ -35,9 +61,21 @@ void run_export(const ExportArgs& a) {
   auto detector = models::build_detector(spec.detector);
   load_weights(*detector, a.weights, a.ema);
   const auto state = models::export_state(*detector);
-  weights::write_state_dict(state, a.out);
+  std::optional<data::CategoryMap> classes;
+  if (engine::is_checkpoint(a.weights)) classes = engine::read_checkpoint_classes(a.weights);
   int64_t values = 0;
   for (const auto& [name, t] : state) values += t.numel();
+  if (a.format == "hf") {
+    export_hub_folder(*detector, spec.detector.type, state, classes, a.out);
+  } else {
+    weights::write_state_dict(state, a.out);
+    // A state dict holds tensors only: the classes a checkpoint was trained on go beside it.
+    if (classes) {
+      const auto names = std::filesystem::path(a.out).replace_extension(".categories.json");
+      engine::write_categories(*classes, names.string());
+      logging::info(str("export: classes ", classes->describe(), " -> ", names.string()));
+    }
+  }
   logging::info(str("export: ", state.size(), " tensors (", values, " values) from ", a.weights,
                     a.ema ? " (EMA weights)" : "", " -> ", a.out));
 }
@@ -53,7 +91,12 @@ void add_export_command(CLI::App& app) {
                   "a detforge checkpoint (.ckpt) or weights .pth (detforge or torchvision)")
       ->required();
   cmd->add_flag("--ema", a->ema, "with a checkpoint: export its EMA weights");
-  cmd->add_option("--out", a->out, "output .pth")->required();
+  cmd->add_option("--out", a->out, "output .pth (--format hf: a folder)")->required();
+  cmd->add_option("--format", a->format,
+                  "pth: a state dict torch.load reads; hf: model.safetensors + config.json that "
+                  "transformers' from_pretrained opens (RT-DETR)")
+      ->check(CLI::IsMember({"pth", "hf"}))
+      ->capture_default_str();
   cmd->add_option("overrides", a->overrides, "config overrides a.b=value");
   cmd->callback([a] { run_export(*a); });
 }

@@ -64,6 +64,14 @@ class Detector : public torch::nn::Module {
     int64_t groups = 1;
     int64_t extra_rows = 0;
   };
+  /// The Hugging Face `config.json` of this model with `class_names` as id2label, for
+  /// `detforge export --format hf` (with model.safetensors, what from_pretrained loads); empty
+  /// when the family has no transformers counterpart. Default: empty
+  virtual std::string hub_config(const std::vector<std::string>& class_names) const {
+    (void)class_names;
+    return {};
+  }
+
   /// The detector's class layers. Default: none.
   virtual std::vector<ClassLayer> class_layers() const { return {}; }
 

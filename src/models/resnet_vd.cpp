@@ -114,6 +114,17 @@ TORCH_MODULE(VdBlock);
 
 ResNetVdOptions::ResNetVdOptions(std::string arch) : arch_(std::move(arch)) {}
 
+ResNetVdLayout resnet_vd_layout(const std::string& arch) {
+  for (const auto& a : vd_archs()) {
+    if (a.name != arch) continue;
+    ResNetVdLayout out{a.bottleneck, a.depths, {}};
+    for (const int64_t width : {64, 128, 256, 512})
+      out.hidden_sizes.push_back(width * (a.bottleneck ? 4 : 1));
+    return out;
+  }
+  throw std::invalid_argument("unknown ResNet-vd arch '" + arch + "'");
+}
+
 const std::vector<std::string>& resnet_vd_arch_names() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> n;

@@ -27,6 +27,17 @@ struct ResNetVdOptions {
 /// The known architecture names, for error messages.
 const std::vector<std::string>& resnet_vd_arch_names();
 
+/// An architecture's shape in transformers' RTDetrResNetConfig terms: block type, blocks per
+/// stage and each stage's output channels.
+struct ResNetVdLayout {
+  bool bottleneck = false;
+  std::vector<int64_t> depths;
+  std::vector<int64_t> hidden_sizes;
+};
+
+/// The layout of `arch`. Throws std::invalid_argument for an unknown arch.
+ResNetVdLayout resnet_vd_layout(const std::string& arch);
+
 class ResNetVdImpl : public torch::nn::Module {
  public:
   /// Throws std::invalid_argument for an unknown arch.

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/atomic_file.h"
 #include "core/errors.h"
 
 namespace detforge::weights {
@@ -93,6 +94,34 @@ NamedTensors read_safetensors(const std::string& path) {
   NamedTensors out;
   for (auto& [offset, named] : tensors) out.push_back(std::move(named));
   return out;
+}
+
+void write_safetensors(const NamedTensors& tensors, const std::string& path) {
+  static const std::map<torch::Dtype, std::string> codes = {
+      {torch::kFloat64, "F64"},   {torch::kFloat32, "F32"}, {torch::kFloat16, "F16"},
+      {torch::kBFloat16, "BF16"}, {torch::kInt64, "I64"},   {torch::kInt32, "I32"},
+      {torch::kInt16, "I16"},     {torch::kInt8, "I8"},     {torch::kUInt8, "U8"},
+      {torch::kBool, "BOOL"}};
+  nlohmann::json header = {{"__metadata__", {{"format", "pt"}}}};
+  std::string data;
+  for (const auto& [name, tensor] : tensors) {
+    const auto t = tensor.detach().to(torch::kCPU).contiguous();
+    const auto code = codes.find(t.scalar_type());
+    if (code == codes.end())
+      throw IoError(detforge::str(path, ": tensor ", name, " has a dtype safetensors lacks"));
+    const size_t begin = data.size(), bytes = t.numel() * t.element_size();
+    data.append(static_cast<const char*>(t.data_ptr()), bytes);
+    header[name] = {{"dtype", code->second},
+                    {"shape", t.sizes().vec()},
+                    {"data_offsets", {begin, begin + bytes}}};
+  }
+  std::string text = header.dump();
+  // The data section starts 8-byte aligned: the header is padded with spaces, as the format allows.
+  text.append((8 - text.size() % 8) % 8, ' ');
+  std::string file(8, '\0');
+  const uint64_t size = text.size();
+  for (int k = 0; k < 8; ++k) file[k] = static_cast<char>((size >> (8 * k)) & 0xff);
+  write_text_atomic(path, file + text + data);
 }
 
 }  // namespace detforge::weights

@@ -47,6 +47,10 @@ NamedTensors read_state_dict(const std::string& path);
 /// a malformed header or an unsupported dtype.
 NamedTensors read_safetensors(const std::string& path);
 
+/// Writes `tensors` as a safetensors file (what Hugging Face's from_pretrained reads as
+/// model.safetensors), via a temporary file and rename. Throws IoError if it cannot be written.
+void write_safetensors(const NamedTensors& tensors, const std::string& path);
+
 /// Writes `tensors` as a dict {name: tensor} in torch.save's zip format (via a temporary file
 /// and rename). Throws IoError if the file cannot be written.
 void write_state_dict(const NamedTensors& tensors, const std::string& path);

@@ -351,6 +351,9 @@ TEST_F(TrainerTest, RunDirectoryHoldsConfigMetricsCheckpointsAndCurves) {
     EXPECT_EQ(file[i].first, expected[i].first);
     EXPECT_TRUE(torch::equal(file[i].second, expected[i].second)) << file[i].first;
   }
+  // The classes travel beside the exported state dict, as predict writes them.
+  EXPECT_EQ(nlohmann::json::parse(testing::read_file(dir_.path() / "ema.categories.json")),
+            written_expected);
 }
 
 TEST_F(TrainerTest, BadRunsFailWithClearMessages) {

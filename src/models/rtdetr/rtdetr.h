@@ -80,6 +80,8 @@ class RTDetrImpl : public DetectorBase<RTDetrImpl, RTDetrOptions> {
   std::vector<std::pair<std::string, int64_t>> counters() const override {
     return {{"skipped_images", skipped_images_}};
   }
+  /// transformers' RTDetrV2Config of this model (RTDetrV2ForObjectDetection).
+  std::string hub_config(const std::vector<std::string>& class_names) const override;
   /// The encoder's and every decoder layer's class head, and the denoising label embedding
   /// (its last row is the padding label).
   std::vector<ClassLayer> class_layers() const override {

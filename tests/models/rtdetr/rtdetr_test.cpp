@@ -4,18 +4,22 @@
 // proposals, detections and loss terms (with the reference's denoising noise replayed). Plus the
 // fixed loss schema on batches with no, one and many boxes.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <map>
 #include <set>
 #include <string>
 
+#include "core/config_node.h"
 #include "core/errors.h"
+#include "models/build.h"
 #include "models/rtdetr/build.h"
 #include "models/rtdetr/rtdetr.h"
 #include "ops/box_ops.h"
 #include "ops/py_reference.h"
 #include "test_util.h"
+#include "weights/state_dict.h"
 
 namespace detforge::models {
 namespace {
@@ -146,16 +150,18 @@ TEST_F(RTDetrParity, TruncatedSafetensorsIsAnIoErrorNamingTheFile) {
   EXPECT_THROW_WITH(load_detector_weights(*m, header), IoError, "header.safetensors");
 }
 
+// The reference's small model (reference.py's config()) as a detforge config.
+constexpr const char* kSmallModelYaml =
+    "model: {type: rtdetr, num_classes: 3, backbone: {type: r18vd},\n"
+    "        encoder: {hidden_dim: 64, ffn_dim: 128, heads: 4, expansion: 0.5},\n"
+    "        decoder: {d_model: 64, ffn_dim: 128, heads: 4, layers: 3, num_queries: 40},\n"
+    "        denoising: {num_queries: 20}}\n";
+
 // `detforge export` writes both names of the tied heads, so transformers loads the file with
 // strict=True and computes the reference's outputs.
 TEST_F(RTDetrParity, ExportLoadsIntoTransformersStrictly) {
   detforge::testing::TempDir tmp;
-  const auto config = tmp.write(
-      "small.yaml",
-      "model: {type: rtdetr, num_classes: 3, backbone: {type: r18vd},\n"
-      "        encoder: {hidden_dim: 64, ffn_dim: 128, heads: 4, expansion: 0.5},\n"
-      "        decoder: {d_model: 64, ffn_dim: 128, heads: 4, layers: 3, num_queries: 40},\n"
-      "        denoising: {num_queries: 20}}\n");
+  const auto config = tmp.write("small.yaml", kSmallModelYaml);
   const auto exported = (tmp.path() / "exported.pth").string();
   const auto r = detforge::testing::run_command(detforge::testing::detforge_binary() +
                                                 " export --config " + config + " --weights " +
@@ -167,6 +173,47 @@ TEST_F(RTDetrParity, ExportLoadsIntoTransformersStrictly) {
   const auto python = detforge::testing::read_tensor_dict(out);
   EXPECT_LE(max_abs_diff(python.at("logits_per_layer"), ref("logits_per_layer")), kTol);
   EXPECT_LE(max_abs_diff(python.at("boxes_per_layer"), ref("boxes_per_layer")), kTol);
+}
+
+// export --format hf writes the folder transformers' from_pretrained opens: its config.json alone
+// describes the model (no reference config given), every weight loads, outputs match.
+TEST_F(RTDetrParity, HubExportOpensWithFromPretrained) {
+  detforge::testing::TempDir tmp;
+  const auto config = tmp.write("small.yaml", kSmallModelYaml);
+  const auto folder = (tmp.path() / "hub").string();
+  const auto r = detforge::testing::run_command(
+      detforge::testing::detforge_binary() + " export --format hf --config " + config +
+      " --weights " + dir() + "/hf/model.safetensors --out " + folder);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto out = (tmp.path() / "python.pth").string();
+  detforge::testing::run_reference("models/rtdetr/load_check.py",
+                                   folder + " " + dir() + "/ref.pth " + out);
+  const auto python = detforge::testing::read_tensor_dict(out);
+  EXPECT_LE(max_abs_diff(python.at("logits_per_layer"), ref("logits_per_layer")), kTol);
+  EXPECT_LE(max_abs_diff(python.at("boxes_per_layer"), ref("boxes_per_layer")), kTol);
+  EXPECT_EQ(nlohmann::json::parse(detforge::testing::read_file(out + ".labels.json")),
+            (nlohmann::json{{"0", "LABEL_0"}, {"1", "LABEL_1"}, {"2", "LABEL_2"}}));
+  // The same state dict written as safetensors reads back bit for bit.
+  const auto back = weights::read_safetensors(folder + "/model.safetensors");
+  auto m = model();
+  const auto state = export_state(*m);
+  ASSERT_EQ(back.size(), state.size());
+  for (size_t i = 0; i < back.size(); ++i) {
+    EXPECT_EQ(back[i].first, state[i].first);
+    EXPECT_TRUE(torch::equal(back[i].second, state[i].second)) << back[i].first;
+  }
+  // A family without a transformers layout says so.
+  const auto yolo_config = tmp.write("y.yaml", "model: {type: yolo, num_classes: 3}\n");
+  const auto yolo_weights = (tmp.path() / "y.pth").string();
+  weights::write_state_dict(
+      export_state(*build_detector(Config::load(yolo_config).root().child("model"))), yolo_weights);
+  const auto yolo = detforge::testing::run_command(
+      detforge::testing::detforge_binary() + " export --format hf --config " + yolo_config +
+      " --weights " + yolo_weights + " --out " + folder + "2");
+  EXPECT_EQ(yolo.exit_code, 3) << yolo.output;
+  EXPECT_NE(yolo.output.find("model.type yolo has no Hugging Face transformers layout"),
+            std::string::npos)
+      << yolo.output;
 }
 
 // The reference's denoising draws for batch `name`, as detforge's noise struct.
