@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 namespace detforge::data {
 
@@ -80,6 +81,28 @@ int64_t auto_eval_interval(int64_t train_images, int64_t val_images, int64_t epo
       std::ceil(static_cast<double>(val_images) / (0.3 * std::max<int64_t>(1, train_images))));
   const int64_t by_count = (std::max<int64_t>(1, epochs) + 19) / 20;
   return std::max<int64_t>({1, by_cost, by_count});
+}
+
+std::vector<int64_t> class_box_counts(const CocoFile& file, const CategoryMap& categories) {
+  std::vector<int64_t> counts(static_cast<size_t>(categories.num_classes()), 0);
+  for (const auto& a : file.annotations) {
+    if (a.iscrowd) continue;
+    if (const auto label = categories.label(a.category_id)) ++counts[static_cast<size_t>(*label)];
+  }
+  return counts;
+}
+
+std::vector<double> auto_class_weights(const std::vector<int64_t>& counts) {
+  if (counts.empty()) throw std::invalid_argument("class weights: the dataset has no classes");
+  int64_t total = 0;
+  for (const int64_t n : counts) total += n;
+  if (total == 0) throw std::invalid_argument("class weights: the training set has no boxes");
+  const auto k = static_cast<double>(counts.size());
+  std::vector<double> w;
+  w.reserve(counts.size());
+  for (const int64_t n : counts)
+    w.push_back(static_cast<double>(total) / (k * static_cast<double>(std::max<int64_t>(n, 1))));
+  return w;
 }
 
 }  // namespace detforge::data

@@ -42,6 +42,16 @@ std::vector<int64_t> auto_anchor_sizes(const SizeStats& stats);
 /// and at most about 20 times per run (ceil(epochs / 20)); the larger of the two, at least 1.
 int64_t auto_eval_interval(int64_t train_images, int64_t val_images, int64_t epochs);
 
+/// Non-crowd boxes per label of `file` under `categories` (annotations of unmapped categories
+/// are not counted).
+std::vector<int64_t> class_box_counts(const CocoFile& file, const CategoryMap& categories);
+
+/// model.loss.class_weights: auto: the "balanced" weights of the per-class box counts,
+/// w[k] = N / (K * n[k]) with N the total count (scikit-learn's compute_class_weight
+/// "balanced"), a class without boxes counted as one box. The mean weight over boxes is 1, so
+/// the loss keeps its scale. Throws std::invalid_argument for no classes or no box at all.
+std::vector<double> auto_class_weights(const std::vector<int64_t>& counts);
+
 /// The q-th percentile (0..100) of `values` with numpy's default linear interpolation; 0 if empty.
 double percentile(std::vector<double> values, double q);
 

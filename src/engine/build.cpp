@@ -205,7 +205,8 @@ bool is_auto(const std::optional<ConfigNode>& n, const std::string& key) {
 
 std::string fixed(double v) { return str(std::llround(v * 10) / 10.0); }
 
-// The `auto` values (data.min_size / max_size, model.anchors.base_sizes, eval.interval) computed
+// The `auto` values (data.min_size / max_size, model.anchors.base_sizes, eval.interval,
+// model.loss.class_weights) computed
 // from the training set, logged with the numbers they came from, and returned as a config where
 // they are concrete values (so the run's config.yaml holds them). Others are left as they are.
 // The instances files are read through `files`, which the loaders use afterwards.
@@ -215,10 +216,12 @@ Config resolve_auto(const Config& config, data::CocoFiles& files) {
   const auto model = root.optional_child("model");
   const auto anchors = model ? model->optional_child("anchors") : std::nullopt;
   const auto eval = root.optional_child("eval");
+  const auto loss = model ? model->optional_child("loss") : std::nullopt;
   const bool input = is_auto(data, "min_size") || is_auto(data, "max_size");
   const bool anchor_sizes = is_auto(anchors, "base_sizes");
   const bool interval = is_auto(eval, "interval");
-  if (!input && !anchor_sizes && !interval) return config;
+  const bool class_weights = is_auto(loss, "class_weights");
+  if (!input && !anchor_sizes && !interval && !class_weights) return config;
   const auto needs = [&](const std::string& key) {
     return str(key, ": auto is computed from the training set; this config has no data.train");
   };
@@ -242,11 +245,14 @@ Config resolve_auto(const Config& config, data::CocoFiles& files) {
                         " px, longer ", fixed(stats.median_long), " px)"));
     }
   }
-  if (anchor_sizes || interval) {
+  if (anchor_sizes || interval || class_weights) {
     const Config sized = config.with_overrides(overrides);
     const ConfigNode sized_root = sized.root();
-    if (!sized_root.optional_child("data") || !sized_root.child("data").optional_child("train"))
-      root.fail("data", needs(anchor_sizes ? "model.anchors.base_sizes" : "eval.interval"));
+    if (!sized_root.optional_child("data") || !sized_root.child("data").optional_child("train")) {
+      root.fail("data", needs(anchor_sizes ? "model.anchors.base_sizes"
+                              : interval   ? "eval.interval"
+                                           : "model.loss.class_weights"));
+    }
     const auto options =
         data::data_options(sized_root.child("data"), resolve_num_classes(sized_root));
     const auto& split = options.train->dataset;
@@ -282,6 +288,27 @@ Config resolve_auto(const Config& config, data::CocoFiles& files) {
                         val_images, " validation images, ", epochs,
                         " epochs: evaluation within about a tenth of the training time, at most "
                         "about 20 evaluations)"));
+    }
+    if (class_weights) {
+      const auto& subset = split.validation.category_subset;
+      const auto categories = subset.empty() ? data::CategoryMap::from_file(file)
+                                             : data::CategoryMap::subset(file, subset);
+      const auto counts = data::class_box_counts(file, categories);
+      std::vector<double> weights;
+      try {
+        weights = data::auto_class_weights(counts);
+      } catch (const std::invalid_argument& e) {
+        loss->fail("class_weights", str("auto: ", e.what(), " (", split.annotation_file, ")"));
+      }
+      std::string list, counted;
+      for (size_t k = 0; k < weights.size(); ++k) {
+        list += str(k ? ", " : "", weights[k]);
+        counted += str(k ? ", " : "", categories.names()[k], " ", counts[k]);
+      }
+      overrides.push_back("model.loss.class_weights=[" + list + "]");
+      logging::info(str("model.loss.class_weights: auto -> [", list, "] (balanced: boxes / (",
+                        weights.size(), " classes x the class's boxes); training boxes: ", counted,
+                        ")"));
     }
   }
   return config.with_overrides(overrides);

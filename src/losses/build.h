@@ -5,6 +5,8 @@
 #include "losses/focal_loss.h"
 #include "losses/target_checks.h"
 
+#include <vector>
+
 namespace detforge {
 class ConfigNode;
 }
@@ -20,7 +22,15 @@ struct DenseLossConfig {
 
 /// Keys (all optional): `focal_alpha` (0.25), `focal_gamma` (2.0), `box_loss`
 /// (l1 | smooth_l1 | giou; default `default_box_loss`), `smooth_l1_beta` (1.0), `giou_eps`
-/// (1e-7), `invalid_target_policy` (error | skip_image). Unknown keys raise ConfigError.
-DenseLossConfig dense_loss_config(const ConfigNode& node, BoxLossType default_box_loss);
+/// (1e-7), `invalid_target_policy` (error | skip_image), `class_weights` (read_class_weights).
+/// Unknown keys raise ConfigError.
+DenseLossConfig dense_loss_config(const ConfigNode& node, BoxLossType default_box_loss,
+                                  int64_t num_classes);
+
+/// `class_weights` of a loss map: absent gives {} (every class 1); otherwise a list of
+/// `num_classes` finite numbers >= 0, not all 0. The word `auto` must have been replaced by the
+/// training set's balanced weights before this is read (the engine's `auto` step does), so here
+/// it is an error naming the key. Throws ConfigError at the key's file:line.
+std::vector<double> read_class_weights(const ConfigNode& node, int64_t num_classes);
 
 }  // namespace detforge::losses

@@ -7,6 +7,8 @@
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 
+#include "losses/class_weights.h"
+
 namespace detforge::losses {
 
 torch::Tensor sigmoid_focal_loss(const torch::Tensor& logits, const torch::Tensor& targets,
@@ -25,6 +27,9 @@ torch::Tensor sigmoid_focal_loss(const torch::Tensor& logits, const torch::Tenso
   const auto p_t = p * t + (1 - p) * (1 - t);
   auto loss = ce * (1 - p_t).pow(options.gamma());
   if (alpha >= 0) loss = (alpha * t + (1 - alpha) * (1 - t)) * loss;
+  const auto cw = positive_class_multiplier(options.class_weights(), t, logits.scalar_type(),
+                                            "sigmoid_focal_loss");
+  if (cw.defined()) loss = loss * cw;
   return reduce(loss, options.reduction());
 }
 
@@ -33,10 +38,12 @@ namespace {
 // Per element, with x the logit, p = sigmoid(x) and alpha_t, ce = -log p_t as in the paper:
 //   target 1: loss = a (1-p)^g softplus(-x),   dloss/dx = -a (1-p)^g (g p softplus(-x) + 1 - p)
 //   target 0: loss = (1-a) p^g softplus(x),    dloss/dx = (1-a) p^g (g (1-p) softplus(x) + p)
-// (a = 1 for both when alpha is off).
+// (a = 1 for both when alpha is off). A positive of class j is also multiplied by
+// class_weight[j] when class_weight is given.
 template <typename T>
-void fused_focal_rows(const T* x, const int64_t* labels, const float* weight, int64_t rows,
-                      int64_t k, double alpha_d, double gamma_d, T* grad, double* row_loss) {
+void fused_focal_rows(const T* x, const int64_t* labels, const float* weight,
+                      const float* class_weight, int64_t rows, int64_t k, double alpha_d,
+                      double gamma_d, T* grad, double* row_loss) {
   const float a_pos = alpha_d >= 0 ? static_cast<float>(alpha_d) : 1.0f;
   const float a_neg = alpha_d >= 0 ? static_cast<float>(1.0 - alpha_d) : 1.0f;
   const float g = static_cast<float>(gamma_d);
@@ -64,8 +71,9 @@ void fused_focal_rows(const T* x, const int64_t* labels, const float* weight, in
           const float ce = std::max(-v, 0.0f) + log_term;  // softplus(-x) = -log p
           const float q = 1.0f - p;
           const float mod = square ? q * q : std::pow(q, g);
-          sum += a_pos * mod * ce;
-          gr[j] = static_cast<T>(-w * a_pos * mod * (g * p * ce + q));
+          const float a = class_weight ? a_pos * class_weight[j] : a_pos;
+          sum += a * mod * ce;
+          gr[j] = static_cast<T>(-w * a * mod * (g * p * ce + q));
         } else {
           const float ce = std::max(v, 0.0f) + log_term;  // softplus(x) = -log(1 - p)
           const float mod = square ? p * p : std::pow(p, g);
@@ -82,18 +90,20 @@ class FusedFocalSum : public torch::autograd::Function<FusedFocalSum> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& logits,
                                const torch::Tensor& labels, const torch::Tensor& weight,
-                               double alpha, double gamma) {
+                               const std::vector<double>& class_weights, double alpha,
+                               double gamma) {
     const auto x = logits.contiguous();
     const auto l = labels.to(torch::kInt64).contiguous();
     const auto w = weight.to(torch::kFloat32).contiguous();
+    const std::vector<float> cw(class_weights.begin(), class_weights.end());
     const int64_t k = x.size(2), rows = x.size(0) * x.size(1);
     auto grad = torch::empty_like(x);
     std::vector<double> row_loss(static_cast<size_t>(rows));
     AT_DISPATCH_FLOATING_TYPES_AND2(
         at::kHalf, at::kBFloat16, x.scalar_type(), "one_hot_focal_loss_sum", [&] {
           fused_focal_rows<scalar_t>(x.data_ptr<scalar_t>(), l.data_ptr<int64_t>(),
-                                     w.data_ptr<float>(), rows, k, alpha, gamma,
-                                     grad.data_ptr<scalar_t>(), row_loss.data());
+                                     w.data_ptr<float>(), cw.empty() ? nullptr : cw.data(), rows, k,
+                                     alpha, gamma, grad.data_ptr<scalar_t>(), row_loss.data());
         });
     // Row sums are added in row order after the parallel loop, so that the total does not depend
     // on the thread count.
@@ -108,8 +118,12 @@ class FusedFocalSum : public torch::autograd::Function<FusedFocalSum> {
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad_out) {
     const auto grad = ctx->get_saved_variables()[0];
-    return {grad * grad_out[0].to(grad.scalar_type()), torch::Tensor(), torch::Tensor(),
-            torch::Tensor(), torch::Tensor()};
+    return {grad * grad_out[0].to(grad.scalar_type()),
+            torch::Tensor(),
+            torch::Tensor(),
+            torch::Tensor(),
+            torch::Tensor(),
+            torch::Tensor()};
   }
 };
 
@@ -125,9 +139,12 @@ torch::Tensor one_hot_focal_loss_sum(const torch::Tensor& logits, const torch::T
   const double alpha = options.alpha();
   TORCH_CHECK(alpha < 0 || alpha <= 1,
               "one_hot_focal_loss_sum: alpha must be in [0, 1] or negative (off), got ", alpha);
+  check_class_weights(options.class_weights(), logits.size(2), "one_hot_focal_loss_sum");
   // The fused kernel is CPU code; other devices compose the same loss from tensor ops.
-  if (logits.device().is_cpu())
-    return FusedFocalSum::apply(logits, labels, weight, alpha, options.gamma());
+  if (logits.device().is_cpu()) {
+    return FusedFocalSum::apply(logits, labels, weight, options.class_weights(), alpha,
+                                options.gamma());
+  }
   const int64_t k = logits.size(2);
   // Labels outside [0, K) (background) scatter a 0 into a clamped column: an all-zero row.
   const auto in_range = (labels >= 0) & (labels < k);

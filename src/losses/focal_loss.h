@@ -15,11 +15,18 @@ struct FocalLossOptions {
   TORCH_ARG(double, gamma) = 2.0;
   /// Default: kSum (RetinaNet normalises the sum by the foreground count itself)
   TORCH_ARG(Reduction, reduction) = Reduction::kSum;
+  /// Per-class weight of the positive terms: the loss of class k where the target is 1 is
+  /// multiplied by class_weights[k] (negatives keep weight 1), as MMDetection's sigmoid
+  /// `class_weight`. Empty (default): every class 1. Otherwise one finite value >= 0 per class.
+  TORCH_ARG(std::vector<double>, class_weights) = {};
 };
 
 /// logits, targets: same shape, float; targets in [0, 1] (one-hot 0/1 for detection).
 /// Returns the reduced loss (0-dim) or, with kNone, the elementwise loss (logits' shape).
-/// Throws c10::Error for mismatched shapes or alpha outside [0, 1] (other than negative = off).
+/// With class_weights, an element's loss is multiplied by 1 + (class_weights[k] - 1) * target
+/// (class_weights[k] at target 1, 1 at target 0).
+/// Throws c10::Error for mismatched shapes, alpha outside [0, 1] (other than negative = off) or
+/// class_weights whose length is not the last dimension.
 torch::Tensor sigmoid_focal_loss(const torch::Tensor& logits, const torch::Tensor& targets,
                                  const FocalLossOptions& options = {});
 

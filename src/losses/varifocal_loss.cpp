@@ -1,5 +1,7 @@
 #include "losses/varifocal_loss.h"
 
+#include "losses/class_weights.h"
+
 namespace detforge::losses {
 
 torch::Tensor varifocal_loss(const torch::Tensor& logits, const torch::Tensor& target_score,
@@ -19,9 +21,11 @@ torch::Tensor varifocal_loss(const torch::Tensor& logits, const torch::Tensor& t
               "varifocal_loss: alpha and gamma must be >= 0, got alpha=", options.alpha(),
               " gamma=", options.gamma());
   const auto p = torch::sigmoid(logits.detach());
-  const auto weight =
-      options.alpha() * p.pow(options.gamma()) * (1 - one_hot.to(logits.scalar_type())) +
-      target_score;
+  auto weight = options.alpha() * p.pow(options.gamma()) * (1 - one_hot.to(logits.scalar_type())) +
+                target_score;
+  const auto cw = positive_class_multiplier(options.class_weights(), one_hot, logits.scalar_type(),
+                                            "varifocal_loss");
+  if (cw.defined()) weight = weight * cw;
   // The logits form of BCE (log-sum-exp inside) stays finite for |logits| in the thousands,
   // where log(sigmoid(x)) would give -inf.
   const auto loss = torch::binary_cross_entropy_with_logits(logits, target_score, weight, {},

@@ -16,6 +16,9 @@ struct VarifocalLossOptions {
   TORCH_ARG(double, gamma) = 2.0;
   /// Default: kSum (RT-DETR divides the sum by the matched box count itself)
   TORCH_ARG(Reduction, reduction) = Reduction::kSum;
+  /// Per-class weight of the matched elements: where one_hot is 1 at class k the loss is
+  /// multiplied by class_weights[k] (losses/class_weights.h). Empty (default): every class 1.
+  TORCH_ARG(std::vector<double>, class_weights) = {};
 };
 
 /// Elementwise, with p = sigmoid(logits) taken without gradient:
@@ -29,7 +32,8 @@ struct VarifocalLossOptions {
 /// Returns a 0-dim loss (kSum, kMean) or the elementwise loss (kNone, logits' shape). Finite in
 /// value and gradient for any finite logits; 0 rows give a graph-connected 0. Gradients flow
 /// to logits (and to target_score if it requires them), never through p.
-/// Throws c10::Error for mismatched shapes or dtypes, or a negative alpha or gamma.
+/// Throws c10::Error for mismatched shapes or dtypes, a negative alpha or gamma, or
+/// class_weights whose length is not C.
 torch::Tensor varifocal_loss(const torch::Tensor& logits, const torch::Tensor& target_score,
                              const torch::Tensor& one_hot,
                              const VarifocalLossOptions& options = {});

@@ -3,8 +3,11 @@
 #include "engine/build.h"
 
 #include <filesystem>
+#include <fstream>
+#include <map>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "core/config_node.h"
 #include "core/errors.h"
@@ -199,6 +202,49 @@ TEST(RunSpec, AutoValuesComeFromTheTrainingSetAndAreWrittenIntoTheConfig) {
   EXPECT_THROW_WITH(
       spec_of(kModel + kData, {"model.num_classes=3", "model.anchors.base_sizes=auto"}),
       ConfigError, "model.anchors.base_sizes: auto is computed from the training set");
+}
+
+// model.loss.class_weights: auto is the balanced weight of each class over the training boxes
+// (N / (K n_k)), counted here from the json itself; with data.category_ids, over those classes
+// in that order.
+TEST(RunSpec, AutoClassWeightsAreBalancedOverTheTrainingBoxes) {
+  const std::string bccd = testing::shared_dataset("bccd");
+  if (bccd.empty()) GTEST_SKIP() << "shared/datasets/bccd not found";
+  std::ifstream in(bccd + "/annotations/instances_train.json");
+  const auto json = nlohmann::json::parse(in);
+  std::map<int64_t, double> boxes;
+  for (const auto& a : json["annotations"])
+    if (a.value("iscrowd", 0) == 0) boxes[a["category_id"].get<int64_t>()] += 1;
+  const auto expected = [&](const std::vector<int64_t>& ids) {
+    double total = 0;
+    for (const int64_t id : ids) total += boxes[id];
+    std::vector<double> w;
+    for (const int64_t id : ids) w.push_back(total / (static_cast<double>(ids.size()) * boxes[id]));
+    return w;
+  };
+  const std::string yaml =
+      kModel + "data: {root: " + bccd +
+      ",\n       train: {ann: annotations/instances_train.json, images: images},\n"
+      "       val: {ann: annotations/instances_val.json, images: images}}\n";
+  const auto written = [](const RunSpec& s) {
+    return Config::parse(s.config_yaml, "config.yaml")
+        .root()
+        .child("model")
+        .child("loss")
+        .required<std::vector<double>>("class_weights");
+  };
+  const auto check = [&](const std::vector<double>& got, const std::vector<double>& want) {
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t k = 0; k < want.size(); ++k) EXPECT_NEAR(got[k], want[k], 1e-5 * want[k]) << k;
+  };
+  check(written(spec_of(yaml, {"data.num_classes=3", "model.loss.class_weights=auto"})),
+        expected({1, 2, 3}));
+  check(written(spec_of(yaml, {"data.num_classes=2", "data.category_ids=[3, 1]",
+                               "model.loss.class_weights=auto"})),
+        expected({3, 1}));
+  EXPECT_THROW_WITH(
+      spec_of(kModel + kData, {"model.num_classes=3", "model.loss.class_weights=auto"}),
+      ConfigError, "model.loss.class_weights: auto is computed from the training set");
 }
 
 }  // namespace

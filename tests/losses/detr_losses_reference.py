@@ -77,6 +77,10 @@ def varifocal(out, g):
     for suffix, alpha, gamma in (("a075_g2", 0.75, 2.0), ("a05_g15", 0.5, 1.5)):
         weight = alpha * x.sigmoid().pow(gamma) * (1 - label) + score * label
         out["uvfl_none_" + suffix] = F.binary_cross_entropy_with_logits(x, score, reduction="none") * weight
+    # model.loss.class_weights: the matched elements of class k weigh cw[k].
+    cw = torch.tensor([1.0, 2.0, 0.5, 0.0, 4.0, 1.0, 3.0])
+    out["uvfl_cw"] = cw
+    out["uvfl_none_a075_g2_cw"] = out["uvfl_none_a075_g2"] * (1 + (cw - 1) * label)
 
 
 def cross_entropy(out, g):

@@ -129,6 +129,19 @@ TEST_F(DetrLossParity, VarifocalMatchesUltralyticsFormulaElementwise) {
               sum / static_cast<double>(x.numel()), 1e-5 * sum / static_cast<double>(x.numel()));
 }
 
+TEST_F(DetrLossParity, VarifocalClassWeightsScaleTheMatchedElements) {
+  const auto& x = ref("uvfl_logits");
+  const auto cw_t = ref("uvfl_cw").to(torch::kFloat64);
+  const std::vector<double> cw(cw_t.data_ptr<double>(), cw_t.data_ptr<double>() + cw_t.numel());
+  const auto options = VarifocalLossOptions().reduction(Reduction::kNone).class_weights(cw);
+  EXPECT_LE(max_rel_diff(varifocal_loss(x, ref("uvfl_score"), ref("uvfl_label"), options),
+                         ref("uvfl_none_a075_g2_cw")),
+            1e-5);
+  EXPECT_THROW(varifocal_loss(x, ref("uvfl_score"), ref("uvfl_label"),
+                              VarifocalLossOptions().class_weights({1.0, 2.0})),
+               c10::Error);
+}
+
 TEST_F(DetrLossParity, WeightedCrossEntropyMatchesTorchWithDefaultWeights) {
   WeightedCrossEntropy ce(WeightedCrossEntropyOptions(4));
   auto x = ref("ce_logits").clone().requires_grad_(true);

@@ -16,6 +16,11 @@ def main():
     out["focal_sum"] = sigmoid_focal_loss(logits, targets, reduction="sum")
     out["focal_mean_a05_g1"] = sigmoid_focal_loss(logits, targets, alpha=0.5, gamma=1.0, reduction="mean")
     out["focal_sum_noalpha"] = sigmoid_focal_loss(logits, targets, alpha=-1, reduction="sum")
+    # model.loss.class_weights: the positive terms of class k weigh cw[k] (MMDetection's sigmoid
+    # class_weight rule), composed here from torchvision's elementwise loss.
+    cw = torch.tensor([0.5, 2.0, 1.0, 0.0, 3.0, 1.5, 0.25])
+    out["focal_cw"] = cw
+    out["focal_none_cw"] = out["focal_none"] * (1 + (cw - 1) * targets)
 
     # The detection form: [B, A, K] logits, labels (-1 = background), per-anchor weights (0 = ignored).
     x = torch.randn(2, 400, 7, generator=g) * 4
@@ -25,9 +30,13 @@ def main():
     fg = labels >= 0
     onehot[fg.nonzero(as_tuple=True) + (labels[fg],)] = 1.0
     out["fused_logits"], out["fused_labels"], out["fused_weight"] = x, labels, weight
-    for name, alpha, gamma in (("", 0.25, 2.0), ("_noalpha_g15", -1, 1.5)):
+    for name, alpha, gamma, cw_scale in (("", 0.25, 2.0, False), ("_noalpha_g15", -1, 1.5, False),
+                                         ("_cw", 0.25, 2.0, True)):
         xg = x.clone().requires_grad_(True)
-        loss = (sigmoid_focal_loss(xg, onehot, alpha=alpha, gamma=gamma, reduction="none").sum(2) * weight).sum()
+        elementwise = sigmoid_focal_loss(xg, onehot, alpha=alpha, gamma=gamma, reduction="none")
+        if cw_scale:
+            elementwise = elementwise * (1 + (cw - 1) * onehot)
+        loss = (elementwise.sum(2) * weight).sum()
         loss.backward()
         out["fused_loss" + name], out["fused_grad" + name] = loss.detach(), xg.grad
 

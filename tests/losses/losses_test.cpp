@@ -45,12 +45,38 @@ TEST_F(LossParity, FocalLossMatchesTorchvision) {
               ref("focal_sum_noalpha").item<double>(), 1e-4);
 }
 
+std::vector<double> as_vector(const torch::Tensor& t) {
+  const auto d = t.to(torch::kFloat64).contiguous();
+  return {d.data_ptr<double>(), d.data_ptr<double>() + d.numel()};
+}
+
+TEST_F(LossParity, ClassWeightsScaleThePositiveTermsOfEachClass) {
+  const auto cw = as_vector(ref("focal_cw"));
+  const auto none = FocalLossOptions().reduction(Reduction::kNone).class_weights(cw);
+  EXPECT_LE(max_abs_diff(sigmoid_focal_loss(ref("focal_logits"), ref("focal_targets"), none),
+                         ref("focal_none_cw")),
+            1e-6);
+  // A weight per class, no more, no fewer; and no negative or non-finite weight.
+  auto short_cw = cw;
+  short_cw.pop_back();
+  EXPECT_THROW(sigmoid_focal_loss(ref("focal_logits"), ref("focal_targets"),
+                                  FocalLossOptions().class_weights(short_cw)),
+               c10::Error);
+  auto negative = cw;
+  negative[2] = -1;
+  EXPECT_THROW(one_hot_focal_loss_sum(ref("fused_logits"), ref("fused_labels"), ref("fused_weight"),
+                                      FocalLossOptions().class_weights(negative)),
+               c10::Error);
+}
+
 TEST_F(LossParity, FusedOneHotFocalLossMatchesTorchvisionValueAndGradient) {
   const auto& labels = ref("fused_labels");
   const auto& weight = ref("fused_weight");
   const int threads_before = at::get_num_threads();
   const std::vector<std::pair<std::string, FocalLossOptions>> cases = {
-      {"", FocalLossOptions()}, {"_noalpha_g15", FocalLossOptions().alpha(-1).gamma(1.5)}};
+      {"", FocalLossOptions()},
+      {"_noalpha_g15", FocalLossOptions().alpha(-1).gamma(1.5)},
+      {"_cw", FocalLossOptions().class_weights(as_vector(ref("focal_cw")))}};
   for (const auto& [name, options] : cases) {
     SCOPED_TRACE(name);
     const double expected = ref("fused_loss" + name).item<double>();

@@ -303,6 +303,85 @@ TEST(PretrainedWeights, ByNameKeepsTheRowsOfSharedClassesInEveryAnchorBlock) {
                     "hold 7 classes");
 }
 
+// model.loss.class_weights is read for every family, checked at its key, and reaches the
+// family's classification loss only: weights of 1 change nothing; weighting the labelled
+// class changes the classification term and no box term.
+TEST(ClassWeights, ReadForEveryFamilyAndCheckedAtTheKey) {
+  const auto model = [](const std::string& type, const std::string& loss) {
+    return Config::parse("model:\n  type: " + type + "\n  num_classes: 3\n  loss: " + loss + "\n",
+                         "m.yaml")
+        .root()
+        .child("model");
+  };
+  const std::vector<double> w = {1.0, 2.5, 0.0};
+  EXPECT_EQ(
+      retinanet_options(model("retinanet", "{class_weights: [1, 2.5, 0]}")).focal().class_weights(),
+      w);
+  EXPECT_EQ(yolo_options(model("yolo", "{class_weights: [1, 2.5, 0]}")).class_weights(), w);
+  EXPECT_EQ(rtdetr_options(model("rtdetr", "{class_weights: [1, 2.5, 0]}")).class_weights(), w);
+  for (const char* type : {"retinanet", "yolo", "rtdetr"}) {
+    SCOPED_TRACE(type);
+    EXPECT_THROW_WITH(detector_spec(model(type, "{class_weights: [1, 2]}")), ConfigError,
+                      "m.yaml:4 model.loss.class_weights: has 2 entries but the model has 3 "
+                      "classes");
+    EXPECT_THROW_WITH(detector_spec(model(type, "{class_weights: [1, -2, 1]}")), ConfigError,
+                      "model.loss.class_weights: entry 1 is -2; weights must be finite and >= 0");
+    EXPECT_THROW_WITH(detector_spec(model(type, "{class_weights: [0, 0, 0]}")), ConfigError,
+                      "every weight is 0");
+    // `auto` is replaced by the run's config step from the training set; a model read alone
+    // has no training set.
+    EXPECT_THROW_WITH(detector_spec(model(type, "{class_weights: auto}")), ConfigError,
+                      "model.loss.class_weights: must be a list of 3 weights");
+  }
+}
+
+TEST(ClassWeights, ReachTheClassificationLossOfEveryFamilyOnly) {
+  struct Family {
+    std::string yaml, cls_key;
+    std::vector<std::string> box_keys;
+  };
+  const std::vector<Family> families = {
+      {"type: retinanet\n  backbone: {type: resnet18, trainable_layers: 0}\n  fpn: {channels: 16}",
+       "classification",
+       {"bbox_regression"}},
+      {"type: yolo\n  scale: n", "cls_loss", {"box_loss", "dfl_loss"}},
+      {"type: rtdetr\n  backbone: {type: r18vd}\n"
+       "  encoder: {hidden_dim: 32, ffn_dim: 64, heads: 4, expansion: 0.5}\n"
+       "  decoder: {d_model: 32, ffn_dim: 64, heads: 4, layers: 2, num_queries: 20}\n"
+       "  denoising: {num_queries: 10}",
+       "loss_vfl",
+       {"loss_bbox", "loss_giou"}}};
+  Batch b;
+  torch::manual_seed(3);
+  b.images = torch::rand({2, 3, 64, 64});
+  for (int64_t i = 0; i < 2; ++i) {
+    b.image_sizes.push_back({64, 64});
+    b.original_sizes.push_back({64, 64});
+    b.targets.emplace_back(i,
+                           Boxes(torch::tensor({{4.f, 4.f, 40.f, 50.f}, {30.f, 20.f, 60.f, 44.f}})),
+                           torch::tensor({1, 1}, torch::kInt64));
+  }
+  for (const auto& f : families) {
+    SCOPED_TRACE(f.cls_key);
+    const auto losses = [&](const std::string& weights) {
+      torch::manual_seed(0);
+      auto d = build_detector(
+          Config::parse("model:\n  num_classes: 3\n  " + f.yaml + weights).root().child("model"));
+      d->train();
+      torch::manual_seed(1);  // RT-DETR's denoising queries draw their noise
+      return d->forward_train(b);
+    };
+    const auto plain = losses("");
+    const auto ones = losses("\n  loss: {class_weights: [1, 1, 1]}");
+    const auto rare = losses("\n  loss: {class_weights: [1, 4, 1]}");
+    EXPECT_EQ(ones.at(f.cls_key).item<double>(), plain.at(f.cls_key).item<double>());
+    // The weighted terms are positive, so a weight above 1 must raise the loss.
+    EXPECT_GT(rare.at(f.cls_key).item<double>(), plain.at(f.cls_key).item<double>());
+    for (const auto& key : f.box_keys)
+      EXPECT_EQ(rare.at(key).item<double>(), plain.at(key).item<double>()) << key;
+  }
+}
+
 // model.freeze: the matched modules' parameters stop requiring gradients, their batch norms keep
 // their statistics through a training step, and the rest trains.
 TEST(Freeze, PatternsFreezeModulesAndKeepTheirNormsInEval) {

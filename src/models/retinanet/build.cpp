@@ -125,7 +125,8 @@ RetinaNetOptions retinanet_options(const ConfigNode& model, std::optional<int64_
       o.head_norm_groups() > 0 ? losses::BoxLossType::kGIoU : losses::BoxLossType::kL1;
   losses::DenseLossConfig lc;
   lc.box.type(default_box);
-  if (auto l = model.optional_child("loss")) lc = losses::dense_loss_config(*l, default_box);
+  if (auto l = model.optional_child("loss"))
+    lc = losses::dense_loss_config(*l, default_box, o.num_classes());
   o.focal(lc.focal).box_loss(lc.box).invalid_target_policy(lc.invalid_target_policy);
   if (auto inf = model.optional_child("inference")) read_inference(*inf, o);
   return o;

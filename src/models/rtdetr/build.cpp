@@ -5,6 +5,7 @@
 
 #include "core/config_node.h"
 #include "core/errors.h"
+#include "losses/build.h"
 
 namespace detforge::models {
 
@@ -82,6 +83,7 @@ void read_rtdetr_loss(const ConfigNode& n, RTDetrOptions& o) {
                  {"vfl_gamma", &o.vfl_gamma()}},
                 0.0);
   o.invalid_target_policy(read_policy(n, o.invalid_target_policy()));
+  o.class_weights(losses::read_class_weights(n, o.num_classes()));
   n.reject_unused();
 }
 

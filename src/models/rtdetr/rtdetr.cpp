@@ -89,6 +89,7 @@ SetTerms set_terms(const torch::Tensor& logits, const torch::Tensor& boxes,
                                           losses::VarifocalLossOptions()
                                               .alpha(o.vfl_alpha())
                                               .gamma(o.vfl_gamma())
+                                              .class_weights(o.class_weights())
                                               .reduction(losses::Reduction::kNone));
   return {vfl.sum() / normaliser, (src_boxes - tgt_boxes).abs().sum() / normaliser,
           (1 - giou).sum() / normaliser};

@@ -5,6 +5,7 @@
 
 #include "core/config_node.h"
 #include "core/errors.h"
+#include "losses/build.h"
 
 namespace detforge::models {
 
@@ -23,6 +24,7 @@ void read_yolo_loss(const ConfigNode& n, YoloOptions& o) {
                                                                      : YoloClsLoss::kVarifocal);
   }
   o.invalid_target_policy(read_policy(n, o.invalid_target_policy()));
+  o.class_weights(losses::read_class_weights(n, o.num_classes()));
   n.reject_unused();
 }
 

@@ -57,6 +57,9 @@ struct YoloOptions {
   /// Varifocal alpha and gamma (kVarifocal only). Defaults: 0.75, 2
   TORCH_ARG(double, vfl_alpha) = 0.75;
   TORCH_ARG(double, vfl_gamma) = 2.0;
+  /// Per-class weight of the positive classification terms (`model.loss.class_weights`,
+  /// losses/class_weights.h): one value per class, or empty (default) for 1 each.
+  TORCH_ARG(std::vector<double>, class_weights) = {};
   /// What a bad target (label outside [0, C), non-finite or empty box) does. Default: kError
   TORCH_ARG(losses::InvalidTargetPolicy,
             invalid_target_policy) = losses::InvalidTargetPolicy::kError;
