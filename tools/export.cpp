@@ -1,11 +1,13 @@
 // detforge export: the weights of a training checkpoint (live or EMA) or of any state dict the
 // config's model accepts, written as a plain state dict that Python loads with
 // torch.load(path, weights_only=True) into the torchvision model of the same architecture, with
-// the checkpoint's classes beside it (<out>.categories.json); or (--format hf) as the folder
-// transformers' from_pretrained opens.
+// the checkpoint's classes beside it (<out>.categories.json); as the folder transformers'
+// from_pretrained opens (--format hf, RT-DETR); or as the .pt Ultralytics' YOLO() opens
+// (--format ultralytics, YOLOv8).
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,7 @@
 #include "load_weights.h"
 #include "models/build.h"
 #include "models/module_state.h"
+#include "weights/state_dict.h"
 
 namespace detforge::tools {
 namespace {
@@ -54,6 +57,33 @@ void export_hub_folder(const models::Detector& detector, const std::string& type
   write_text_atomic((std::filesystem::path(out) / "config.json").string(), config);
 }
 
+// --format ultralytics: OUT.pt, which YOLO(OUT) opens: Ultralytics' own DetectionModel built
+// from its model file, with these weights and the checkpoint's class names (Ultralytics' "0",
+// "1", ... without them).
+void export_ultralytics(const models::Detector& detector, const std::string& type,
+                        const models::NamedTensors& state,
+                        const std::optional<data::CategoryMap>& classes, const std::string& out) {
+  std::string file;
+  try {
+    file = detector.ultralytics_model_file();
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(str("--format ultralytics: ", e.what()));
+  }
+  if (file.empty())
+    throw ConfigError(str("--format ultralytics: model.type ", type,
+                          " has no Ultralytics counterpart (yolo has); use --format pth"));
+  // YOLO() opens a path as a checkpoint by its suffix.
+  if (std::filesystem::path(out).extension() != ".pt")
+    throw ConfigError(str("--format ultralytics: --out ", out,
+                          " must end in .pt (YOLO() opens only .pt files as checkpoints)"));
+  weights::UltralyticsModel model{file, detector.num_classes(), {}};
+  if (classes) model.names = classes->names();
+  weights::write_ultralytics_checkpoint(state, model, out);
+  logging::info(str(
+      "export: Ultralytics DetectionModel('", file, "', nc=", model.num_classes, ") with ",
+      model.names.empty() ? "Ultralytics' default names" : "the classes " + classes->describe()));
+}
+
 void run_export(const ExportArgs& a) {
   const auto spec =
       engine::read_run_spec(Config::load(a.config, a.overrides), engine::RunPurpose::kInference,
@@ -67,6 +97,8 @@ void run_export(const ExportArgs& a) {
   for (const auto& [name, t] : state) values += t.numel();
   if (a.format == "hf") {
     export_hub_folder(*detector, spec.detector.type, state, classes, a.out);
+  } else if (a.format == "ultralytics") {
+    export_ultralytics(*detector, spec.detector.type, state, classes, a.out);
   } else {
     weights::write_state_dict(state, a.out);
     // A state dict holds tensors only: the classes a checkpoint was trained on go beside it.
@@ -91,11 +123,14 @@ void add_export_command(CLI::App& app) {
                   "a detforge checkpoint (.ckpt) or weights .pth (detforge or torchvision)")
       ->required();
   cmd->add_flag("--ema", a->ema, "with a checkpoint: export its EMA weights");
-  cmd->add_option("--out", a->out, "output .pth (--format hf: a folder)")->required();
+  cmd->add_option("--out", a->out,
+                  "output .pth (--format hf: a folder; --format ultralytics: a .pt)")
+      ->required();
   cmd->add_option("--format", a->format,
                   "pth: a state dict torch.load reads; hf: model.safetensors + config.json that "
-                  "transformers' from_pretrained opens (RT-DETR)")
-      ->check(CLI::IsMember({"pth", "hf"}))
+                  "transformers' from_pretrained opens (RT-DETR); ultralytics: a .pt that "
+                  "Ultralytics' YOLO() opens (YOLOv8)")
+      ->check(CLI::IsMember({"pth", "hf", "ultralytics"}))
       ->capture_default_str();
   cmd->add_option("overrides", a->overrides, "config overrides a.b=value");
   cmd->callback([a] { run_export(*a); });

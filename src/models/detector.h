@@ -72,6 +72,13 @@ class Detector : public torch::nn::Module {
     return {};
   }
 
+  /// The Ultralytics model file this model is built from (`yolov8n.yaml`: what
+  /// `DetectionModel(cfg, nc=C)` builds with the same parameter names), for
+  /// `detforge export --format ultralytics`; empty when the family has no Ultralytics
+  /// counterpart. Throws std::invalid_argument (the reason) for a model of the family that no
+  /// Ultralytics file describes. Default: empty
+  virtual std::string ultralytics_model_file() const { return {}; }
+
   /// The detector's class layers. Default: none.
   virtual std::vector<ClassLayer> class_layers() const { return {}; }
 

@@ -55,4 +55,22 @@ void write_safetensors(const NamedTensors& tensors, const std::string& path);
 /// and rename). Throws IoError if the file cannot be written.
 void write_state_dict(const NamedTensors& tensors, const std::string& path);
 
+/// What an Ultralytics checkpoint is built from: the model file `DetectionModel` reads
+/// (`yolov8n.yaml`), the class count and, when known, the class names (index = class).
+struct UltralyticsModel {
+  std::string model_file;
+  int64_t num_classes = 0;
+  std::vector<std::string> names;
+};
+
+/// Writes a checkpoint `ultralytics.YOLO(path)` opens: torch.save's zip format holding
+/// {'model': m}, where unpickling builds m with Ultralytics' own
+/// `DetectionModel(model_file, 3, num_classes, False)`, loads `tensors` into it with
+/// `load_state_dict` (strict) and sets `m.names`. So the file holds no pickled classes of a
+/// given Ultralytics version, only calls of its public API; loading it runs that code, as every
+/// Ultralytics `.pt` does (it needs torch.load with weights_only=False, which Ultralytics uses).
+/// Throws IoError if the file cannot be written.
+void write_ultralytics_checkpoint(const NamedTensors& tensors, const UltralyticsModel& model,
+                                  const std::string& path);
+
 }  // namespace detforge::weights

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include "core/errors.h"
 #include "core/logging.h"
+#include "losses/class_weights.h"
 #include "losses/dfl.h"
 #include "losses/target_checks.h"
 #include "losses/varifocal_loss.h"
@@ -21,6 +23,24 @@ using torch::indexing::Slice;
 const std::vector<std::string>& yolo_scale_names() {
   static const std::vector<std::string> names{"n", "s", "m", "l", "x"};
   return names;
+}
+
+std::string YoloImpl::ultralytics_model_file() const {
+  // Ultralytics' Detect fixes reg_max at 16; its scales are the presets of yolov8.yaml.
+  if (options_.reg_max() != 16) {
+    throw std::invalid_argument(
+        str("model.reg_max is ", options_.reg_max(), "; Ultralytics' YOLOv8 head has 16"));
+  }
+  const YoloScale s = options_.scale();
+  for (const auto& name : yolo_scale_names()) {
+    const YoloScale p = yolo_scale(name);
+    if (p.depth == s.depth && p.width == s.width && p.max_channels == s.max_channels)
+      return "yolov8" + name + ".yaml";
+  }
+  throw std::invalid_argument(str("depth ", s.depth, ", width ", s.width, " and max_channels ",
+                                  s.max_channels,
+                                  " are none of Ultralytics' YOLOv8 scales (model.scale: n, s, m, "
+                                  "l, x without depth_multiple / width_multiple / max_channels)"));
 }
 
 YoloScale yolo_scale(const std::string& name) {
@@ -258,17 +278,23 @@ LossDict YoloImpl::compute_loss(const YoloOutputs& outputs, const YoloTargets& t
   const double normaliser = normalize_total(assigned.scores.sum().item<double>());
   const auto target_scores = assigned.scores.to(pred_scores.scalar_type());
 
+  // The assigned class of each foreground anchor: varifocal's positives, and where
+  // class_weights apply.
+  auto one_hot = torch::zeros_like(pred_scores, torch::kBool);
+  one_hot.scatter_(2, assigned.labels.unsqueeze(-1), true);
+  one_hot &= assigned.fg_mask.unsqueeze(-1);
   torch::Tensor cls;
   if (options_.cls_loss() == YoloClsLoss::kBce) {
-    cls = torch::binary_cross_entropy_with_logits(pred_scores, target_scores, {}, {},
+    const auto class_weight = losses::positive_class_multiplier(
+        options_.class_weights(), one_hot, pred_scores.scalar_type(), "YOLO cls_loss");
+    cls = torch::binary_cross_entropy_with_logits(pred_scores, target_scores, class_weight, {},
                                                   at::Reduction::Sum);
   } else {
-    auto one_hot = torch::zeros_like(pred_scores, torch::kBool);
-    one_hot.scatter_(2, assigned.labels.unsqueeze(-1), true);
-    one_hot &= assigned.fg_mask.unsqueeze(-1);
-    cls = losses::varifocal_loss(
-        pred_scores, target_scores, one_hot,
-        losses::VarifocalLossOptions().alpha(options_.vfl_alpha()).gamma(options_.vfl_gamma()));
+    cls = losses::varifocal_loss(pred_scores, target_scores, one_hot,
+                                 losses::VarifocalLossOptions()
+                                     .alpha(options_.vfl_alpha())
+                                     .gamma(options_.vfl_gamma())
+                                     .class_weights(options_.class_weights()));
   }
 
   const auto fg = assigned.fg_mask.nonzero();

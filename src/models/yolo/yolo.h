@@ -94,6 +94,9 @@ class YoloImpl : public DetectorBase<YoloImpl, YoloOptions> {
     return {{R"(model\.\d+\.cv3\.\d+\.2\.(weight|bias))", 1, 0}};
   }
 
+  /// `yolov8<scale>.yaml` for the preset scales with Ultralytics' reg_max of 16.
+  std::string ultralytics_model_file() const override;
+
   // The stages, public for parity tests and tools.
 
   YoloOutputs forward_outputs(const torch::Tensor& images);

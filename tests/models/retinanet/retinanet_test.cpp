@@ -8,11 +8,13 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "core/errors.h"
+#include "models/build.h"
 #include "models/module_state.h"
 #include "models/retinanet/retinanet.h"
 #include "ops/py_reference.h"
@@ -300,6 +302,42 @@ TEST_F(RetinaNetParity, WeightsRoundTripThroughPython) {
       file("weights_r18_v2.pth") + " --ema --out " + exported);
   EXPECT_EQ(bad.exit_code, 3) << bad.output;
   EXPECT_NE(bad.output.find("--ema needs a training checkpoint"), std::string::npos) << bad.output;
+}
+
+// torchvision's own file (retinanet_resnet50_fpn's state_dict(), 91 class slots, saved by
+// torchvision) fine-tunes to 3 classes: every tensor but cls_logits loads with the file's values,
+// and by_name keeps torchvision's rows of the COCO classes the dataset names, in every anchor's
+// block.
+TEST_F(RetinaNetParity, TorchvisionFileFineTunesToAnotherClassCount) {
+  const auto source = model_for(cases()[4]);
+  torch::manual_seed(5);
+  RetinaNet m(options_for({"r50_3", "r50", "resnet50", 3, false}));
+  const std::string cls = "head.classification_head.cls_logits.";
+  const auto init = m->named_parameters()[cls + "weight"].clone();
+  PretrainedOptions o;
+  o.class_map_by_name = true;
+  o.class_names = {"cat", "blood cell", "person"};
+  const auto path = file("weights_r50.pth");
+  const auto report = load_pretrained_weights(*m, path, o);
+  std::set<std::string> mismatched;
+  for (const auto& d : report.load.mismatched) mismatched.insert(d.name);
+  EXPECT_EQ(mismatched, (std::set<std::string>{cls + "weight", cls + "bias"}));
+  EXPECT_TRUE(report.load.missing.empty()) << report.table(path);
+  EXPECT_EQ(report.class_map,
+            (std::vector<std::pair<std::string, int64_t>>{{"cat", 17}, {"person", 1}}));
+  const auto src = source->named_parameters()[cls + "weight"];
+  const auto w = m->named_parameters()[cls + "weight"];
+  for (int64_t a = 0; a < 9; ++a) {
+    EXPECT_TRUE(torch::equal(w[a * 3 + 0], src[a * 91 + 17])) << a;
+    EXPECT_TRUE(torch::equal(w[a * 3 + 1], init[a * 3 + 1])) << a;
+    EXPECT_TRUE(torch::equal(w[a * 3 + 2], src[a * 91 + 1])) << a;
+  }
+  std::map<std::string, torch::Tensor> file_values;
+  for (const auto& [name, t] : module_state(*source)) file_values.emplace(name, t);
+  for (const auto& [name, t] : module_state(*m)) {
+    if (name.rfind(cls, 0) == 0) continue;
+    EXPECT_TRUE(torch::equal(t, file_values.at(name))) << name;
+  }
 }
 
 TEST_F(RetinaNetParity, ImportsImageNetBackbone) {

@@ -140,6 +140,34 @@ TEST_F(RTDetrParity, LoadsTheReferenceSafetensors) {
   EXPECT_LE(max_abs_diff(out.decoder.boxes, ref("boxes_per_layer")), kTol);
 }
 
+// transformers' own save_pretrained() file (3 classes) fine-tunes to 5: everything but the class
+// layers loads with the file's values; the encoder's and every decoder layer's class head and
+// the denoising label embedding keep the new model's init.
+TEST_F(RTDetrParity, HubFileFineTunesToAnotherClassCount) {
+  const auto path = dir() + "/hf/model.safetensors";
+  RTDetr m(small_options().num_classes(5));
+  const auto report = load_pretrained_weights(*m, path);
+  std::set<std::string> mismatched;
+  for (const auto& d : report.load.mismatched) mismatched.insert(d.name);
+  std::set<std::string> class_layers = {"model.enc_score_head.weight", "model.enc_score_head.bias",
+                                        "model.denoising_class_embed.weight"};
+  for (int layer = 0; layer < 3; ++layer) {
+    for (const char* p : {"weight", "bias"})
+      class_layers.insert("model.decoder.class_embed." + std::to_string(layer) + "." + p);
+  }
+  EXPECT_EQ(mismatched, class_layers);
+  EXPECT_TRUE(report.load.missing.empty()) << report.table(path);
+  RTDetr same(small_options());
+  load_detector_weights(*same, path);
+  std::map<std::string, torch::Tensor> file_values;
+  for (const auto& [name, t] : module_state(*same)) file_values.emplace(name, t);
+  for (const auto& [name, t] : module_state(*m)) {
+    if (class_layers.count(name) == 0) {
+      EXPECT_TRUE(torch::equal(t, file_values.at(name))) << name;
+    }
+  }
+}
+
 TEST_F(RTDetrParity, TruncatedSafetensorsIsAnIoErrorNamingTheFile) {
   detforge::testing::TempDir tmp;
   const std::string bytes = detforge::testing::read_file(dir() + "/hf/model.safetensors");

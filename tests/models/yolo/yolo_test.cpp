@@ -12,8 +12,10 @@
 #include <map>
 #include <string>
 
+#include "core/config_node.h"
 #include "core/errors.h"
 #include "losses/dfl.h"
+#include "models/build.h"
 #include "models/yolo/build.h"
 #include "models/yolo/yolo.h"
 #include "ops/box_ops.h"
@@ -160,6 +162,59 @@ TEST_F(YoloParity, ExportLoadsIntoUltralyticsStrictly) {
                                    exported + " " + dir() + "/ref.pth " + out);
   const auto python = detforge::testing::read_tensor_dict(out);
   EXPECT_LE(max_abs_diff(python.at("decoded"), ref("decoded")), 200 * kTol);
+}
+
+// `detforge export --format ultralytics` writes a .pt that Ultralytics' own YOLO() opens: its
+// DetectionModel with these weights (the same decoded predictions) and the class names.
+TEST_F(YoloParity, UltralyticsExportOpensWithYOLO) {
+  detforge::testing::TempDir tmp;
+  const auto config = tmp.write("n.yaml", "model: {type: yolo, num_classes: 3, scale: n}\n");
+  const auto exported = (tmp.path() / "exported.pt").string();
+  const std::string export_cmd =
+      detforge::testing::detforge_binary() + " export --format ultralytics --config ";
+  const auto r = detforge::testing::run_command(export_cmd + config + " --weights " + dir() +
+                                                "/weights.pth --out " + exported);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto out = (tmp.path() / "python.pth").string();
+  detforge::testing::run_reference("models/yolo/yolo_open_check.py",
+                                   exported + " " + dir() + "/ref.pth " + out);
+  EXPECT_LE(max_abs_diff(detforge::testing::read_tensor_dict(out).at("decoded"), ref("decoded")),
+            200 * kTol);
+  // Without a checkpoint's classes, Ultralytics' default names.
+  EXPECT_EQ(detforge::testing::read_file(out + ".names.json"),
+            R"({"task": "detect", "names": {"0": "0", "1": "1", "2": "2"}})");
+
+  // The class names a checkpoint carries become the model's names.
+  const auto named = (tmp.path() / "named.pt").string();
+  weights::write_ultralytics_checkpoint(export_state(*model()),
+                                        {"yolov8n.yaml", 3, {"Platelets", "RBC", "WBC"}}, named);
+  detforge::testing::run_reference("models/yolo/yolo_open_check.py",
+                                   named + " " + dir() + "/ref.pth " + out);
+  EXPECT_EQ(detforge::testing::read_file(out + ".names.json"),
+            R"({"task": "detect", "names": {"0": "Platelets", "1": "RBC", "2": "WBC"}})");
+
+  // What Ultralytics cannot build is refused before anything is written.
+  const auto refused = [&](const std::string& yaml, const std::string& out_file,
+                           const std::string& message) {
+    const auto c = tmp.write("bad.yaml", yaml);
+    const auto weights = (tmp.path() / "bad.pth").string();
+    weights::write_state_dict(export_state(*build_detector(Config::load(c).root().child("model"))),
+                              weights);
+    const auto e = detforge::testing::run_command(export_cmd + c + " --weights " + weights +
+                                                  " --out " + (tmp.path() / out_file).string());
+    EXPECT_EQ(e.exit_code, 3) << e.output;
+    EXPECT_NE(e.output.find(message), std::string::npos) << e.output;
+  };
+  refused("model: {type: yolo, num_classes: 3, scale: n, width_multiple: 0.3}\n", "w.pt",
+          "--format ultralytics: depth 0.33, width 0.3 and max_channels 1024 are none of "
+          "Ultralytics' YOLOv8 scales");
+  refused("model: {type: yolo, num_classes: 3, reg_max: 8}\n", "r.pt",
+          "--format ultralytics: model.reg_max is 8; Ultralytics' YOLOv8 head has 16");
+  refused("model: {type: yolo, num_classes: 3}\n", "y.pth", "must end in .pt");
+  refused(
+      "model: {type: retinanet, num_classes: 3, backbone: {type: resnet18}, fpn: {channels: "
+      "16}}\n",
+      "r.pt", "model.type retinanet has no Ultralytics counterpart (yolo has)");
 }
 
 TEST_F(YoloParity, PresetsHaveTheReferencesParameterCounts) {
