@@ -376,14 +376,51 @@ NamedTensors export_state(const Detector& detector) {
 }
 
 int64_t import_backbone_weights(Detector& detector, const std::string& path) {
-  const auto report = load_named_tensors(
-      detector, weights::read_state_dict(path), path,
-      LoadOptions().prefix("backbone.body.").ignore_prefixes({"fc."}).require_all(false));
-  // Every body tensor must come from the file; FPN and head start from their init.
+  const auto layout = detector.backbone_file();
+  if (layout.required.empty())
+    throw ConfigError("model.backbone.weights: this detector family reads no backbone file");
+  NamedTensors file = weights::read_state_dict(path);
+  std::vector<std::pair<std::regex, std::string>> renames;
+  for (const auto& [pattern, replacement] : layout.renames)
+    renames.emplace_back(std::regex(pattern), replacement);
+  const std::regex required(layout.required);
+  NamedTensors backbone;
+  std::vector<std::string> outside;
+  for (auto& [name, t] : file) {
+    for (const auto& [pattern, replacement] : renames)
+      name = std::regex_replace(name, pattern, replacement);
+    const bool ignored = std::any_of(layout.ignore_prefixes.begin(), layout.ignore_prefixes.end(),
+                                     [&](const std::string& p) { return name.rfind(p, 0) == 0; });
+    if (ignored) continue;
+    if (std::regex_match(layout.prefix + name, required)) {
+      backbone.emplace_back(name, t);
+    } else {
+      outside.push_back(name);
+    }
+  }
+  // A whole detector's file would load its neck and head too: that is model.weights' job.
+  if (!outside.empty()) {
+    throw IoError(str(path, ": ", outside.size(), " tensors are no backbone tensors (",
+                      name_listing(outside, 3), "); model.backbone.weights reads ", layout.layouts,
+                      ", a whole detector goes in model.weights"));
+  }
+  LoadReport report;
+  try {
+    report = load_named_tensors(detector, backbone, path,
+                                LoadOptions()
+                                    .prefix(layout.prefix)
+                                    .ignore_prefixes(layout.ignore_prefixes)
+                                    .require_all(false));
+  } catch (const IoError& e) {
+    throw IoError(str(e.what(), "; model.backbone.weights reads ", layout.layouts,
+                      " of the configured architecture"));
+  }
+  // Every backbone tensor must come from the file; neck and head start from their init.
   for (const auto& m : report.missing) {
-    if (m.rfind("backbone.body.", 0) == 0) {
-      throw IoError(str(path, ": backbone tensor ", m.substr(14),
-                        " missing (is this an ImageNet file of the configured architecture?)"));
+    if (std::regex_match(m, required)) {
+      throw IoError(str(path, ": backbone tensor ", m.substr(layout.prefix.size()),
+                        " missing (model.backbone.weights reads ", layout.layouts,
+                        " of the configured architecture)"));
     }
   }
   logging::info(str("imported ", report.loaded, " backbone tensors from ", path));

@@ -118,8 +118,13 @@ PretrainedReport load_pretrained_weights(Detector& detector, const std::string& 
 /// state dict `detforge export` writes.
 NamedTensors export_state(const Detector& detector);
 
-/// Loads a torchvision ImageNet classification state dict (resnet*/resnext*) into the
-/// backbone body of `detector` ("fc.*" ignored). Returns the number of tensors loaded.
+/// Loads an ImageNet-pretrained backbone file (`model.backbone.weights`) as
+/// detector.backbone_file() describes it: a torchvision ResNet / ResNeXt for RetinaNet, a
+/// ResNet-vd in transformers' or PResNet's names for RT-DETR, an Ultralytics classification
+/// model for YOLOv8. Every backbone tensor must come from the file (IoError naming the first
+/// missing one; a file tensor the model lacks or of another shape is an IoError too); the rest
+/// keeps its init. Throws ConfigError for a family without such a file. Returns the number of
+/// tensors loaded.
 int64_t import_backbone_weights(Detector& detector, const std::string& path);
 
 // Readers the family builders share. Each throws ConfigError with file:line and key.

@@ -72,6 +72,21 @@ class Detector : public torch::nn::Module {
     return {};
   }
 
+  /// How an ImageNet-pretrained backbone file (`model.backbone.weights`) fills this detector: its
+  /// keys, after `renames` (ECMAScript regex, replacement; in order: the layouts the references
+  /// publish to this detector's names), go under `prefix`; keys starting with one of
+  /// `ignore_prefixes` (after the renames: a classifier's head) are passed over; every module
+  /// tensor whose whole name matches `required` must come from the file. `layouts` names the
+  /// files it reads, for messages. An empty `required` (default): the family reads no such file.
+  struct BackboneFile {
+    std::string prefix;
+    std::vector<std::pair<std::string, std::string>> renames;
+    std::vector<std::string> ignore_prefixes;
+    std::string required;
+    std::string layouts;
+  };
+  virtual BackboneFile backbone_file() const { return {}; }
+
   /// The Ultralytics model file this model is built from (`yolov8n.yaml`: what
   /// `DetectionModel(cfg, nc=C)` builds with the same parameter names), for
   /// `detforge export --format ultralytics`; empty when the family has no Ultralytics

@@ -87,6 +87,14 @@ class RetinaNetImpl : public DetectorBase<RetinaNetImpl, RetinaNetOptions> {
                                       const Batch& batch) const;
 
   BackboneWithFpn backbone() const { return backbone_; }
+  /// torchvision's ImageNet ResNet / ResNeXt state dicts, `fc.*` passed over.
+  BackboneFile backbone_file() const override {
+    return {"backbone.body.",
+            {},
+            {"fc."},
+            R"(backbone\.body\..*)",
+            "a torchvision ImageNet ResNet / ResNeXt classification state dict"};
+  }
   std::vector<ClassLayer> class_layers() const override {
     return {{R"(head\.classification_head\.cls_logits\.(weight|bias))",
              anchor_generator_.num_anchors_per_location()[0], 0}};

@@ -22,11 +22,7 @@ void read_rtdetr_backbone(const ConfigNode& n, RTDetrOptions& o) {
   if (n.read("norm_eps", b.norm_eps()) && b.norm_eps() < 0)
     n.fail("norm_eps", str(b.norm_eps(), " must be >= 0"));
   n.read("fold_frozen_bn", b.fold_frozen_bn());
-  if (n.has("weights")) {
-    n.fail("weights",
-           "an ImageNet backbone file is read for RetinaNet only; give RT-DETR a whole "
-           "model with model.weights (a detforge or transformers state dict)");
-  }
+  n.optional<std::string>("weights");  // read by detector_spec
   n.reject_unused();
   o.backbone(b);
 }

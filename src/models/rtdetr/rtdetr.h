@@ -59,6 +59,11 @@ class RTDetrImpl : public DetectorBase<RTDetrImpl, RTDetrOptions> {
             {R"(encoder\.encoder\.(\d+)\.layers)", "encoder.aifi.$1.layers"}};
   }
 
+  /// A ResNet-vd in transformers' RTDetrResNetBackbone names (as this detector's backbone) or
+  /// in PResNet's (rtdetrv2_pytorch, and the Paddle ImageNet files RT-DETR trains from:
+  /// conv1.conv1_1, res_layers.N.blocks.M.branch2a / short ...).
+  BackboneFile backbone_file() const override;
+
   // The stages, public for parity tests and tools.
 
   /// images [B, 3, H, W] -> decoder and encoder outputs; `denoising` prepends its queries.

@@ -53,6 +53,10 @@ YoloOptions yolo_options(const ConfigNode& model, std::optional<int64_t> num_cla
     read_at_least(*a, {{"alpha", &o.assigner_alpha()}, {"beta", &o.assigner_beta()}}, 0.0);
     a->reject_unused();
   }
+  if (auto b = model.optional_child("backbone")) {
+    b->optional<std::string>("weights");  // read by detector_spec
+    b->reject_unused();
+  }
   if (auto l = model.optional_child("loss")) read_yolo_loss(*l, o);
   if (auto inf = model.optional_child("inference")) {
     if (inf->read("score_threshold", o.score_threshold()) &&

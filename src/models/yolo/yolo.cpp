@@ -279,9 +279,11 @@ LossDict YoloImpl::compute_loss(const YoloOutputs& outputs, const YoloTargets& t
   const auto target_scores = assigned.scores.to(pred_scores.scalar_type());
 
   // The assigned class of each foreground anchor: varifocal's positives, and where
-  // class_weights apply.
+  // class_weights apply. Background anchors carry label C (the assigner's background index, all
+  // of them in a batch without boxes), which has no column: they scatter into column 0 and are
+  // masked out.
   auto one_hot = torch::zeros_like(pred_scores, torch::kBool);
-  one_hot.scatter_(2, assigned.labels.unsqueeze(-1), true);
+  one_hot.scatter_(2, assigned.labels.masked_fill(~assigned.fg_mask, 0).unsqueeze(-1), true);
   one_hot &= assigned.fg_mask.unsqueeze(-1);
   torch::Tensor cls;
   if (options_.cls_loss() == YoloClsLoss::kBce) {

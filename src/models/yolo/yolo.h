@@ -94,6 +94,15 @@ class YoloImpl : public DetectorBase<YoloImpl, YoloOptions> {
     return {{R"(model\.\d+\.cv3\.\d+\.2\.(weight|bias))", 1, 0}};
   }
 
+  /// An Ultralytics classification model of the same scale (yolov8n-cls.pt): its layers 0-8 are
+  /// this backbone's, its Classify head (model.9) is passed over.
+  BackboneFile backbone_file() const override {
+    return {"",
+            {},
+            {"model.9."},
+            R"(model\.[0-8]\..*)",
+            "an Ultralytics YOLOv8 classification checkpoint of the same scale (yolov8n-cls.pt)"};
+  }
   /// `yolov8<scale>.yaml` for the preset scales with Ultralytics' reg_max of 16.
   std::string ultralytics_model_file() const override;
 

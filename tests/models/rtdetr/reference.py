@@ -49,17 +49,23 @@ def record_noise(calls):
                                                                        randint_like)
 
 
-def main():
-    out_dir = sys.argv[1]
-    torch.manual_seed(0)
-    model = RTDetrV2ForObjectDetection(config())
-    # Non-trivial batch-norm statistics and biases so that eval mode is a real test.
+def randomise_norms(model):
+    """Non-trivial batch-norm statistics, so that eval mode is a real test."""
     with torch.no_grad():
         for name, buf in model.named_buffers():
             if name.endswith("running_mean"):
                 buf.normal_(0, 0.1)
             elif name.endswith("running_var"):
                 buf.uniform_(0.5, 1.5)
+
+
+def main():
+    out_dir = sys.argv[1]
+    torch.manual_seed(0)
+    model = RTDetrV2ForObjectDetection(config())
+    randomise_norms(model)
+    # Non-zero box-head biases, so that eval mode is a real test.
+    with torch.no_grad():
         for name, p in model.named_parameters():
             if "bbox_embed" in name and p.abs().sum() == 0:
                 p.normal_(0, 0.01)

@@ -178,6 +178,50 @@ TEST_F(RTDetrParity, TruncatedSafetensorsIsAnIoErrorNamingTheFile) {
   EXPECT_THROW_WITH(load_detector_weights(*m, header), IoError, "header.safetensors");
 }
 
+// model.backbone.weights: an ImageNet ResNet-vd in transformers' names (save_pretrained() of
+// RTDetrResNetBackbone) or in PResNet's (rtdetrv2_pytorch) fills the backbone with the file's
+// values, for basic (r18vd) and bottleneck (r50vd) blocks; another layout is refused naming the
+// first backbone tensor it lacks.
+TEST(RTDetrBackboneFile, TransformersAndPResNetNamesFillTheBackbone) {
+  const auto dir = detforge::testing::cached_reference(
+      "rtdetr_backbone", "models/rtdetr/backbone_reference.py", /*is_dir=*/true);
+  const auto detector = [](const std::string& arch, const std::string& file) {
+    return build_detector(
+        Config::parse("model: {type: rtdetr, num_classes: 3, backbone: {type: " + arch +
+                      ", weights: " + file +
+                      "},\n"
+                      "        encoder: {hidden_dim: 64, ffn_dim: 128, heads: 4},\n"
+                      "        decoder: {d_model: 64, ffn_dim: 128, heads: 4, layers: 1}}\n")
+            .root()
+            .child("model"));
+  };
+  const std::string prefix = "model.backbone.model.";
+  for (const std::string arch : {"r18vd", "r50vd"}) {
+    const auto hf = weights::read_safetensors(dir + "/" + arch + "/model.safetensors");
+    for (const std::string file : {"model.safetensors", "presnet.pth"}) {
+      SCOPED_TRACE(arch + " " + file);
+      const auto d = detector(arch, dir + "/" + arch + "/" + file);
+      std::map<std::string, torch::Tensor> held;
+      for (const auto& [name, t] : module_state(*d)) {
+        if (name.rfind(prefix, 0) == 0) held.emplace(name.substr(prefix.size()), t);
+      }
+      size_t checked = 0;
+      for (const auto& [name, t] : hf) {
+        if (name.find("num_batches_tracked") != std::string::npos) continue;
+        ASSERT_TRUE(held.count(name)) << name;
+        EXPECT_TRUE(torch::equal(held.at(name), t)) << name;
+        ++checked;
+      }
+      EXPECT_EQ(checked, held.size());
+    }
+  }
+  // r18vd's file for an r50vd model: the stem matches, the stages do not.
+  EXPECT_THROW_WITH(detector("r50vd", dir + "/r18vd/presnet.pth"), IoError, "presnet.pth");
+  EXPECT_THROW_WITH(detector("r50vd", dir + "/r18vd/presnet.pth"), IoError,
+                    "model.backbone.weights reads a ResNet-vd in transformers' "
+                    "RTDetrResNetBackbone names or PResNet's");
+}
+
 // The reference's small model (reference.py's config()) as a detforge config.
 constexpr const char* kSmallModelYaml =
     "model: {type: rtdetr, num_classes: 3, backbone: {type: r18vd},\n"

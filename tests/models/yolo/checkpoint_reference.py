@@ -7,6 +7,9 @@ yaml (random weights, non-trivial batch-norm statistics) and writes, under OUT_D
               {'model': None, 'ema': DetectionModel in float16, 'optimizer': an SGD state dict
               with momentum buffers, 'train_args': ...}; the EMA copy differs from 'model' so a
               reader taking the wrong one fails;
+  cls.pt      a yolov8n-cls classification model (10 classes, random weights and batch-norm
+              statistics) as Ultralytics' Model.save() writes it: an ImageNet-style backbone
+              file for `model.backbone.weights`;
   ref.pth     images; eval-mode head box and class logits of the float16 weights run in float32, for the
               saved model and the trainer's EMA; the state dict's tensor count.
 """
@@ -20,9 +23,9 @@ os.environ.setdefault("YOLO_OFFLINE", "1")
 
 import torch  # noqa: E402
 from ultralytics import YOLO, __version__  # noqa: E402
-from ultralytics.nn.tasks import DetectionModel  # noqa: E402
+from ultralytics.nn.tasks import ClassificationModel, DetectionModel  # noqa: E402
 
-from reference import HEIGHT, WIDTH, randomise  # noqa: E402  (tests/models/yolo/reference.py)
+from reference import HEIGHT, WIDTH, randomise, randomise_norms  # noqa: E402  (tests/models/yolo/reference.py)
 
 NAMES = {0: "cell", 1: "platelet", 2: "rbc"}
 
@@ -61,6 +64,12 @@ def main():
                 "ema": copy.deepcopy(ema).half(), "updates": 10,
                 "optimizer": optimizer.state_dict(), "train_args": {"model": "yolov8n.yaml"},
                 "date": "2026-11-25", "version": __version__}, f"{out_dir}/trainer.pt")
+
+    torch.manual_seed(2)
+    classifier = randomise_norms(ClassificationModel("yolov8n-cls.yaml", nc=10, verbose=False))
+    cls_wrapper = YOLO("yolov8n-cls.yaml", verbose=False)
+    cls_wrapper.model = classifier
+    cls_wrapper.save(f"{out_dir}/cls.pt")
 
     saved = torch.load(f"{out_dir}/saved.pt", weights_only=False)["model"]
     ref = {"images": images, "num_tensors": torch.tensor(len(saved.state_dict()))}

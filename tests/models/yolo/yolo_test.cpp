@@ -289,6 +289,46 @@ TEST_F(YoloCheckpoint, ModelSaveAndTrainerCheckpointsGiveUltralyticsOutputs) {
 
 // Fine-tuning the 3-class checkpoint to 5 classes: backbone, neck and box branches load; the last
 // conv of each class branch keeps the new head's init (its bias prior), and the model trains.
+// model.backbone.weights: an Ultralytics yolov8n-cls checkpoint fills layers 0-8 (the backbone
+// before SPPF) with its values; the Classify head is passed over, the rest keeps its init.
+TEST_F(YoloCheckpoint, ClassificationModelFillsTheBackbone) {
+  const auto path = dir() + "/cls.pt";
+  const auto file = weights::read_weight_file(path);
+  EXPECT_EQ(file.source, "['model'] (ultralytics.nn.tasks.ClassificationModel)");
+  torch::manual_seed(0);
+  const auto fresh = build_detector(
+      Config::parse("model: {type: yolo, num_classes: 3, scale: n}\n").root().child("model"));
+  torch::manual_seed(0);
+  const auto d = build_detector(
+      Config::parse("model: {type: yolo, num_classes: 3, scale: n, backbone: {weights: " + path +
+                    "}}\n")
+          .root()
+          .child("model"));
+  std::map<std::string, torch::Tensor> from_file, init;
+  for (const auto& [name, t] : file.tensors) from_file.emplace(name, t);
+  for (const auto& [name, t] : module_state(*fresh)) init.emplace(name, t);
+  int64_t backbone = 0;
+  for (const auto& [name, t] : module_state(*d)) {
+    if (name.find("num_batches_tracked") != std::string::npos) continue;
+    const bool in_backbone = name.size() > 8 && name.rfind("model.", 0) == 0 && name[7] == '.';
+    if (in_backbone && name[6] != '9') {
+      ASSERT_TRUE(from_file.count(name)) << name;
+      EXPECT_TRUE(torch::equal(t, from_file.at(name).to(t.scalar_type()))) << name;
+      ++backbone;
+    } else {
+      EXPECT_TRUE(torch::equal(t, init.at(name))) << name;
+    }
+  }
+  EXPECT_GT(backbone, 0);
+  // A detection checkpoint is no backbone file: its neck and head are refused by name.
+  EXPECT_THROW_WITH(
+      build_detector(Config::parse("model: {type: yolo, num_classes: 3, backbone: {weights: " +
+                                   dir() + "/saved.pt}}\n")
+                         .root()
+                         .child("model")),
+      IoError, "saved.pt: 193 tensors are no backbone tensors (model.12.cv1.conv.weight");
+}
+
 TEST_F(YoloCheckpoint, AnotherClassCountReinitialisesTheClassConvs) {
   const auto file = weights::read_weight_file(dir() + "/saved.pt");
   Yolo m(YoloOptions(5));
@@ -367,25 +407,30 @@ TEST_F(YoloCheckpoint, ByNameFollowsTheStoredClassNames) {
   }
 }
 
+// With either classification loss and with class weights: a batch without boxes gives the
+// assigner's background label C to every anchor, which no one-hot column may take.
 TEST(Yolo, EveryBatchGivesTheSameKeysFiniteValuesAndEveryGradient) {
-  torch::manual_seed(0);
-  Yolo m(YoloOptions(3));
-  m->train();
-  const std::vector<std::vector<std::vector<float>>> cases = {
-      {{4, 4, 30, 40, 0}, {20, 10, 60, 50, 2}}, {{8, 8, 24, 30, 1}}, {}};
-  for (size_t c = 0; c < cases.size(); ++c) {
-    m->zero_grad();
-    const auto losses = m->forward_train(synthetic_batch(cases[c]));
-    EXPECT_EQ(losses.keys(), m->loss_keys()) << "case " << c;
-    EXPECT_TRUE(losses.nonfinite_keys().empty()) << "case " << c;
-    losses.total().backward();
-    for (const auto& p : m->named_parameters()) {
-      if (!p.value().requires_grad()) continue;
-      ASSERT_TRUE(p.value().grad().defined()) << "case " << c << ": " << p.key();
-      EXPECT_TRUE(torch::isfinite(p.value().grad()).all().item<bool>()) << p.key();
+  for (const auto& options : {YoloOptions(3), YoloOptions(3).cls_loss(YoloClsLoss::kVarifocal),
+                              YoloOptions(3).class_weights({1.0, 3.0, 0.5})}) {
+    torch::manual_seed(0);
+    Yolo m(options);
+    m->train();
+    const std::vector<std::vector<std::vector<float>>> cases = {
+        {{4, 4, 30, 40, 0}, {20, 10, 60, 50, 2}}, {{8, 8, 24, 30, 1}}, {}};
+    for (size_t c = 0; c < cases.size(); ++c) {
+      m->zero_grad();
+      const auto losses = m->forward_train(synthetic_batch(cases[c]));
+      EXPECT_EQ(losses.keys(), m->loss_keys()) << "case " << c;
+      EXPECT_TRUE(losses.nonfinite_keys().empty()) << "case " << c;
+      losses.total().backward();
+      for (const auto& p : m->named_parameters()) {
+        if (!p.value().requires_grad()) continue;
+        ASSERT_TRUE(p.value().grad().defined()) << "case " << c << ": " << p.key();
+        EXPECT_TRUE(torch::isfinite(p.value().grad()).all().item<bool>()) << p.key();
+      }
     }
+    EXPECT_FALSE(m->named_parameters()["model.22.dfl.conv.weight"].requires_grad());
   }
-  EXPECT_FALSE(m->named_parameters()["model.22.dfl.conv.weight"].requires_grad());
 }
 
 // A NaN box is refused on the CPU naming the image before any distance is encoded; a label equal
