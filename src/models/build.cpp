@@ -137,6 +137,26 @@ weights::WeightFile detector_tensors(const Detector& detector, const std::string
     for (const auto& [pattern, replacement] : renames)
       name = std::regex_replace(name, pattern, replacement);
   }
+  const auto splits = detector.weight_splits();
+  if (!splits.empty()) {
+    NamedTensors cut;
+    for (auto& [name, t] : file) {
+      const auto split = std::find_if(splits.begin(), splits.end(), [&](const auto& s) {
+        return std::regex_match(name, std::regex(s.pattern));
+      });
+      if (split == splits.end() || t.dim() == 0 ||
+          t.size(0) % static_cast<int64_t>(split->parts.size()) != 0) {
+        cut.emplace_back(std::move(name), std::move(t));
+        continue;
+      }
+      const auto pieces = t.chunk(static_cast<int64_t>(split->parts.size()), 0);
+      for (size_t i = 0; i < pieces.size(); ++i) {
+        cut.emplace_back(std::regex_replace(name, std::regex(split->pattern), split->parts[i]),
+                         pieces[i].contiguous());
+      }
+    }
+    file = std::move(cut);
+  }
   std::set<std::string> names;
   for (const auto& [name, t] : file) names.insert(name);
   NamedTensors tensors;

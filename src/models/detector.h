@@ -54,6 +54,15 @@ class Detector : public torch::nn::Module {
   /// keeps hub checkpoints in an older layout and renames while loading).
   virtual std::vector<std::pair<std::string, std::string>> weight_renames() const { return {}; }
 
+  /// A fused tensor of another layout, after weight_renames(): a file tensor whose whole name
+  /// matches `pattern` (ECMAScript regex) is cut along its first dimension into parts.size()
+  /// equal tensors, named by each part (a replacement for the pattern, e.g. "$1.q_proj.weight").
+  struct WeightSplit {
+    std::string pattern;
+    std::vector<std::string> parts;
+  };
+  virtual std::vector<WeightSplit> weight_splits() const { return {}; }
+
   /// A tensor whose first dimension runs over the classes: `groups` blocks of (num_classes() +
   /// `extra_rows`) rows, class k of block g at row g * (C + extra) + k, the extra rows after the
   /// classes (RetinaNet's cls_logits: one block per anchor; RT-DETR's denoising label embedding:

@@ -113,31 +113,6 @@ std::vector<std::string> rtdetr_loss_keys(const RTDetrOptions& o) {
 
 }  // namespace
 
-Detector::BackboneFile RTDetrImpl::backbone_file() const {
-  // PResNet's modules to transformers' (the names this backbone holds): the stem's three
-  // ConvNormLayers are embedder.embedder.0-2; block M of stage N is encoder.stages.N.layers.M,
-  // whose branch2a-c are layer.0-2; a downsampling block's shortcut (AvgPool, ConvNormLayer) is
-  // short.conv.* there and shortcut.1.* here, a projection alone is short.* / shortcut.*; each
-  // ConvNormLayer's conv / norm is convolution / normalization. transformers' own names match
-  // none of these patterns and pass unchanged.
-  return {"model.backbone.model.",
-          {{R"(^conv1\.conv1_1\.)", "embedder.embedder.0."},
-           {R"(^conv1\.conv1_2\.)", "embedder.embedder.1."},
-           {R"(^conv1\.conv1_3\.)", "embedder.embedder.2."},
-           {R"(^res_layers\.(\d+)\.blocks\.(\d+)\.)", "encoder.stages.$1.layers.$2."},
-           {R"(\.branch2a\.)", ".layer.0."},
-           {R"(\.branch2b\.)", ".layer.1."},
-           {R"(\.branch2c\.)", ".layer.2."},
-           {R"(\.short\.conv\.(conv|norm)\.)", ".shortcut.1.$1."},
-           {R"(\.short\.)", ".shortcut."},
-           {R"(\.conv\.weight$)", ".convolution.weight"},
-           {R"(\.norm\.)", ".normalization."}},
-          {"fc."},
-          R"(model\.backbone\.model\..*)",
-          "a ResNet-vd in transformers' RTDetrResNetBackbone names or PResNet's (rtdetrv2_pytorch, "
-          "e.g. ResNet18_vd_pretrained_from_paddle.pth)"};
-}
-
 RTDetrImpl::RTDetrImpl(RTDetrOptions options) : DetectorBase(options, rtdetr_loss_keys(options)) {
   const auto& o = options_;
   TORCH_CHECK(o.num_classes() >= 1, "RT-DETR: num_classes must be >= 1, got ", o.num_classes());

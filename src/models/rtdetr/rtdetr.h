@@ -52,12 +52,12 @@ class RTDetrImpl : public DetectorBase<RTDetrImpl, RTDetrOptions> {
     return {{"class_embed.", "model.decoder.class_embed."},
             {"bbox_embed.", "model.decoder.bbox_embed."}};
   }
-  /// The hub layout save_pretrained() writes (transformers' conversion_mapping for rt_detr).
-  std::vector<std::pair<std::string, std::string>> weight_renames() const override {
-    return {{R"(out_proj\.)", "o_proj."},
-            {R"(layers\.(\d+)\.fc([12])\.)", "layers.$1.mlp.fc$2."},
-            {R"(encoder\.encoder\.(\d+)\.layers)", "encoder.aifi.$1.layers"}};
-  }
+  /// RT-DETR's own release checkpoints (rtdetrv2_pytorch: backbone.*, encoder.*, decoder.*) to
+  /// the hub layout save_pretrained() writes, then that layout to this detector's names
+  /// (transformers' conversion_mapping for rt_detr). src/models/rtdetr/weight_layouts.cpp.
+  std::vector<std::pair<std::string, std::string>> weight_renames() const override;
+  /// rtdetrv2_pytorch's nn.MultiheadAttention in_proj_weight / in_proj_bias into q, k, v.
+  std::vector<WeightSplit> weight_splits() const override;
 
   /// A ResNet-vd in transformers' RTDetrResNetBackbone names (as this detector's backbone) or
   /// in PResNet's (rtdetrv2_pytorch, and the Paddle ImageNet files RT-DETR trains from:

@@ -222,6 +222,28 @@ TEST(RTDetrBackboneFile, TransformersAndPResNetNamesFillTheBackbone) {
                     "RTDetrResNetBackbone names or PResNet's");
 }
 
+// RT-DETR's own release checkpoint ({'ema': {'module': ...}} in rtdetrv2_pytorch's names, the
+// attention projections stacked as nn.MultiheadAttention holds them) loads every tensor of the
+// model with the values transformers' names give; only its eval-size anchor buffers go unused.
+TEST(RTDetrReleaseCheckpoint, RtdetrV2PytorchNamesLoadEveryTensor) {
+  const auto dir = detforge::testing::cached_reference(
+      "rtdetr_release", "models/rtdetr/release_reference.py", /*is_dir=*/true);
+  RTDetr released(small_options());
+  const auto report = load_pretrained_weights(*released, dir + "/release.pth");
+  EXPECT_TRUE(report.load.missing.empty()) << report.table("release.pth");
+  EXPECT_TRUE(report.load.mismatched.empty()) << report.table("release.pth");
+  EXPECT_EQ(report.load.unexpected,
+            (std::vector<std::string>{"model.anchors", "model.valid_mask"}));
+  EXPECT_DOUBLE_EQ(report.loaded_fraction(), 1.0);
+  RTDetr hub(small_options());
+  load_detector_weights(*hub, dir + "/hf.pth");
+  std::map<std::string, torch::Tensor> expected;
+  for (const auto& [name, t] : module_state(*hub)) expected.emplace(name, t);
+  for (const auto& [name, t] : module_state(*released)) {
+    EXPECT_TRUE(torch::equal(t, expected.at(name))) << name;
+  }
+}
+
 // The reference's small model (reference.py's config()) as a detforge config.
 constexpr const char* kSmallModelYaml =
     "model: {type: rtdetr, num_classes: 3, backbone: {type: r18vd},\n"
