@@ -11,6 +11,7 @@
 #include "data/size_stats.h"
 #include "distributed/collectives.h"
 #include "distributed/dist_env.h"
+#include "engine/checkpoint.h"
 #include "eval/coco_io.h"
 
 namespace fs = std::filesystem;
@@ -337,6 +338,7 @@ RunSpec read_run_spec(const Config& given, RunPurpose purpose, const DeviceEnv& 
         .fail(data_node ? "" : "data", "training needs both data.train and data.val");
   }
   spec.detector = models::detector_spec(root.child("model"), num_classes);
+  spec.detector.read_weights = read_any_weight_file;
   if (spec.detector.class_map_by_name && spec.data.train) {
     // The training set's class names, which model.weights_class_map: by_name maps to.
     const auto& d = spec.data.train->dataset;

@@ -225,6 +225,31 @@ std::optional<data::CategoryMap> read_checkpoint_classes(const std::string& path
   return data::CategoryMap(ids.toIntVector(), std::move(name_list));
 }
 
+weights::WeightFile read_checkpoint_weight_file(const std::string& path) {
+  torch::serialize::InputArchive archive;
+  open_checkpoint(path, archive);
+  weights::WeightFile out;
+  for (const char* part : {"ema", "model"}) {
+    c10::IValue names, tensors;
+    if (!archive.try_read(std::string(part) + "_names", names) ||
+        !archive.try_read(std::string(part) + "_tensors", tensors))
+      continue;
+    const auto name_list = names.toList();
+    const auto tensor_list = tensors.toTensorList();
+    for (size_t i = 0; i < name_list.size(); ++i)
+      out.tensors.emplace_back(name_list.get(i).toStringRef(), tensor_list.get(i));
+    out.source = detforge::str("detforge checkpoint ['", part, "']");
+    break;
+  }
+  if (out.tensors.empty()) throw IoError(detforge::str(path, ": checkpoint holds no weights"));
+  if (const auto classes = read_checkpoint_classes(path)) out.class_names = classes->names();
+  return out;
+}
+
+weights::WeightFile read_any_weight_file(const std::string& path) {
+  return is_checkpoint(path) ? read_checkpoint_weight_file(path) : weights::read_weight_file(path);
+}
+
 void load_checkpoint_weights(const std::string& path, torch::nn::Module& module,
                              const std::string& part) {
   torch::serialize::InputArchive archive;

@@ -12,6 +12,7 @@
 #include <torch/torch.h>
 
 #include "data/coco.h"
+#include "weights/state_dict.h"
 
 namespace detforge::engine {
 
@@ -102,5 +103,14 @@ void check_resume_config(const std::string& stored_yaml, const std::string& curr
 
 /// True when `path` starts like a detforge checkpoint (a zip holding our format record).
 bool is_checkpoint(const std::string& path);
+
+/// A checkpoint's weights as a weight file, to fine-tune from (`model.weights`): the EMA's when it
+/// has them, else the live model's, with the classes it was trained on as class names. Throws
+/// IoError for a file that is not a detforge checkpoint.
+weights::WeightFile read_checkpoint_weight_file(const std::string& path);
+
+/// weights::read_weight_file, or read_checkpoint_weight_file for a detforge checkpoint: what
+/// `model.weights` reads (DetectorSpec::read_weights).
+weights::WeightFile read_any_weight_file(const std::string& path);
 
 }  // namespace detforge::engine

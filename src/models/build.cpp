@@ -92,8 +92,8 @@ std::shared_ptr<Detector> build_detector(const DetectorSpec& spec) {
     // map to; the weights those commands are given load strictly after this anyway.
     load_pretrained_weights(
         *detector, *spec.weights,
-        {spec.weights_strict, spec.class_map_by_name && !spec.class_names.empty(),
-         spec.class_names});
+        {spec.weights_strict, spec.class_map_by_name && !spec.class_names.empty(), spec.class_names,
+         spec.read_weights});
   } else if (spec.backbone_weights) {
     import_backbone_weights(*detector, *spec.backbone_weights);
   }
@@ -126,8 +126,10 @@ namespace {
 // A weight file's tensors under the detector's names: the family's renames (a reference's names
 // to detforge's) first, then its tied aliases, which use detforge's names (an alias is dropped
 // when the name it stands for is in the file too, else renamed to it).
-weights::WeightFile detector_tensors(const Detector& detector, const std::string& path) {
-  weights::WeightFile read = weights::read_weight_file(path);
+weights::WeightFile detector_tensors(
+    const Detector& detector, const std::string& path,
+    const std::function<weights::WeightFile(const std::string&)>& reader = {}) {
+  weights::WeightFile read = reader ? reader(path) : weights::read_weight_file(path);
   NamedTensors& file = read.tensors;
   std::vector<std::pair<std::regex, std::string>> renames;
   for (const auto& [pattern, replacement] : detector.weight_renames()) {
@@ -307,7 +309,7 @@ void load_detector_weights(Detector& detector, const std::string& path) {
 
 PretrainedReport load_pretrained_weights(Detector& detector, const std::string& path,
                                          const PretrainedOptions& options) {
-  const auto file = detector_tensors(detector, path);
+  const auto file = detector_tensors(detector, path, options.read_weights);
   // The class layers' init, kept for by_name before the load overwrites those of equal shape.
   std::map<std::string, torch::Tensor> fresh;
   if (options.class_map_by_name) {

@@ -15,6 +15,7 @@
 #include "losses/target_checks.h"
 #include "models/detector.h"
 #include "models/module_state.h"
+#include "weights/state_dict.h"
 
 namespace detforge {
 class ConfigNode;
@@ -44,8 +45,11 @@ struct DetectorSpec {
   std::vector<std::string> class_names;
   /// `model.freeze`: module-name patterns frozen after the weights load (Detector::freeze).
   std::vector<std::string> freeze;
-  /// `model.backbone.weights`: an ImageNet ResNet/ResNeXt state dict (torchvision).
+  /// `model.backbone.weights`: an ImageNet backbone file (import_backbone_weights()).
   std::optional<std::string> backbone_weights;
+  /// Reads the file of `weights`: weights::read_weight_file unless set (the engine sets one that
+  /// also reads its own training checkpoints, a format models/ does not know).
+  std::function<weights::WeightFile(const std::string&)> read_weights;
 };
 
 /// A family's entry in the table: reads the family's keys of the `model` map (spec.num_classes
@@ -102,6 +106,8 @@ struct PretrainedOptions {
   bool class_map_by_name = false;
   /// The detector's class names in label order (class_map_by_name).
   std::vector<std::string> class_names;
+  /// Reads the file: weights::read_weight_file unless set (DetectorSpec::read_weights).
+  std::function<weights::WeightFile(const std::string&)> read_weights;
 };
 
 /// Loads the weights of a model to fine-tune (`model.weights`): every tensor whose name (after the
