@@ -354,6 +354,18 @@ TEST_F(TrainerTest, RunDirectoryHoldsConfigMetricsCheckpointsAndCurves) {
   // The classes travel beside the exported state dict, as predict writes them.
   EXPECT_EQ(nlohmann::json::parse(testing::read_file(dir_.path() / "ema.categories.json")),
             written_expected);
+
+  // `model.weights: last.ckpt` fine-tunes from the checkpoint's EMA weights (and maps its
+  // classes by name), as a new run builds its model.
+  const auto spec = read_run_spec(
+      config(dir_.path() / "ft",
+             {"model.weights=" + (out / "last.ckpt").string(), "model.weights_class_map=by_name"}),
+      RunPurpose::kTrain, DeviceEnv::current(std::nullopt));
+  const auto fine_tuned = models::module_state(*models::build_detector(spec.detector));
+  ASSERT_EQ(fine_tuned.size(), expected.size());
+  for (size_t i = 0; i < fine_tuned.size(); ++i) {
+    EXPECT_TRUE(torch::equal(fine_tuned[i].second, expected[i].second)) << fine_tuned[i].first;
+  }
 }
 
 TEST_F(TrainerTest, BadRunsFailWithClearMessages) {
