@@ -9,7 +9,9 @@
 # The tarball holds the three detforge executables, gpu_test, the libraries they load that are
 # neither torch's nor glibc's (OpenCV is built here, static, with only core, imgproc
 # and imgcodecs: Debian's libopencv pulls in GDAL, poppler and 60 more libraries), configs/,
-# bench/ and a launcher, bin/detforge-run, that puts the host torch's lib/ on the library path.
+# bench/, a launcher, bin/detforge-run, that puts the host torch's lib/ on the library path,
+# bin/gpu_check.sh (the GPU visit in one command) and wheels/ with the Python packages it needs
+# that the host lacks (mlperf-logging, the MLCommons checker).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=versions.env
@@ -103,7 +105,9 @@ stage() {
     cp -L "$lib" "$dir/lib/"
   done
   cp -r "$root/configs" "$root/bench" "$dir/"
-  cp "$root/scripts/detforge-run" "$dir/bin/"
+  cp "$root/scripts/detforge-run" "$root/scripts/gpu_check.sh" "$dir/bin/"
+  "$venv/bin/python" -m pip download -q --disable-pip-version-check --no-deps -d "$dir/wheels" \
+    "mlperf-logging==$MLPERF_LOGGING_VERSION"
   echo "$BUNDLE_TORCH_VERSION" > "$dir/TORCH_VERSION"
   tar -C "$work/stage" -czf "$root/dist/$name.tar.gz" "$name"
   log "dist/$name.tar.gz: $(du -h "$root/dist/$name.tar.gz" | cut -f1); bundled libraries: $(ls "$dir/lib" | tr '\n' ' ')"

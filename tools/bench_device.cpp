@@ -3,15 +3,22 @@
 // (bench/device_peer.py) on the same device, inputs, batch and size in the same run. Both sides
 // build the same model (FrozenBatchNorm2d ResNet-50 or ResNeXt-50 32x4d, 3 trainable stages, P6
 // from P5), feed normalised tensors (no input transform), run the losses under autocast as a
-// training loop does, and synchronise the device around the timed steps.
+// training loop does, and synchronise the device around the timed steps. With --profile, one
+// bf16 step runs under LibTorch's Kineto profiler (the chrome trace and a summary of it).
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <random>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
@@ -50,19 +57,23 @@ void synchronize(const torch::Device& device) {
   if (device.is_cuda()) torch::cuda::synchronize(device.index());
 }
 
+// One train step as a training loop runs it: forward and losses under autocast, backward.
+void train_step(models::RetinaNet& model, const Batch& input, const torch::Device& device,
+                engine::Precision precision) {
+  model->zero_grad(/*set_to_none=*/true);
+  LossDict losses = [&] {
+    engine::AutocastScope autocast(device, precision);
+    return model->forward_train(input);
+  }();
+  losses.total().backward();
+}
+
 Measured time_variant(models::RetinaNet& model, const Batch& batch, const Variant& v,
                       const torch::Device& device, const BenchPeerArgs& a) {
   Batch input = batch;
   if (v.channels_last) input.images = input.images.contiguous(torch::MemoryFormat::ChannelsLast);
   const auto precision = v.bf16 ? engine::Precision::kBFloat16 : engine::Precision::kFloat32;
-  auto step = [&] {
-    model->zero_grad(/*set_to_none=*/true);
-    LossDict losses = [&] {
-      engine::AutocastScope autocast(device, precision);
-      return model->forward_train(input);
-    }();
-    losses.total().backward();
-  };
+  auto step = [&] { train_step(model, input, device, precision); };
   if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
   for (int i = 0; i < a.warmup; ++i) step();
   synchronize(device);
@@ -80,6 +91,71 @@ Measured time_variant(models::RetinaNet& model, const Batch& batch, const Varian
         (1024.0 * 1024.0);
   }
   return m;
+}
+
+// The `first` largest entries of name -> (total ns, count), as table rows with their share of
+// `wall_ns`.
+std::string top_rows(const std::map<std::string, std::pair<double, int64_t>>& totals,
+                     double wall_ns, size_t first) {
+  std::vector<std::pair<std::string, std::pair<double, int64_t>>> rows(totals.begin(),
+                                                                       totals.end());
+  std::sort(rows.begin(), rows.end(),
+            [](const auto& x, const auto& y) { return x.second.first > y.second.first; });
+  std::string out;
+  for (size_t i = 0; i < rows.size() && i < first; ++i) {
+    const auto& [name, t] = rows[i];
+    char line[64];
+    std::snprintf(line, sizeof line, "%10.3f ms %6.1f%% %6lld  ", t.first / 1e6,
+                  100.0 * t.first / wall_ns, static_cast<long long>(t.second));
+    out += line + name.substr(0, 110) + "\n";
+  }
+  return out;
+}
+
+// One bf16 train step (after a warm one) under the Kineto profiler: DIR/trace.json, and
+// DIR/summary.txt with the step's wall time, the device kernels' total and so the device's idle
+// share (time the GPU waits on the host: launch gaps, syncs, host-side work), and the top device
+// kernels and top operators (inclusive CPU time) by total time.
+void profile_step(models::RetinaNet& model, const Batch& batch, const torch::Device& device,
+                  const std::string& dir) {
+  namespace prof = torch::autograd::profiler;
+  using torch::profiler::impl::ActivityType;
+  std::set<ActivityType> activities{ActivityType::CPU};
+  if (device.is_cuda()) activities.insert(ActivityType::CUDA);
+  const torch::profiler::impl::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO);
+  train_step(model, batch, device, engine::Precision::kBFloat16);
+  synchronize(device);
+  prof::prepareProfiler(config, activities);
+  prof::enableProfiler(config, activities);
+  const auto t0 = std::chrono::steady_clock::now();
+  train_step(model, batch, device, engine::Precision::kBFloat16);
+  synchronize(device);
+  const double wall_ns =
+      std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+  const auto result = prof::disableProfiler();
+  fs::create_directories(dir);
+  result->save((fs::path(dir) / "trace.json").string());
+  std::map<std::string, std::pair<double, int64_t>> kernels, ops;
+  double kernel_ns = 0;
+  for (const auto& e : result->events()) {
+    auto& slot = e.deviceType() == c10::DeviceType::CPU ? ops[e.name()] : kernels[e.name()];
+    slot.first += static_cast<double>(e.durationNs());
+    slot.second += 1;
+    if (e.deviceType() != c10::DeviceType::CPU) kernel_ns += static_cast<double>(e.durationNs());
+  }
+  std::string s = str("one bf16 train step on ", device.str(), ": ", wall_ns / 1e6, " ms wall\n");
+  if (device.is_cuda()) {
+    s += str("device kernels: ", kernel_ns / 1e6, " ms in all; device idle about ",
+             std::max(0.0, 100.0 * (1 - kernel_ns / wall_ns)), "% of the step\n\n",
+             "top device kernels (total, share of the step, calls):\n",
+             top_rows(kernels, wall_ns, 25), "\n");
+  }
+  s += "top operators (inclusive CPU time, share of the step, calls):\n" +
+       top_rows(ops, wall_ns, 25);
+  std::ofstream((fs::path(dir) / "summary.txt").string()) << s;
+  std::printf("%s", s.c_str());
+  logging::info(
+      str("profile: ", dir, "/trace.json (Perfetto, chrome://tracing) and ", dir, "/summary.txt"));
 }
 
 }  // namespace
@@ -146,6 +222,7 @@ void run_bench_device(const BenchPeerArgs& a) {
                 ours[k].peak_mib, p.at("peak_mib").get<double>());
   }
   if (!note.empty()) std::printf("%s\n", note.c_str());
+  if (!a.profile.empty()) profile_step(model, batch, device, a.profile);
 }
 
 }  // namespace detforge::tools

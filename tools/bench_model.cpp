@@ -44,6 +44,7 @@ struct BenchModelArgs {
   std::string python = ".venv/bin/python";
   // Empty: the default for --model / --device (default_peer_script).
   std::string peer_script;
+  std::string profile;
   bool peer = true;
   std::string device = "cpu";
 };
@@ -335,6 +336,10 @@ void add_bench_model(CLI::App& bench) {
                   "--device or retinanet_x50_mlperf, bench/rtdetr_peer.py for rtdetr_r18vd, "
                   "bench/yolo_peer.py for yolov8n / yolov8s)");
   cmd->add_flag("!--no-peer", a->peer, "skip the peer's run");
+  cmd->add_option("--profile", a->profile,
+                  "RetinaNet models: profile one bf16 train step into this folder (trace.json for "
+                  "Perfetto or chrome://tracing, summary.txt: top device kernels and operators, "
+                  "device idle share)");
   cmd->callback([a] {
     if (a->size % 32 != 0)
       throw ConfigError(str("bench model --size: ", a->size, " is not a multiple of 32"));
@@ -354,8 +359,13 @@ void add_bench_model(CLI::App& bench) {
       throw ConfigError("bench model --peer-script: '" + a->peer_script +
                         "' not found (run from the repository root or pass --peer-script)");
     }
-    const BenchPeerArgs peer{a->model,  a->threads, a->batch, a->size,   a->iters,
-                             a->warmup, a->python,  a->peer,  a->device, a->peer_script};
+    if (!a->profile.empty() && kind != BenchKind::kDevice) {
+      throw ConfigError(
+          "bench model --profile: only the RetinaNet train step on a device "
+          "(--device cuda:N, or --model retinanet_x50_mlperf) is profiled");
+    }
+    const BenchPeerArgs peer{a->model,  a->threads, a->batch,  a->size,        a->iters,  a->warmup,
+                             a->python, a->peer,    a->device, a->peer_script, a->profile};
     if (a->threads > 0) torch::set_num_threads(a->threads);
     switch (kind) {
       case BenchKind::kDevice:

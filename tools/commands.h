@@ -63,6 +63,8 @@ struct BenchPeerArgs {
   /// The peer's script (bench/device_peer.py, bench/rtdetr_peer.py or bench/yolo_peer.py),
   /// relative to the working directory.
   std::string peer_script;
+  /// run_bench_device only: a folder for the profile of one bf16 train step (empty: none).
+  std::string profile;
 };
 /// `bench model --device D` (or --model retinanet_x50_mlperf): RetinaNet train step images/s in
 /// fp32, bf16 and channels_last with peak device memory, beside torchvision on D

@@ -436,6 +436,9 @@ YAML::Node lookup(const State& s, const std::string& path, const std::string& ke
 bool ConfigNode::has(const std::string& key) const {
   state_->queried[path_].insert(key);
   const YAML::Node value = lookup(*state_, path_, key);
+  // A known key set to null (`key: ~`, `key=null`) is that key left out, e.g. an inherited
+  // file path unset on the command line: not an unknown key.
+  if (value.IsDefined() && value.IsNull()) state_->used.insert(full(key));
   return value.IsDefined() && !value.IsNull();
 }
 

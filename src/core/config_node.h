@@ -101,7 +101,8 @@ class ConfigNode {
   std::string one_of(const std::string& key, const std::vector<std::string>& allowed,
                      const std::string& fallback) const;
 
-  /// True if `key` is present and not null. Counts as a query (for suggestions), not a read.
+  /// True if `key` is present and not null. Counts as a query (for suggestions), not a read; a key
+  /// present with a null value counts as read (null unsets a key, so reject_unused accepts it).
   bool has(const std::string& key) const;
 
   /// The map at `key`; ConfigError if missing or not a map.

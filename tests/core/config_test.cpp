@@ -239,6 +239,13 @@ TEST(Config, NullValuesCountAsAbsent) {
   const Config c = Config::parse("a: ~\nb:\n", "x.yaml");
   EXPECT_FALSE(c.root().has("a"));
   EXPECT_FALSE(c.root().optional<int64_t>("b").has_value());
+  // Asked for, a null key is read (an override unsets an inherited value); a null key nobody
+  // asks for (a typo) is still unknown.
+  c.root().reject_unused();
+  const Config unset = Config::parse("w: file.pth\nx: 1\n", "y.yaml", {"w=null", "wieghts=null"});
+  EXPECT_FALSE(unset.root().optional<std::string>("w").has_value());
+  unset.root().required<int64_t>("x");
+  EXPECT_THROW_WITH(unset.root().reject_unused(), ConfigError, "wieghts: unknown key");
 }
 
 }  // namespace

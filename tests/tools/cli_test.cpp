@@ -149,5 +149,30 @@ TEST(Cli, InstalledCommandFindsItsHelpers) {
       << r.output;
 }
 
+// scripts/gpu_check.sh, the GPU visit's one command, runs end to end here: every part that needs
+// no CUDA runs (the MLPerf recipe and the profile at 128 px on the CPU), the GPU benchmarks are
+// skipped with the reason, and the MLCommons checker reads the recipe's log, whose only failed
+// rule is the accuracy target a few CPU steps cannot reach.
+TEST(Cli, GpuCheckRunsEveryPartAndSkipsTheGpuOnesWithoutCuda) {
+  TempDir tmp;
+  const auto r = run_command("bash " + std::string(DETFORGE_SOURCE_DIR) + "/scripts/gpu_check.sh " +
+                             (tmp.path() / "out").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string summary = testing::read_file(tmp.path() / "out" / "summary.txt");
+  for (const char* part : {"versions: ok", "gpu_test: ok", "mlperf: ok", "profile: ok"})
+    EXPECT_NE(summary.find(part), std::string::npos) << part << "\n" << summary;
+  for (const char* part :
+       {"bench_r50: skipped (no CUDA device)", "bench_mlperf: skipped (no CUDA device)"})
+    EXPECT_NE(summary.find(part), std::string::npos) << part << "\n" << summary;
+  const std::string checker = testing::read_file(tmp.path() / "out" / "mlperf" / "checker.txt");
+  EXPECT_NE(checker.find("Compliance checks: training_5.1.0/closed_retinanet.yaml"),
+            std::string::npos)
+      << checker;
+  EXPECT_NE(checker.find("Failed checks for eval_accuracy"), std::string::npos) << checker;
+  EXPECT_EQ(checker.find("Required"), std::string::npos) << checker;
+  const std::string profile = testing::read_file(tmp.path() / "out" / "profile" / "summary.txt");
+  EXPECT_NE(profile.find("aten::conv2d"), std::string::npos) << profile;
+}
+
 }  // namespace
 }  // namespace detforge

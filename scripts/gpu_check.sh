@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# The GPU visit in one command (issue 31; docs/bundle.md). On the offline GPU host, from an
+# unpacked bundle (scripts/bundle.sh puts this script in its bin/):
+#   bin/gpu_check.sh OUT_DIR
+# or from a source tree after scripts/setup.sh (build/detforge, build/tests/gpu_test, .venv):
+#   scripts/gpu_check.sh OUT_DIR
+# It runs, in this order, each part under its own time limit (GPU_CHECK_PART_S seconds, default
+# 480) so that a part that hangs cannot eat the visit, and writes everything under OUT_DIR:
+#   versions.txt          nvidia-smi, detforge, and the Python's torch, CUDA and device
+#   gpu_test.log          the gpu tests (gtest), full log
+#   bench_r50.txt         bench model: RetinaNet R50-FPN train step in fp32 / bf16 /
+#                         channels_last with peak memory, beside torchvision on the same GPU
+#   bench_mlperf.txt      the same for the MLPerf ResNeXt-50 model (264 classes, batch 32, 800 px)
+#   mlperf/               the MLPerf recipe (configs/retinanet/mlperf_x50.yaml) for
+#                         GPU_CHECK_MLPERF_STEPS steps (default 300) on synthetic 800x800 images
+#                         whose file lists 264 categories: train.log, the run directory with
+#                         mlperf.log, and checker.txt, the MLCommons checker's verdict on it
+#   profile/              one bf16 train step of the MLPerf model under LibTorch's profiler:
+#                         trace.json and summary.txt (top kernels, device idle share)
+#   summary.txt           one line per part: ok, failed (exit code), timed out, or skipped (why)
+# Without CUDA (as here on the CPU, where this script is tested end to end) the GPU parts are
+# skipped, and the MLPerf recipe and the profile run a few steps at 128 px on the CPU instead, so
+# that every command line is checked before the visit. The host has no network: the MLCommons
+# checker (mlperf-logging) comes as a wheel in the bundle's wheels/, installed with
+# pip --no-index into OUT_DIR/venv, a venv that sees the host's torch.
+# Environment: DETFORGE_PYTHON (the Python with torch; default: the source tree's .venv, else
+# python3), GPU_CHECK_PART_S, GPU_CHECK_MLPERF_STEPS. Exit status: 0 when no part failed.
+set -uo pipefail
+[ $# -eq 1 ] || { echo "usage: $0 OUT_DIR" >&2; exit 2; }
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+top="$(dirname "$here")"
+mkdir -p "$1" || exit 6
+out="$(cd "$1" && pwd)"
+limit="${GPU_CHECK_PART_S:-480}"
+steps="${GPU_CHECK_MLPERF_STEPS:-300}"
+
+if [ -x "$here/detforge" ]; then  # a bundle: bin/detforge(-run), configs/, bench/, wheels/
+  df="$here/detforge-run"
+  gpu_test=("$here/detforge-run" gpu_test)
+  py="${DETFORGE_PYTHON:-python3}"
+else  # a source tree
+  df="$top/build/detforge"
+  gpu_test=("$top/build/tests/gpu_test")
+  py="${DETFORGE_PYTHON:-$top/.venv/bin/python}"
+  [ -x "$py" ] || py=python3
+fi
+export DETFORGE_PYTHON="$py"
+summary="$out/summary.txt"
+: > "$summary"
+failed=0
+
+# run_part NAME LOG CMD...: CMD (a command, or a function of this script) under the time limit,
+# stdout and stderr into LOG, and its outcome as one line of the summary. Functions run in a
+# child bash, which timeout can stop: they and the variables they read are exported.
+run_part() {
+  local name="$1" log="$2" rc
+  shift 2
+  printf '[gpu_check] %s ...\n' "$name"
+  if [ "$(type -t "$1")" = function ]; then
+    timeout --kill-after=30 "$limit" bash -c "$*" > "$log" 2>&1
+  else
+    timeout --kill-after=30 "$limit" "$@" > "$log" 2>&1
+  fi
+  rc=$?
+  if [ "$rc" -eq 0 ]; then
+    echo "$name: ok ($log)" >> "$summary"
+  elif [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+    echo "$name: timed out after ${limit} s ($log)" >> "$summary"
+    failed=1
+  else
+    echo "$name: failed, exit $rc ($log)" >> "$summary"
+    failed=1
+  fi
+  return 0
+}
+
+skip() { echo "$1: skipped ($2)" >> "$summary"; }
+
+versions() {
+  if command -v nvidia-smi > /dev/null; then nvidia-smi; else echo "no nvidia-smi on the PATH"; fi
+  "$df" --version
+  "$py" -c 'import torch
+print("torch", torch.__version__, "CUDA", torch.version.cuda, "cuDNN", torch.backends.cudnn.version())
+print("device", torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none (no CUDA)")'
+}
+export -f versions
+export df py out top
+run_part versions "$out/versions.txt" versions
+
+cuda=0
+"$py" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2> /dev/null && cuda=1
+
+# The checker's package where the Python lacks it: the bundle's wheel into a venv over the host's.
+if ! "$py" -c 'import mlperf_logging' 2> /dev/null; then
+  if ls "$top"/wheels/*.whl > /dev/null 2>&1; then
+    "$py" -m venv --system-site-packages "$out/venv" &&
+      "$out/venv/bin/python" -m pip install -q --no-index --no-deps "$top"/wheels/*.whl &&
+      py="$out/venv/bin/python"
+  fi
+fi
+
+run_part gpu_test "$out/gpu_test.log" "${gpu_test[@]}"
+
+if [ "$cuda" -eq 1 ]; then
+  run_part bench_r50 "$out/bench_r50.txt" "$df" bench model --model retinanet_r50_fpn \
+    --device cuda:0 --batch 16 --size 800 --iters 10 --python "$py" \
+    --peer-script "$top/bench/device_peer.py"
+  run_part bench_mlperf "$out/bench_mlperf.txt" "$df" bench model \
+    --model retinanet_x50_mlperf --device cuda:0 --batch 32 --size 800 --iters 10 \
+    --python "$py" --peer-script "$top/bench/device_peer.py"
+else
+  skip bench_r50 "no CUDA device"
+  skip bench_mlperf "no CUDA device"
+fi
+
+# The MLPerf recipe on synthetic images: the synthetic file's three shapes keep their category ids
+# (1, 3, 7), and its category list is widened to OpenImages-MLPerf's 264 classes. It evaluates
+# on its own training images (as TrainerTest.MlperfLogPassesTheComplianceChecker does), so that
+# the checker's accuracy rule (eval_accuracy >= 0.34) is within reach of a short run.
+mlperf() {
+  local data="$out/mlperf/data" size=800 train=256 args=(train.log_interval=20)
+  if [ "$cuda" -eq 0 ]; then
+    size=128 train=8 steps=8
+    args=(device=cpu train.precision=fp32 data.batch_size=2 data.workers=1 train.log_interval=1
+      "data.fixed_size=[128, 128]")
+  fi
+  # A fresh run: the MLPerf log of a run directory appends (a resumed run continues it).
+  rm -rf "$data" "$out/mlperf/run"
+  "$df" synth --out "$data" --train "$train" --val 1 --size "$size" || return
+  "$py" - "$data/annotations" << 'EOF' || return
+import json, pathlib, sys
+for f in pathlib.Path(sys.argv[1]).glob("instances_*.json"):
+    d = json.loads(f.read_text())
+    d["categories"] = [{"id": i, "name": f"class{i}", "supercategory": "none"} for i in range(1, 265)]
+    f.write_text(json.dumps(d))
+EOF
+  "$df" train --config "$top/configs/retinanet/mlperf_x50.yaml" "data.root=$data" \
+    data.train.ann=annotations/instances_train.json data.train.images=train \
+    data.val.ann=annotations/instances_train.json data.val.images=train \
+    model.backbone.weights=null "output_dir=$out/mlperf/run" "train.stop_at_step=$steps" \
+    "${args[@]}" || return
+  (cd "$out/mlperf/run" &&
+    "$py" -m mlperf_logging.compliance_checker --usage training --ruleset 5.1.0 mlperf.log) \
+    > "$out/mlperf/checker.txt" 2>&1
+  echo "MLCommons checker: exit $? ($out/mlperf/checker.txt)"
+}
+mkdir -p "$out/mlperf"
+export -f mlperf
+export py cuda steps
+run_part mlperf "$out/mlperf/train.log" mlperf
+if [ -f "$out/mlperf/checker.txt" ]; then
+  verdict="$(grep -E "SUCCESS|FAILED" "$out/mlperf/checker.txt" | tail -n 1)"
+  echo "mlperf checker: ${verdict:-no verdict} ($out/mlperf/checker.txt)" >> "$summary"
+fi
+
+if [ "$cuda" -eq 1 ]; then
+  run_part profile "$out/profile.log" "$df" bench model --model retinanet_x50_mlperf \
+    --device cuda:0 --batch 32 --size 800 --iters 3 --no-peer --profile "$out/profile"
+else
+  run_part profile "$out/profile.log" "$df" bench model --model retinanet_x50_mlperf \
+    --batch 1 --size 128 --iters 1 --warmup 0 --no-peer --profile "$out/profile"
+fi
+
+printf '[gpu_check] done: %s\n' "$summary"
+cat "$summary"
+exit "$failed"
