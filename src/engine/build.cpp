@@ -470,8 +470,10 @@ Run build_run(const RunSpec& spec) {
 
 TrainResult train(const Config& config, const std::string& resume, const TrainHooks& hooks) {
   const auto dist_env = dist::DistEnv::from_env();
-  const auto env = DeviceEnv::current(dist_env.launched() ? std::optional<int>(dist_env.local_rank)
-                                                          : std::nullopt);
+  const auto env =
+      dist_env.launched()
+          ? DeviceEnv::current(dist_env.local_rank, static_cast<int>(dist_env.local_world_size))
+          : DeviceEnv::current(std::nullopt);
   RunSpec spec = read_run_spec(config, RunPurpose::kTrain, env);
   spec.dist_env = dist_env;
   Run run = build_run(spec);

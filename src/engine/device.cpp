@@ -8,9 +8,10 @@
 
 namespace detforge::engine {
 
-DeviceEnv DeviceEnv::current(std::optional<int> local_rank) {
+DeviceEnv DeviceEnv::current(std::optional<int> local_rank, int local_world_size) {
   DeviceEnv env;
   env.local_rank = local_rank;
+  env.local_world_size = local_world_size;
   env.visible_devices =
       torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
   if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) env.cuda_visible_devices = v;
@@ -42,6 +43,13 @@ torch::Device resolve_device(const std::string& spec, const DeviceEnv& env) {
   const std::optional<int> owned =
       env.local_rank ? std::optional<int>(env.visible_devices == 1 ? 0 : *env.local_rank)
                      : std::nullopt;
+  if (owned && env.visible_devices == 1 && env.local_world_size > 1 && !env.cuda_visible_devices) {
+    throw ConfigError(str(spec, ": this node runs ", env.local_world_size,
+                          " ranks (LOCAL_WORLD_SIZE) but shows them all the same one CUDA device "
+                          "(CUDA_VISIBLE_DEVICES=<unset>): they would share cuda:0, which NCCL "
+                          "refuses; start one rank per GPU (--nproc-per-node 1), or give each rank "
+                          "its own GPU with CUDA_VISIBLE_DEVICES"));
+  }
   if (!index) index = owned.value_or(0);
   if (owned && *index != *owned) {
     throw ConfigError(str(spec, " but this rank has LOCAL_RANK=", *env.local_rank, " and ", visible,

@@ -201,6 +201,13 @@ TEST(Device, ResolutionFromConfigLauncherAndVisibleDevices) {
   EXPECT_EQ(resolve_device("cuda:0", rank2_own_gpu), cuda(0));
   EXPECT_THROW_WITH(resolve_device("cuda:2", rank2_own_gpu), ConfigError,
                     "CUDA_VISIBLE_DEVICES=5), so it owns cuda:0");
+  // Two ranks on a one-GPU node that shows both the same device: refused, not shared silently.
+  // With CUDA_VISIBLE_DEVICES set, the one device is the rank's own.
+  EXPECT_THROW_WITH(resolve_device("cuda", DeviceEnv{1, 1, std::nullopt, 2}), ConfigError,
+                    "cuda: this node runs 2 ranks (LOCAL_WORLD_SIZE) but shows them all the same "
+                    "one CUDA device (CUDA_VISIBLE_DEVICES=<unset>)");
+  EXPECT_EQ(resolve_device("cuda", DeviceEnv{1, 1, std::string("1"), 2}), cuda(0));
+  EXPECT_EQ(resolve_device("cuda", DeviceEnv{0, 1, std::nullopt, 1}), cuda(0));
 }
 
 TEST(Amp, PrecisionParsingAndBf16AutocastOnCpu) {
