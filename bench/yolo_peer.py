@@ -4,9 +4,11 @@ Builds yolov8{SCALE}.yaml (80 classes), loads detforge's exported weights strict
 train step (v8DetectionLoss with box 7.5, cls 0.5, dfl 1.5; backward) and fused inference
 (non_max_suppression: conf 0.001, IoU 0.7, multi-label, max_det 300) on detforge's inputs.
 
-argv: INPUTS WEIGHTS SCALE THREADS ITERS WARMUP OUT. INPUTS is a state dict (images, boxes_i as
-xyxy pixels, labels_i); WEIGHTS the model's state dict; SCALE n or s; OUT gets {"train_s",
-"infer_s", "peak_rss_mb"} (seconds per batch; this process's peak RSS in MiB).
+argv: INPUTS WEIGHTS SCALE THREADS ITERS WARMUP DEVICE OUT. INPUTS is a state dict (images,
+boxes_i as xyxy pixels, labels_i); WEIGHTS the model's state dict; SCALE n or s; DEVICE cpu or
+cuda:N (fp32, synchronised around the timed calls); OUT gets {"train_s", "infer_s", "peak_rss_mb",
+"train_peak_mib", "infer_peak_mib"} (seconds per batch; this process's peak RSS and each phase's
+peak device memory in MiB, 0 on the CPU).
 """
 import json, os, resource, sys, tempfile, time, types
 os.environ.setdefault("YOLO_CONFIG_DIR", tempfile.mkdtemp())
@@ -17,23 +19,39 @@ from ultralytics.utils.nms import non_max_suppression
 
 inputs, weights, scale = sys.argv[1:4]
 threads, iters, warmup = map(int, sys.argv[4:7])
-out = sys.argv[7]
+device = torch.device(sys.argv[7])
+out = sys.argv[8]
 torch.set_num_threads(threads)
 data = torch.load(inputs, weights_only=True)
-images = data["images"]
+images = data["images"].to(device)
 b, size = images.size(0), images.size(-1)
 rows = []
 for i in range(b):
     for box, label in zip(data[f"boxes_{i}"].tolist(), data[f"labels_{i}"].tolist()):
         x1, y1, x2, y2 = (v / size for v in box)
         rows.append((i, label, (x1 + x2) / 2, (y1 + y2) / 2, x2 - x1, y2 - y1))
-batch = {"batch_idx": torch.tensor([r[0] for r in rows], dtype=torch.float32),
-         "cls": torch.tensor([r[1] for r in rows], dtype=torch.float32).view(-1, 1),
-         "bboxes": torch.tensor([r[2:] for r in rows], dtype=torch.float32)}
+batch = {"batch_idx": torch.tensor([r[0] for r in rows], dtype=torch.float32, device=device),
+         "cls": torch.tensor([r[1] for r in rows], dtype=torch.float32, device=device).view(-1, 1),
+         "bboxes": torch.tensor([r[2:] for r in rows], dtype=torch.float32, device=device)}
 model = DetectionModel(f"yolov8{scale}.yaml", nc=80, verbose=False)
 model.args = types.SimpleNamespace(box=7.5, cls=0.5, dfl=1.5)
 model.load_state_dict(torch.load(weights, weights_only=True), strict=True)
+model.to(device)
 criterion = model.init_criterion()
+
+
+def sync():
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def peak_mib():
+    return torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else 0.0
+
+
+def reset_peak():
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
 
 def train_step():
     model.zero_grad(set_to_none=True)
@@ -47,19 +65,27 @@ def infer():
 
 res = {}
 model.train()
+reset_peak()
 for _ in range(warmup):
     train_step()
+sync()
 t0 = time.perf_counter()
 for _ in range(iters):
     train_step()
+sync()
 res["train_s"] = (time.perf_counter() - t0) / iters
+res["train_peak_mib"] = peak_mib()
 model.eval()
 model.fuse(verbose=False)
+reset_peak()
 for _ in range(warmup):
     infer()
+sync()
 t0 = time.perf_counter()
 for _ in range(iters):
     infer()
+sync()
 res["infer_s"] = (time.perf_counter() - t0) / iters
+res["infer_peak_mib"] = peak_mib()
 res["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 json.dump(res, open(out, "w"))

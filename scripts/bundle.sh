@@ -11,7 +11,7 @@
 # and imgcodecs: Debian's libopencv pulls in GDAL, poppler and 60 more libraries), configs/,
 # bench/, a launcher, bin/detforge-run, that puts the host torch's lib/ on the library path,
 # bin/gpu_check.sh (the GPU visit in one command) and wheels/ with the Python packages it needs
-# that the host lacks (mlperf-logging, the MLCommons checker).
+# that the host lacks (mlperf-logging, the MLCommons checker; ultralytics, the YOLO peer).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=versions.env
@@ -107,7 +107,7 @@ stage() {
   cp -r "$root/configs" "$root/bench" "$dir/"
   cp "$root/scripts/detforge-run" "$root/scripts/gpu_check.sh" "$dir/bin/"
   "$venv/bin/python" -m pip download -q --disable-pip-version-check --no-deps -d "$dir/wheels" \
-    "mlperf-logging==$MLPERF_LOGGING_VERSION"
+    "mlperf-logging==$MLPERF_LOGGING_VERSION" "ultralytics==$ULTRALYTICS_VERSION"
   echo "$BUNDLE_TORCH_VERSION" > "$dir/TORCH_VERSION"
   tar -C "$work/stage" -czf "$root/dist/$name.tar.gz" "$name"
   log "dist/$name.tar.gz: $(du -h "$root/dist/$name.tar.gz" | cut -f1); bundled libraries: $(ls "$dir/lib" | tr '\n' ' ')"

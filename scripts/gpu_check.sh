@@ -11,6 +11,9 @@
 #   bench_r50.txt         bench model: RetinaNet R50-FPN train step in fp32 / bf16 /
 #                         channels_last with peak memory, beside torchvision on the same GPU
 #   bench_mlperf.txt      the same for the MLPerf ResNeXt-50 model (264 classes, batch 32, 800 px)
+#   bench_yolov8n.txt,    YOLOv8n / YOLOv8s train step and inference (fp32, batch 16 at 640 px)
+#   bench_yolov8s.txt     beside Ultralytics on the same GPU, with peak device memory
+#   bench_rtdetr.txt      RT-DETRv2 r18vd the same way beside transformers
 #   mlperf/               the MLPerf recipe (configs/retinanet/mlperf_x50.yaml) for
 #                         GPU_CHECK_MLPERF_STEPS steps (default 300) on synthetic 800x800 images
 #                         whose file lists 264 categories: train.log, the run directory with
@@ -21,8 +24,8 @@
 # Without CUDA (as here on the CPU, where this script is tested end to end) the GPU parts are
 # skipped, and the MLPerf recipe and the profile run a few steps at 128 px on the CPU instead, so
 # that every command line is checked before the visit. The host has no network: the MLCommons
-# checker (mlperf-logging) comes as a wheel in the bundle's wheels/, installed with
-# pip --no-index into OUT_DIR/venv, a venv that sees the host's torch.
+# checker (mlperf-logging) and Ultralytics (the YOLO peer) come as wheels in the bundle's wheels/,
+# installed with pip --no-index into OUT_DIR/venv, a venv that sees the host's torch.
 # Environment: DETFORGE_PYTHON (the Python with torch; default: the source tree's .venv, else
 # python3), GPU_CHECK_PART_S, GPU_CHECK_MLPERF_STEPS. Exit status: 0 when no part failed.
 set -uo pipefail
@@ -90,8 +93,9 @@ run_part versions "$out/versions.txt" versions
 cuda=0
 "$py" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2> /dev/null && cuda=1
 
-# The checker's package where the Python lacks it: the bundle's wheel into a venv over the host's.
-if ! "$py" -c 'import mlperf_logging' 2> /dev/null; then
+# The packages the Python lacks (the checker, Ultralytics): the bundle's wheels into a venv over
+# the host's.
+if ! "$py" -c 'import mlperf_logging, ultralytics' 2> /dev/null; then
   if ls "$top"/wheels/*.whl > /dev/null 2>&1; then
     "$py" -m venv --system-site-packages "$out/venv" &&
       "$out/venv/bin/python" -m pip install -q --no-index --no-deps "$top"/wheels/*.whl &&
@@ -108,9 +112,18 @@ if [ "$cuda" -eq 1 ]; then
   run_part bench_mlperf "$out/bench_mlperf.txt" "$df" bench model \
     --model retinanet_x50_mlperf --device cuda:0 --batch 32 --size 800 --iters 10 \
     --python "$py" --peer-script "$top/bench/device_peer.py"
+  for scale in n s; do
+    run_part "bench_yolov8$scale" "$out/bench_yolov8$scale.txt" "$df" bench model \
+      --model "yolov8$scale" --device cuda:0 --batch 16 --size 640 --iters 10 --python "$py" \
+      --peer-script "$top/bench/yolo_peer.py"
+  done
+  run_part bench_rtdetr "$out/bench_rtdetr.txt" "$df" bench model --model rtdetr_r18vd \
+    --device cuda:0 --batch 16 --size 640 --iters 10 --python "$py" \
+    --peer-script "$top/bench/rtdetr_peer.py"
 else
-  skip bench_r50 "no CUDA device"
-  skip bench_mlperf "no CUDA device"
+  for part in bench_r50 bench_mlperf bench_yolov8n bench_yolov8s bench_rtdetr; do
+    skip "$part" "no CUDA device"
+  done
 fi
 
 # The MLPerf recipe on synthetic images: the synthetic file's three shapes keep their category ids

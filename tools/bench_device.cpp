@@ -17,7 +17,6 @@
 #include <utility>
 #include <vector>
 
-#include <c10/cuda/CUDACachingAllocator.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
@@ -53,10 +52,6 @@ struct Measured {
   double peak_mib = 0;
 };
 
-void synchronize(const torch::Device& device) {
-  if (device.is_cuda()) torch::cuda::synchronize(device.index());
-}
-
 // One train step as a training loop runs it: forward and losses under autocast, backward.
 void train_step(models::RetinaNet& model, const Batch& input, const torch::Device& device,
                 engine::Precision precision) {
@@ -74,7 +69,7 @@ Measured time_variant(models::RetinaNet& model, const Batch& batch, const Varian
   if (v.channels_last) input.images = input.images.contiguous(torch::MemoryFormat::ChannelsLast);
   const auto precision = v.bf16 ? engine::Precision::kBFloat16 : engine::Precision::kFloat32;
   auto step = [&] { train_step(model, input, device, precision); };
-  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
+  reset_peak_memory(device);
   for (int i = 0; i < a.warmup; ++i) step();
   synchronize(device);
   const auto t0 = std::chrono::steady_clock::now();
@@ -82,14 +77,7 @@ Measured time_variant(models::RetinaNet& model, const Batch& batch, const Varian
   synchronize(device);
   Measured m;
   m.step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / a.iters;
-  if (device.is_cuda()) {
-    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
-    m.peak_mib =
-        double(
-            stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
-                .peak) /
-        (1024.0 * 1024.0);
-  }
+  m.peak_mib = peak_device_mib(device);
   return m;
 }
 
@@ -161,9 +149,7 @@ void profile_step(models::RetinaNet& model, const Batch& batch, const torch::Dev
 }  // namespace
 
 void run_bench_device(const BenchPeerArgs& a) {
-  const torch::Device device(a.device);
-  if (device.is_cuda() && !torch::cuda::is_available())
-    throw ConfigError(str("bench model --device ", a.device, ": CUDA is not available"));
+  const torch::Device device = bench_device(a.device);
   const bool mlperf = a.model == "retinanet_x50_mlperf";
   const std::string arch = mlperf ? "resnext50_32x4d" : "resnet50";
   const int64_t classes = mlperf ? 264 : 91;

@@ -27,6 +27,19 @@ std::filesystem::path write_peer_inputs(
 /// This process's peak resident set (VmHWM) in MiB.
 double peak_rss_mb();
 
+/// `device` (cpu or cuda:N) for a benchmark; throws ConfigError naming `--device` when CUDA is
+/// asked for and not available.
+torch::Device bench_device(const std::string& device);
+
+/// Waits for the work queued on `device` (no-op on the CPU), so that wall-clock times cover it.
+void synchronize(const torch::Device& device);
+
+/// Resets the peak allocation statistics of `device` (no-op on the CPU).
+void reset_peak_memory(const torch::Device& device);
+
+/// The peak bytes allocated on `device` since the last reset, in MiB (0 on the CPU).
+double peak_device_mib(const torch::Device& device);
+
 /// Runs `python script args... dir/peer.json` (script: a file such as bench/rtdetr_peer.py) with
 /// its output in dir/peer.log; the script writes its results as JSON to dir/peer.json. Returns
 /// them, or null with `note` saying why (`who` names the peer).
