@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "core/atomic_file.h"
@@ -43,17 +44,28 @@ std::string list_some(const std::vector<std::string>& v) {
   return out;
 }
 
-void read_module(torch::serialize::InputArchive& archive, const std::string& prefix,
-                 torch::nn::Module& m, const std::string& path) {
+// The tensors write_module stored under `prefix`, by name in stored order; nullopt when the
+// checkpoint has no such part.
+std::optional<models::NamedTensors> read_part(torch::serialize::InputArchive& archive,
+                                              const std::string& prefix) {
   c10::IValue names_iv, tensors_iv;
   if (!archive.try_read(prefix + "_names", names_iv) ||
-      !archive.try_read(prefix + "_tensors", tensors_iv)) {
-    throw TrainingError(detforge::str("checkpoint ", path, " has no '", prefix, "' weights"));
-  }
+      !archive.try_read(prefix + "_tensors", tensors_iv))
+    return std::nullopt;
   const auto names = names_iv.toList();
   const auto tensors = tensors_iv.toTensorList();
-  std::map<std::string, torch::Tensor> stored;
-  for (size_t i = 0; i < names.size(); ++i) stored[names.get(i).toStringRef()] = tensors.get(i);
+  models::NamedTensors out;
+  for (size_t i = 0; i < names.size(); ++i)
+    out.emplace_back(names.get(i).toStringRef(), tensors.get(i));
+  return out;
+}
+
+void read_module(torch::serialize::InputArchive& archive, const std::string& prefix,
+                 torch::nn::Module& m, const std::string& path) {
+  const auto part = read_part(archive, prefix);
+  if (!part)
+    throw TrainingError(detforge::str("checkpoint ", path, " has no '", prefix, "' weights"));
+  const std::map<std::string, torch::Tensor> stored(part->begin(), part->end());
   std::vector<std::string> missing, shape, unexpected;
   const auto target = models::module_state(m);
   std::set<std::string> known;
@@ -230,16 +242,11 @@ weights::WeightFile read_checkpoint_weight_file(const std::string& path) {
   open_checkpoint(path, archive);
   weights::WeightFile out;
   for (const char* part : {"ema", "model"}) {
-    c10::IValue names, tensors;
-    if (!archive.try_read(std::string(part) + "_names", names) ||
-        !archive.try_read(std::string(part) + "_tensors", tensors))
-      continue;
-    const auto name_list = names.toList();
-    const auto tensor_list = tensors.toTensorList();
-    for (size_t i = 0; i < name_list.size(); ++i)
-      out.tensors.emplace_back(name_list.get(i).toStringRef(), tensor_list.get(i));
-    out.source = detforge::str("detforge checkpoint ['", part, "']");
-    break;
+    if (auto tensors = read_part(archive, part)) {
+      out.tensors = std::move(*tensors);
+      out.source = detforge::str("detforge checkpoint ['", part, "']");
+      break;
+    }
   }
   if (out.tensors.empty()) throw IoError(detforge::str(path, ": checkpoint holds no weights"));
   if (const auto classes = read_checkpoint_classes(path)) out.class_names = classes->names();

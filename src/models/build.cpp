@@ -123,42 +123,48 @@ std::shared_ptr<Detector> build_detector(const ConfigNode& model) {
 
 namespace {
 
+// Every name of `tensors` through `renames` (ECMAScript regex, replacement), in order.
+void rename_all(NamedTensors& tensors,
+                const std::vector<std::pair<std::string, std::string>>& renames) {
+  std::vector<std::pair<std::regex, std::string>> compiled;
+  for (const auto& [pattern, replacement] : renames) compiled.emplace_back(pattern, replacement);
+  for (auto& [name, t] : tensors) {
+    for (const auto& [pattern, replacement] : compiled)
+      name = std::regex_replace(name, pattern, replacement);
+  }
+}
+
+// Each tensor a split's pattern matches, cut along its first dimension into the split's parts.
+void split_fused(NamedTensors& tensors, const std::vector<Detector::WeightSplit>& splits) {
+  if (splits.empty()) return;
+  std::vector<std::regex> patterns;
+  for (const auto& s : splits) patterns.emplace_back(s.pattern);
+  NamedTensors cut;
+  for (auto& [name, t] : tensors) {
+    size_t k = 0;
+    while (k < splits.size() && !std::regex_match(name, patterns[k])) ++k;
+    const auto n = k < splits.size() ? static_cast<int64_t>(splits[k].parts.size()) : 0;
+    if (n == 0 || t.dim() == 0 || t.size(0) % n != 0) {
+      cut.emplace_back(std::move(name), std::move(t));
+      continue;
+    }
+    const auto pieces = t.chunk(n, 0);
+    for (size_t i = 0; i < pieces.size(); ++i)
+      cut.emplace_back(std::regex_replace(name, patterns[k], splits[k].parts[i]), pieces[i]);
+  }
+  tensors = std::move(cut);
+}
+
 // A weight file's tensors under the detector's names: the family's renames (a reference's names
-// to detforge's) first, then its tied aliases, which use detforge's names (an alias is dropped
-// when the name it stands for is in the file too, else renamed to it).
+// to detforge's) and splits first, then its tied aliases, which use detforge's names (an alias is
+// dropped when the name it stands for is in the file too, else renamed to it).
 weights::WeightFile detector_tensors(
     const Detector& detector, const std::string& path,
     const std::function<weights::WeightFile(const std::string&)>& reader = {}) {
   weights::WeightFile read = reader ? reader(path) : weights::read_weight_file(path);
   NamedTensors& file = read.tensors;
-  std::vector<std::pair<std::regex, std::string>> renames;
-  for (const auto& [pattern, replacement] : detector.weight_renames()) {
-    renames.emplace_back(std::regex(pattern), replacement);
-  }
-  for (auto& [name, t] : file) {
-    for (const auto& [pattern, replacement] : renames)
-      name = std::regex_replace(name, pattern, replacement);
-  }
-  const auto splits = detector.weight_splits();
-  if (!splits.empty()) {
-    NamedTensors cut;
-    for (auto& [name, t] : file) {
-      const auto split = std::find_if(splits.begin(), splits.end(), [&](const auto& s) {
-        return std::regex_match(name, std::regex(s.pattern));
-      });
-      if (split == splits.end() || t.dim() == 0 ||
-          t.size(0) % static_cast<int64_t>(split->parts.size()) != 0) {
-        cut.emplace_back(std::move(name), std::move(t));
-        continue;
-      }
-      const auto pieces = t.chunk(static_cast<int64_t>(split->parts.size()), 0);
-      for (size_t i = 0; i < pieces.size(); ++i) {
-        cut.emplace_back(std::regex_replace(name, std::regex(split->pattern), split->parts[i]),
-                         pieces[i].contiguous());
-      }
-    }
-    file = std::move(cut);
-  }
+  rename_all(file, detector.weight_renames());
+  split_fused(file, detector.weight_splits());
   std::set<std::string> names;
   for (const auto& [name, t] : file) names.insert(name);
   NamedTensors tensors;
@@ -402,15 +408,11 @@ int64_t import_backbone_weights(Detector& detector, const std::string& path) {
   if (layout.required.empty())
     throw ConfigError("model.backbone.weights: this detector family reads no backbone file");
   NamedTensors file = weights::read_state_dict(path);
-  std::vector<std::pair<std::regex, std::string>> renames;
-  for (const auto& [pattern, replacement] : layout.renames)
-    renames.emplace_back(std::regex(pattern), replacement);
+  rename_all(file, layout.renames);
   const std::regex required(layout.required);
   NamedTensors backbone;
   std::vector<std::string> outside;
   for (auto& [name, t] : file) {
-    for (const auto& [pattern, replacement] : renames)
-      name = std::regex_replace(name, pattern, replacement);
     const bool ignored = std::any_of(layout.ignore_prefixes.begin(), layout.ignore_prefixes.end(),
                                      [&](const std::string& p) { return name.rfind(p, 0) == 0; });
     if (ignored) continue;

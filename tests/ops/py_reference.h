@@ -36,6 +36,16 @@ inline double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
   return (a.to(torch::kFloat64) - b.to(torch::kFloat64)).abs().max().item<double>();
 }
 
+/// After backward: every parameter of `module` that requires a gradient has one, and it is finite.
+/// `context` names the case in failures.
+inline void expect_every_gradient_finite(torch::nn::Module& module, const std::string& context) {
+  for (const auto& p : module.named_parameters()) {
+    if (!p.value().requires_grad()) continue;
+    ASSERT_TRUE(p.value().grad().defined()) << context << ": " << p.key();
+    EXPECT_TRUE(torch::isfinite(p.value().grad()).all().item<bool>()) << context << ": " << p.key();
+  }
+}
+
 /// A fixture whose suite runs a reference script once (cached_reference, output folder) and reads
 /// the ref.pth it writes there. A suite derives as
 ///   class FooParity : public ReferenceSuite<FooParity>

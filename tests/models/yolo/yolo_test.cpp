@@ -423,11 +423,7 @@ TEST(Yolo, EveryBatchGivesTheSameKeysFiniteValuesAndEveryGradient) {
       EXPECT_EQ(losses.keys(), m->loss_keys()) << "case " << c;
       EXPECT_TRUE(losses.nonfinite_keys().empty()) << "case " << c;
       losses.total().backward();
-      for (const auto& p : m->named_parameters()) {
-        if (!p.value().requires_grad()) continue;
-        ASSERT_TRUE(p.value().grad().defined()) << "case " << c << ": " << p.key();
-        EXPECT_TRUE(torch::isfinite(p.value().grad()).all().item<bool>()) << p.key();
-      }
+      detforge::testing::expect_every_gradient_finite(*m, str("case ", c));
     }
     EXPECT_FALSE(m->named_parameters()["model.22.dfl.conv.weight"].requires_grad());
   }
