@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "core/config_node.h"
+#include "core/errors.h"
 #include "core/logging.h"
 #include "engine/build.h"
 
@@ -18,11 +19,18 @@ void add_train_command(CLI::App& app) {
   auto args = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("train", command_help("train"));
   cmd->add_option("--config,-c", args->config, "YAML config file")->required();
-  cmd->add_option("--resume", args->resume, "checkpoint to continue from (e.g. RUN_DIR/last.ckpt)");
+  cmd->add_option(
+      "--resume", args->resume,
+      "checkpoint to continue from (RUN_DIR/last.ckpt), or 'auto': output_dir/last.ckpt "
+      "when it exists, else a new run");
   cmd->add_option("overrides", args->overrides, "overrides a.b.c=value (typed by YAML)");
   cmd->callback([args] {
     const Config config = Config::load(args->config, args->overrides);
     const auto result = engine::train(config, args->resume);
+    if (result.preempted) {
+      throw Preempted(str("stopped at step ", result.steps_done, " after writing ",
+                          result.output_dir, "/last.ckpt; continue with --resume auto"));
+    }
     if (result.rank != 0) return;  // one summary per run, not one per rank
     const auto print = [](const char* tag, const std::map<std::string, double>& m) {
       if (m.empty()) return;

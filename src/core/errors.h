@@ -21,6 +21,9 @@ enum class ExitCode : int {
   kDist = 5,
   kIo = 6,
   kTraining = 7,
+  /// A preemption signal stopped training after every rank wrote its part of last.ckpt;
+  /// `--resume auto` continues it. Not a failure of the run, but not its end either.
+  kPreempted = 8,
 };
 
 /// Base class. `what()` is the full, user-facing message.
@@ -70,6 +73,15 @@ class TrainingError : public Error {
   using Error::Error;
   const char* category() const noexcept override { return "training error"; }
   ExitCode exit_code() const noexcept override { return ExitCode::kTraining; }
+};
+
+/// Training stopped early on a preemption signal (SIGTERM, or train.preempt_signal) after
+/// writing last.ckpt. what() names the signal, the step and the checkpoint.
+class Preempted : public Error {
+ public:
+  using Error::Error;
+  const char* category() const noexcept override { return "preempted"; }
+  ExitCode exit_code() const noexcept override { return ExitCode::kPreempted; }
 };
 
 /// Fields of a data problem, formatted as

@@ -93,6 +93,24 @@ DdpSync::DdpSync(std::shared_ptr<ProcessGroup> pg, const torch::nn::Module& modu
   auto [indices, per_bucket_limits] = c10d::compute_bucket_assignment_by_size(params_, limits);
   std::reverse(indices.begin(), indices.end());
   std::vector<int64_t> bucket_caps(per_bucket_limits.rbegin(), per_bucket_limits.rend());
+  if (!options_.buckets.empty()) {
+    std::vector<size_t> seen(params_.size(), 0);
+    for (const auto& b : options_.buckets) {
+      for (size_t i : b) {
+        if (i >= params_.size() || seen[i]++ > 0) {
+          throw DistError(str(pg_->where(), " the stored gradient buckets do not fit this model (",
+                              params_.size(), " trainable parameters)"));
+        }
+      }
+    }
+    if (std::count(seen.begin(), seen.end(), 0) > 0) {
+      throw DistError(str(pg_->where(), " the stored gradient buckets miss parameters of this ",
+                          "model (", params_.size(), " trainable parameters)"));
+    }
+    indices = options_.buckets;
+    bucket_caps.assign(indices.size(), options_.bucket_bytes);
+    fixed_buckets_ = true;
+  }
   std::unordered_map<size_t, std::string> param_names;
   for (size_t i = 0; i < names_.size(); ++i) param_names[i] = names_[i];
   impl_->reducer = std::make_shared<c10d::Reducer>(
@@ -116,7 +134,7 @@ void DdpSync::broadcast_from_main() {
 }
 
 void DdpSync::before_forward() {
-  impl_->reducer->rebuild_buckets();
+  if (!fixed_buckets_ && impl_->reducer->rebuild_buckets()) rebuilt_ = true;
   impl_->reducer->prepare_for_forward();
 }
 

@@ -27,6 +27,10 @@ struct DdpSyncOptions {
   /// Cap of the first bucket reduced (the last parameters of the forward), so communication
   /// starts early in backward. Default: 1 MiB (DDP's)
   int64_t first_bucket_bytes = 1024 * 1024;
+  /// Buckets as buckets() returned them in an earlier run (a resumed one): used from the first
+  /// step and never rebuilt, so the all-reduces sum in the same groups as that run. Default:
+  /// empty (sized and ordered as below)
+  std::vector<std::vector<size_t>> buckets;
   /// How a synced backward treats trainable parameters its loss does not reach on this rank
   /// (their buckets would otherwise never be reduced, and the other ranks would wait).
   /// false: detforge finds them by walking the loss's autograd graph before backward and adds a
@@ -44,7 +48,8 @@ class DdpSync {
   /// Syncs trainable_params(module) over `pg` (which must be launched, world size >= 1).
   /// Collective: check_same_params, then the Reducer is built with buckets of
   /// first_bucket_bytes, then bucket_bytes, in reverse registration order; with find_unused
-  /// off they are rebuilt once, in the order gradients arrived, after the first synced step.
+  /// off they are rebuilt once, in the order gradients arrived, after the first synced step;
+  /// options.buckets, when set, instead (checked: every trainable parameter once).
   DdpSync(std::shared_ptr<ProcessGroup> pg, const torch::nn::Module& module,
           DdpSyncOptions options = {});
   ~DdpSync();
@@ -81,6 +86,9 @@ class DdpSync {
   void check_replicas_agree(const std::string& when) const;
 
   const GradCoverage& last_coverage() const { return coverage_; }
+  /// True once buckets() will not change any more (rebuilt, given, or never rebuilt with
+  /// find_unused): what a checkpoint stores for DdpSyncOptions::buckets.
+  bool buckets_settled() const { return fixed_buckets_ || rebuilt_ || options_.find_unused; }
   /// Parameter indices (into trainable_params order) per bucket, in reduction order.
   std::vector<std::vector<size_t>> buckets() const;
 
@@ -93,6 +101,8 @@ class DdpSync {
   std::vector<std::string> names_;
   std::vector<torch::Tensor> params_;
   GradCoverage coverage_;
+  bool fixed_buckets_ = false;  // options.buckets given: never rebuilt
+  bool rebuilt_ = false;
   std::unique_ptr<Impl> impl_;
 };
 

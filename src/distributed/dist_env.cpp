@@ -165,7 +165,8 @@ std::string DistEnv::describe() const {
   if (!launched()) return "single process (no RANK/WORLD_SIZE or SLURM variables)";
   return str("rank ", rank, "/", world_size, " (local ", local_rank, "/", local_world_size,
              ") from ", to_string(source), ", rendezvous ", master_addr, ":", master_port,
-             agent_store ? " (hosted by torchrun)" : " (hosted by rank 0)");
+             agent_store ? " (hosted by torchrun)" : " (hosted by rank 0)",
+             restart_count > 0 ? str(", torchrun restart ", restart_count) : std::string());
 }
 
 DistEnv DistEnv::from_env(const EnvMap& env) {

@@ -43,7 +43,8 @@ struct DistEnv {
   /// (TORCHELASTIC_USE_AGENT_STORE=True): every rank, rank 0 included, connects as a client.
   /// Default: false (rank 0 hosts the store)
   bool agent_store = false;
-  /// TORCHELASTIC_RESTART_COUNT; namespaces the store keys of a restarted attempt. Default: 0
+  /// TORCHELASTIC_RESTART_COUNT, for the log only: it differs across nodes after a membership
+  /// change, so the store keys of an attempt are namespaced by arrivals instead. Default: 0
   int restart_count = 0;
   /// GLOO_SOCKET_IFNAME: network interface for Gloo; empty picks one from master_addr.
   /// Default: ""

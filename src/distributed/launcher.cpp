@@ -66,10 +66,11 @@ class SignalScope {
   int read_fd() const { return fds_[0]; }
 
  private:
-  // SIGCHLD too, so that a rank's exit wakes poll() at once.
-  static constexpr std::array<int, 3> kSignals{SIGINT, SIGTERM, SIGCHLD};
+  // SIGCHLD too, so that a rank's exit wakes poll() at once. SIGUSR1/2 are forwarded as they
+  // are (SLURM's `--signal` warns of a preemption with them; they must not kill the launcher).
+  static constexpr std::array<int, 5> kSignals{SIGINT, SIGTERM, SIGCHLD, SIGUSR1, SIGUSR2};
   int fds_[2] = {-1, -1};
-  std::array<struct sigaction, 3> old_{};
+  std::array<struct sigaction, 5> old_{};
   struct sigaction old_pipe_ {};
 };
 
@@ -369,6 +370,12 @@ std::vector<RankExit> launch(const LaunchOptions& options) {
     while ((n = ::read(signals.read_fd(), sigs, sizeof(sigs))) > 0) {
       for (ssize_t i = 0; i < n; ++i) {
         const int sig = sigs[i];
+        if (sig == SIGUSR1 || sig == SIGUSR2) {
+          for (auto& r : ranks) {
+            if (r.running) signal_group(r, sig);
+          }
+          continue;
+        }
         if (sig != SIGINT && sig != SIGTERM) continue;
         if (forwarded_signal != 0) {
           for (auto& r : ranks) signal_group(r, SIGKILL);  // asked twice: no more grace
@@ -395,7 +402,12 @@ std::vector<RankExit> launch(const LaunchOptions& options) {
       r.running = false;
       r.exit.signaled = WIFSIGNALED(status);
       r.exit.value = r.exit.signaled ? WTERMSIG(status) : WEXITSTATUS(status);
-      if ((r.exit.signaled || r.exit.value != 0) && !r.exit.stopped) failed_now.push_back(i);
+      // A preempted rank (exit code 8) is no failure: every rank agreed on that stop and is
+      // writing or has written its part of the checkpoint; the others must not be cut short.
+      const bool preempted =
+          !r.exit.signaled && r.exit.value == static_cast<int>(ExitCode::kPreempted);
+      if ((r.exit.signaled || r.exit.value != 0) && !preempted && !r.exit.stopped)
+        failed_now.push_back(i);
     }
     if (!failed_now.empty() && !first_failure && forwarded_signal == 0) {
       // Seen together, a rank killed by a signal is the cause and the ranks that exited with an
@@ -424,6 +436,19 @@ std::vector<RankExit> launch(const LaunchOptions& options) {
     exits.push_back(r.exit);
     if (r.exit.stopped)
       stopped += str(stopped.empty() ? "" : ", ", r.rank, " (", r.exit.describe(), ")");
+  }
+  const bool all_preempted = std::all_of(ranks.begin(), ranks.end(), [](const Rank& r) {
+    return !r.exit.signaled && r.exit.value == static_cast<int>(ExitCode::kPreempted);
+  });
+  if (all_preempted) {
+    // The ranks agreed on a step, wrote last.ckpt and exited: the run was preempted, not broken.
+    throw RankFailedError(
+        str("launch: ",
+            forwarded_signal != 0 ? str("received signal ", signal_name(forwarded_signal), "; ")
+                                  : std::string(),
+            "every rank stopped after writing last.ckpt (exit code ",
+            static_cast<int>(ExitCode::kPreempted), ", preempted); continue with --resume auto"),
+        static_cast<int>(ExitCode::kPreempted));
   }
   if (forwarded_signal != 0) {
     throw RankFailedError(str("launch: received signal ", signal_name(forwarded_signal),

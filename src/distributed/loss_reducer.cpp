@@ -104,19 +104,20 @@ std::string LossReducer::check_local(const LossDict& losses) const {
   return "";
 }
 
-ReducedLosses LossReducer::reduce(const LossDict& losses, int64_t step) {
+ReducedLosses LossReducer::reduce(const LossDict& losses, int64_t step, bool stop_requested) {
   // A rank with a refused dict still joins the all-reduce below, so that no rank is left waiting
   // in a collective the others skipped.
   const std::string problem = check_local(losses);
   const auto k = static_cast<int64_t>(keys_.size());
   auto buffer =
-      torch::zeros({k + 1}, torch::TensorOptions().dtype(torch::kFloat32).device(pg_->device()));
+      torch::zeros({k + 2}, torch::TensorOptions().dtype(torch::kFloat32).device(pg_->device()));
   if (problem.empty()) {
     buffer.narrow(0, 0, k).copy_(losses.stacked());
   } else {
     // Refused: its values stay out; the status slot tells every other rank to stop with us.
     buffer[k] = 1.0f;
   }
+  if (stop_requested) buffer[k + 1] = 1.0f;
   pg_->all_reduce(buffer, ReduceOp::kSum, str("loss all-reduce (step ", step, ")"));
   const auto host = buffer.cpu();
   const float* v = host.data_ptr<float>();
@@ -134,6 +135,7 @@ ReducedLosses LossReducer::reduce(const LossDict& losses, int64_t step) {
   }
   ReducedLosses out;
   out.keys = keys_;
+  out.stop_votes = static_cast<int>(std::lround(v[k + 1]));
   for (int64_t i = 0; i < k; ++i)
     out.values.push_back(static_cast<double>(v[i]) / pg_->world_size());
   return out;

@@ -23,6 +23,9 @@ struct ReducedLosses {
   bool all_finite() const;
   /// "loss_cls=0.512 loss_box=0.203".
   std::string to_string() const;
+  /// Ranks that asked to stop in this reduction (reduce's `stop_requested`); the same on every
+  /// rank, so all of them stop at the same step.
+  int stop_votes = 0;
 };
 
 class LossReducer {
@@ -35,12 +38,14 @@ class LossReducer {
   /// Collective, on every rank at the same step. Each rank first checks its own LossDict:
   /// keys equal to keys() (same order) and every key set (LossDict::check_complete). A rank
   /// whose dict fails refuses it: its values never enter the reduction; the all-reduce of
-  /// [K values + 1 status] then tells every rank, the ranks exchange their problems and all of
-  /// them throw the same DistError naming each refusing rank and the missing, extra or unset
-  /// keys. A rank that never reaches this call (crashed, threw elsewhere) makes the others
+  /// [K values + 1 status + 1 stop vote] then tells every rank, the ranks exchange their problems
+  /// and all of them throw the same DistError naming each refusing rank and the missing, extra or
+  /// unset keys. A rank that never reaches this call (crashed, threw elsewhere) makes the others
   /// throw a DistError when the collective timeout passes or its connection closes.
+  /// `stop_requested` (a preemption signal reached this rank) travels in the same all-reduce:
+  /// every rank learns how many ranks asked, at no extra collective.
   /// Returns the mean over ranks of each term.
-  ReducedLosses reduce(const LossDict& losses, int64_t step);
+  ReducedLosses reduce(const LossDict& losses, int64_t step, bool stop_requested = false);
 
   const std::vector<std::string>& keys() const { return keys_; }
 

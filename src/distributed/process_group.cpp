@@ -1,6 +1,15 @@
 #include "distributed/process_group.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdlib>
+#include <future>
+#include <memory>
+#include <thread>
 
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/util/Logging.h>
@@ -95,6 +104,35 @@ bool is_loopback(const std::string& host) {
   return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
 }
 
+// This host's address on the route to `host` (the kernel's choice for a UDP socket connected
+// there; nothing is sent), or "" when `host` does not resolve or is unreachable.
+std::string local_address_towards(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return "";
+  std::string out;
+  for (addrinfo* a = found; a != nullptr && out.empty(); a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    sockaddr_storage local{};
+    socklen_t size = sizeof(local);
+    char text[INET6_ADDRSTRLEN] = {0};
+    if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &size) == 0) {
+      const void* raw =
+          local.ss_family == AF_INET
+              ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr)
+              : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr);
+      if (::inet_ntop(local.ss_family, raw, text, sizeof(text)) != nullptr) out = text;
+    }
+    ::close(fd);
+  }
+  ::freeaddrinfo(found);
+  return out;
+}
+
 bool cuda_available() { return torch::cuda::is_available(); }
 
 BackendKind resolve(BackendKind kind, const std::optional<torch::Device>& device) {
@@ -121,8 +159,9 @@ c10::intrusive_ptr<c10d::Store> connect_store(const DistEnv& env, std::chrono::m
   o.port = static_cast<std::uint16_t>(env.master_port);
   o.isServer = env.rank == 0 && !env.agent_store;
   o.numWorkers = static_cast<size_t>(env.world_size);
-  o.waitWorkers =
-      true;  // as Python's TCPStore: every instance counts itself in and waits for the rest
+  // Every rank counts itself in below and waits for the rest, so that a timeout can say how many
+  // joined (the store's own wait would only time out).
+  o.waitWorkers = false;
   o.timeout = timeout;
   const std::string target = str("MASTER_ADDR=", env.master_addr, " MASTER_PORT=", env.master_port);
   c10::intrusive_ptr<c10d::Store> store;
@@ -137,18 +176,39 @@ c10::intrusive_ptr<c10d::Store> connect_store(const DistEnv& env, std::chrono::m
           str(where, " cannot host the rendezvous store on ", target, ": ", msg,
               ". Another run may hold the port: choose a free MASTER_PORT (--master-port)"));
     }
-    if (o.isServer) {
-      throw DistError(str(
-          where, " hosted the rendezvous at ", target, " but not all WORLD_SIZE=", env.world_size,
-          " ranks joined within ", timeout.count(), " ms: ", msg,
-          ". Check that every rank was started with the same MASTER_ADDR/MASTER_PORT"));
-    }
+    if (o.isServer)
+      throw DistError(str(where, " cannot host the rendezvous store on ", target, ": ", msg));
     throw DistError(str(
         where, " cannot reach the rendezvous at ", target, " within ", timeout.count(), " ms: ",
         msg, ". Check that rank 0 is running and that MASTER_ADDR is reachable from this node"));
   }
-  // A restarted torchrun attempt must not read the keys of the previous one.
-  return c10::make_intrusive<c10d::PrefixStore>(str("detforge/", env.restart_count), store);
+  // A group torchrun restarts reuses its agent's store, and the restart count cannot name the
+  // attempt: an agent restarted for a membership change keeps its count while the one whose
+  // rank failed counts up. Every WORLD_SIZE arrivals at the store make one attempt instead, and
+  // each attempt's keys live under its own prefix.
+  const int64_t arrival = store->add("detforge/arrivals", 1);
+  const int64_t attempt = (arrival - 1) / env.world_size;
+  auto prefixed = c10::make_intrusive<c10d::PrefixStore>(str("detforge/", attempt), store);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  int64_t joined = prefixed->add("joined", 1);
+  while (joined < env.world_size) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      throw DistError(str(where, " rendezvous at ", target, ": only ", joined, " of WORLD_SIZE=",
+                          env.world_size, " ranks joined within ", timeout.count(),
+                          " ms. Check that every node was started (--nnodes, one launcher per "
+                          "node) with the same MASTER_ADDR/MASTER_PORT, and that this node can "
+                          "reach it"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    joined = prefixed->add("joined", 0);
+  }
+  // Where each rank runs, for the post-mortem of a failed collective (fail()).
+  const std::string address = local_address_towards(env.master_addr, env.master_port);
+  char name[256] = {0};
+  ::gethostname(name, sizeof(name) - 1);
+  prefixed->set(str("node/", env.rank),
+                str(name, address.empty() ? "" : " " + address, ", local rank ", env.local_rank));
+  return prefixed;
 }
 
 c10::intrusive_ptr<c10d::Backend> make_gloo(const DistEnv& env,
@@ -159,6 +219,11 @@ c10::intrusive_ptr<c10d::Backend> make_gloo(const DistEnv& env,
     opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(env.gloo_interface));
   } else if (is_loopback(env.master_addr)) {
     opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+  } else if (const auto local = local_address_towards(env.master_addr, env.master_port);
+             !local.empty()) {
+    // The interface that reaches rank 0's node: right on multi-homed nodes, where the host name
+    // may resolve to a management or loopback address the other nodes cannot reach.
+    opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(local));
   } else {
     opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
   }
@@ -290,6 +355,55 @@ void check_tensor(const ProcessGroup& pg, const torch::Tensor& t, const std::str
               pg.backend_name(), "), got ", t.device());
 }
 
+// How long the ranks that saw a collective fail wait for each other's report, and for the store.
+constexpr std::chrono::milliseconds kReportWindow{2000};
+constexpr std::chrono::milliseconds kStoreDeadline{3000};
+
+// Names the ranks that failed: every rank whose collective fails reports to the rendezvous
+// store and waits kReportWindow for the others; the ranks that never report died, hang or were
+// cut off, and the store knows their node. A store that does not answer (its node, rank 0's,
+// is gone or this node is cut off from it) is said as such. Runs on a thread of its own, so that
+// a store stuck on a dead link cannot hold the failing rank past kStoreDeadline.
+std::string post_mortem(const ProcessGroup::Impl& impl) {
+  if (!impl.store || impl.env.world_size < 2) return "";
+  auto result = std::make_shared<std::promise<std::string>>();
+  auto answer = result->get_future();
+  std::thread([store = impl.store, rank = impl.env.rank, world = impl.env.world_size, result] {
+    try {
+      store->set(str("failed/", rank), "1");
+      std::vector<int> silent;
+      const auto until = Clock::now() + kReportWindow;
+      do {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        silent.clear();
+        for (int r = 0; r < world; ++r) {
+          if (!store->check({str("failed/", r)})) silent.push_back(r);
+        }
+      } while (!silent.empty() && Clock::now() < until);
+      if (silent.empty()) {
+        result->set_value("every rank reported this failure (none died or was cut off)");
+        return;
+      }
+      std::string text = "no report from ";
+      for (size_t i = 0; i < silent.size(); ++i) {
+        const auto node = store->get(str("node/", silent[i]));
+        text += str(i ? ", " : "", "rank ", silent[i], " (node ",
+                    std::string(node.begin(), node.end()), ")");
+      }
+      result->set_value(text + ": it died, hangs or is cut off; its log, if any, names the cause");
+    } catch (const std::exception&) {
+      result->set_value(
+          "the rendezvous store on rank 0's node does not answer: that node died, "
+          "or this node is cut off from it");
+    }
+  }).detach();
+  if (answer.wait_for(kStoreDeadline) != std::future_status::ready) {
+    return str("the rendezvous store on rank 0's node did not answer within ",
+               kStoreDeadline.count(), " ms: that node died, or this node is cut off from it");
+  }
+  return answer.get();
+}
+
 DistError fail(ProcessGroup::Impl& impl, const std::string& what, const std::exception& e,
                Clock::time_point started) {
   const auto ms =
@@ -298,6 +412,8 @@ DistError fail(ProcessGroup::Impl& impl, const std::string& what, const std::exc
   impl.failure =
       str(impl.where(), " ", what, " failed after ", ms, " ms (collective timeout ",
           impl.timeout.count(), " ms): ", diagnose(msg), " [", impl.backend_name, ": ", msg, "]");
+  const std::string found = post_mortem(impl);
+  if (!found.empty()) impl.failure += "; " + found;
   return DistError(impl.failure);
 }
 

@@ -8,6 +8,7 @@
 #include "core/config_node.h"
 #include "core/errors.h"
 #include "core/logging.h"
+#include "core/stop_signal.h"
 #include "data/size_stats.h"
 #include "distributed/collectives.h"
 #include "distributed/dist_env.h"
@@ -55,6 +56,11 @@ void read_train(const ConfigNode& t, const torch::Device& device, TrainerOptions
   read_count(t, "max_nonfinite_steps", o.max_nonfinite_steps);
   read_count(t, "log_interval", o.log_interval);
   read_count(t, "stop_at_step", o.stop_at_step, /*allow_zero=*/true);
+  if (t.has("preempt_signal")) {
+    o.preempt_signal = located(t, "preempt_signal", [&] {
+      return stop_signal_number(t.required<std::string>("preempt_signal"), "train.preempt_signal");
+    });
+  }
 }
 
 std::vector<ParamGroupRule> read_param_groups(const ConfigNode& n) {
@@ -381,6 +387,7 @@ Run build_run(const RunSpec& spec) {
   run.pg = spec.dist_env.launched() ? dist::ProcessGroup::create(spec.dist_env, pgo)
                                     : dist::ProcessGroup::single(run.device);
   logging::set_rank(run.pg->rank(), run.pg->world_size());
+  run.resume = resolve_resume(*run.pg, o.output_dir, spec.resume);
   fs::create_directories(o.output_dir);
   if (o.mlperf.enabled) {
     // MLPerf's init interval covers building the model and indexing the data.
@@ -468,6 +475,37 @@ Run build_run(const RunSpec& spec) {
   return run;
 }
 
+std::string resolve_resume(dist::ProcessGroup& pg, const std::string& output_dir,
+                           const std::string& resume) {
+  const fs::path dir(output_dir);
+  const std::string last = (dir / "last.ckpt").string();
+  const bool has_last = fs::exists(last);
+  const bool has_metrics = fs::exists(dir / "metrics.jsonl");
+  // One all-reduce: whether any rank sees each file, and whether any rank misses last.ckpt.
+  const auto seen = dist::any_true(pg, {has_last, !has_last, has_metrics}, "run directory check");
+  if (seen[0] && seen[1]) {
+    throw DistError(str(pg.where(), " ", last, " exists for some ranks but not for others (here: ",
+                        has_last ? "yes" : "no",
+                        "): on several nodes output_dir must be a folder every node shares"));
+  }
+  if (resume == "auto") {
+    if (seen[0]) {
+      logging::info(str("--resume auto: resuming from ", last));
+      return last;
+    }
+    logging::info(str("--resume auto: no ", last, " yet; starting a new run"));
+    return "";
+  }
+  if (resume.empty() && (seen[0] || seen[2])) {
+    throw ConfigError(str("output_dir ", output_dir, " already holds a run (",
+                          seen[0] ? "last.ckpt" : "", seen[0] && seen[2] ? ", " : "",
+                          seen[2] ? "metrics.jsonl" : "",
+                          "); a new run there would overwrite its checkpoints. Continue it with "
+                          "--resume auto, or give a new directory: output_dir=..."));
+  }
+  return resume;
+}
+
 TrainResult train(const Config& config, const std::string& resume, const TrainHooks& hooks) {
   const auto dist_env = dist::DistEnv::from_env();
   const auto env =
@@ -476,9 +514,10 @@ TrainResult train(const Config& config, const std::string& resume, const TrainHo
           : DeviceEnv::current(std::nullopt);
   RunSpec spec = read_run_spec(config, RunPurpose::kTrain, env);
   spec.dist_env = dist_env;
+  spec.resume = resume;
   Run run = build_run(spec);
   spec.files.reset();  // the datasets and the evaluator hold what they need of the files
-  return train_run(run, resume, hooks);
+  return train_run(run, run.resume, hooks);
 }
 
 eval::GroundTruthSet ground_truth(const data::CocoFile& file) {

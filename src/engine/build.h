@@ -36,6 +36,9 @@ struct RunSpec {
   torch::Device device{torch::kCPU};
   /// The launcher's environment (a plain process when not launched).
   dist::DistEnv dist_env;
+  /// `train --resume`: "" (a new run), "auto" (output_dir/last.ckpt when it exists, else a new
+  /// run) or a checkpoint path. build_run() resolves it into Run::resume.
+  std::string resume;
   /// The resolved config text and its hash.
   std::string config_yaml;
   std::string config_hash;
@@ -49,13 +52,29 @@ struct RunSpec {
 /// mistyped or inconsistent key.
 RunSpec read_run_spec(const Config& config, RunPurpose purpose, const DeviceEnv& env);
 
-/// Builds a training run from `spec`: joins the process group (on spec.device), builds the
+/// Builds a training run from `spec`: joins the process group (on spec.device), decides with
+/// every rank what spec.resume means in output_dir (resolve_resume) before anything is written
+/// there, builds the
 /// detector (weights loaded once) and its EMA copy, the loaders and the evaluator (from the
 /// instances files in spec.files, each read once per run), the optimizer with its parameter groups
 /// (printed) and the schedule.
 Run build_run(const RunSpec& spec);
 
+/// What `resume` means for a run writing to `output_dir`, decided on every rank alike (a
+/// collective on `pg`):
+/// - "auto": output_dir/last.ckpt when it exists (logged "resuming from ..."), else "" (logged
+///   "starting a new run");
+/// - "": "" when output_dir holds no run; a ConfigError offering `--resume auto` or a new
+///   output_dir when it holds last.ckpt or metrics.jsonl (a new run would overwrite one and
+///   append to the other);
+/// - a path: that path.
+/// Throws DistError when last.ckpt exists for some ranks only (output_dir not shared by the
+/// nodes).
+std::string resolve_resume(dist::ProcessGroup& pg, const std::string& output_dir,
+                           const std::string& resume);
+
 /// read_run_spec(kTrain) for this process's launcher environment, build_run(), train_run().
+/// `resume` as RunSpec::resume.
 TrainResult train(const Config& config, const std::string& resume = "",
                   const TrainHooks& hooks = {});
 

@@ -170,6 +170,11 @@ void save_checkpoint(const std::string& path, const CheckpointParts& parts, cons
   archive.write("best_per_weights",
                 c10::List<double>({p.best_live.value, static_cast<double>(p.best_live.epoch),
                                    p.best_ema.value, static_cast<double>(p.best_ema.epoch)}));
+  if (!p.grad_buckets.empty()) {
+    c10::List<c10::List<int64_t>> buckets;
+    for (const auto& b : p.grad_buckets) buckets.push_back(c10::List<int64_t>(b));
+    archive.write("grad_buckets", c10::IValue(buckets));
+  }
   archive.write("config", c10::IValue(config_yaml));
   if (parts.classes) {
     archive.write("category_ids", c10::List<int64_t>(parts.classes->category_ids()));
@@ -307,14 +312,23 @@ TrainProgress load_checkpoint(const std::string& path, const CheckpointParts& pa
     p.best_live = {v.get(0), static_cast<int64_t>(v.get(1))};
     p.best_ema = {v.get(2), static_cast<int64_t>(v.get(3))};
   }
+  // Absent from single-rank checkpoints and from those written before the buckets were stored.
+  if (c10::IValue buckets; archive.try_read("grad_buckets", buckets)) {
+    for (const auto& b : buckets.toList()) {
+      p.grad_buckets.emplace_back();
+      for (const auto& i : b.get().toIntList()) p.grad_buckets.back().push_back(i);
+    }
+  }
   if (config_yaml) *config_yaml = config.toStringRef();
   c10::IValue ranks_iv;
   archive.read("rng_ranks", ranks_iv);
   const int64_t ranks = ranks_iv.toInt();
   if (ranks != target.world_size) {
-    logging::warn(detforge::str("checkpoint ", path, " holds the RNG states of ", ranks,
-                                " rank(s), this run has ", target.world_size,
-                                target.rank < ranks ? "" : ": this rank keeps its seeded state"));
+    // Each rank's sampler shard, position and random streams belong to that world size.
+    throw TrainingError(
+        detforge::str("resume from ", path, ": it was written by ", ranks,
+                      " rank(s), this run has ", target.world_size, ". Resume with ", ranks,
+                      " rank(s), or start a new run from its weights with model.weights=", path));
   }
   if (target.rank < ranks) {
     torch::Tensor state;

@@ -42,6 +42,10 @@ struct TrainProgress {
   /// The same per set of weights (best_regular.ckpt, best_ema.ckpt).
   BestScore best_live;
   BestScore best_ema;
+  /// Several ranks: the gradient buckets (parameter indices per bucket, dist::DdpSync::buckets)
+  /// once rebuilt in gradient order. A resumed run all-reduces in the same buckets, so that its
+  /// sums round as the uninterrupted run's do; empty before the first synced step.
+  std::vector<std::vector<int64_t>> grad_buckets;
 };
 
 /// What a checkpoint holds. Pointers may be null where a run has no such part (no EMA).

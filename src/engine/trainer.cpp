@@ -1,5 +1,6 @@
 #include "engine/trainer.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include "core/atomic_file.h"
 #include "core/errors.h"
 #include "core/logging.h"
+#include "core/stop_signal.h"
 #include "distributed/collectives.h"
 #include "distributed/ddp_sync.h"
 #include "distributed/loss_reducer.h"
@@ -49,6 +51,7 @@ class Trainer {
  private:
   bool train_epoch(int64_t epoch);
   bool optimizer_step(int64_t epoch);
+  bool stop_after_step();
   std::map<std::string, double> evaluate(models::Detector& model, int64_t epoch,
                                          const std::string& tag);
   void end_of_epoch(int64_t epoch);
@@ -83,6 +86,9 @@ class Trainer {
   int64_t epoch_dropped_boxes_ = 0;
   int64_t epoch_emptied_images_ = 0;
   bool stop_ = false;
+  // SIGTERM (and train.preempt_signal) while training; `preempting_` once the ranks agreed.
+  std::unique_ptr<StopSignalWatch> signals_;
+  bool preempting_ = false;
 };
 
 Trainer::Trainer(Run& run, const std::string& resume, TrainHooks hooks)
@@ -96,14 +102,6 @@ Trainer::Trainer(Run& run, const std::string& resume, TrainHooks hooks)
   }
   scaler_ = std::make_unique<GradScaler>(o_.precision == Precision::kFloat16);
   reducer_ = std::make_unique<dist::LossReducer>(r_.pg, r_.model->loss_keys());
-  if (pg_.world_size() > 1) {
-    dist::DdpSyncOptions ddp;
-    ddp.bucket_bytes = o_.dist_bucket_mb * 1024 * 1024;
-    ddp.find_unused = o_.dist_find_unused;
-    ddp_ = std::make_unique<dist::DdpSync>(r_.pg, *r_.model, ddp);
-    ddp_->broadcast_from_main();
-    if (o_.dist_sync_bn) sync_bn_ = std::make_unique<SyncBnScope>(r_.pg);
-  }
   if (r_.ema_model) ema_ = std::make_unique<ModelEma>(r_.ema_model, *r_.model, o_.ema_options);
 
   if (!resume.empty()) {
@@ -117,10 +115,23 @@ Trainer::Trainer(Run& run, const std::string& resume, TrainHooks hooks)
                                 progress_.step, ", batch ", progress_.batch_in_epoch,
                                 " of the epoch"));
   }
+  // After the resume: a resumed run all-reduces in the buckets the checkpoint recorded.
+  if (pg_.world_size() > 1) {
+    dist::DdpSyncOptions ddp;
+    ddp.bucket_bytes = o_.dist_bucket_mb * 1024 * 1024;
+    ddp.find_unused = o_.dist_find_unused;
+    for (const auto& b : progress_.grad_buckets) ddp.buckets.emplace_back(b.begin(), b.end());
+    ddp_ = std::make_unique<dist::DdpSync>(r_.pg, *r_.model, ddp);
+    ddp_->broadcast_from_main();
+    if (o_.dist_sync_bn) sync_bn_ = std::make_unique<SyncBnScope>(r_.pg);
+  }
   progress_log_ = std::make_unique<ProgressLog>(
       o_.epochs, o_.epochs * std::max<int64_t>(1, r_.train_data->num_batches() / o_.accumulate),
       progress_.step, pg_.is_main() && ::isatty(STDERR_FILENO) == 1);
   if (o_.mlperf.enabled) mlperf_header();
+  std::vector<int> watched{SIGTERM};
+  if (o_.preempt_signal != SIGTERM) watched.push_back(o_.preempt_signal);
+  signals_ = std::make_unique<StopSignalWatch>(watched);
 }
 
 void Trainer::mlperf_header() {
@@ -187,7 +198,19 @@ bool Trainer::train_epoch(int64_t epoch) {
     }();
     if (hooks_.after_forward) hooks_.after_forward(losses, progress_.step);
     // The reduced values are the same on every rank, so every rank takes the same branch below.
-    const auto reduced = reducer_->reduce(losses, progress_.step);
+    // A preemption signal's vote travels with the losses: every rank learns of it at the same
+    // micro-step, so a signal reaching one rank first cannot split the ranks.
+    const auto reduced = reducer_->reduce(losses, progress_.step, signals_->requested());
+    if (reduced.stop_votes > 0 && !preempting_) {
+      preempting_ = true;
+      progress_log_->break_line();
+      logging::warn(detforge::str(
+          "preemption: ",
+          signals_->requested() ? stop_signal_name(signals_->first_signal()) + " here, "
+                                : std::string("a signal on another rank, "),
+          reduced.stop_votes, " of ", pg_.world_size(), " rank(s) asked at step ", progress_.step,
+          ": every rank stops after this optimizer step and writes last.ckpt"));
+    }
     ++progress_.batch_in_epoch;
     progress_log_->add_images(on_device.size() * pg_.world_size());
     if (!reduced.all_finite()) {
@@ -206,6 +229,7 @@ bool Trainer::train_epoch(int64_t epoch) {
             " steps in a row (train.max_nonfinite_steps=", o_.max_nonfinite_steps,
             "); last at epoch ", epoch, " step ", progress_.step, ": ", reduced.to_string()));
       }
+      if (stop_after_step()) return false;
       continue;
     }
     const auto scaled = scaler_->scale(losses.total() / static_cast<double>(o_.accumulate));
@@ -221,19 +245,36 @@ bool Trainer::train_epoch(int64_t epoch) {
       progress_.nonfinite_in_row = 0;
       if (progress_.step % o_.log_interval == 0) log_step(epoch, reduced);
     }
-    if (o_.stop_at_step > 0 && progress_.step >= o_.stop_at_step) {
-      progress_log_->break_line();
-      save({"last.ckpt"});
-      logging::info(detforge::str("stopped at step ", progress_.step,
-                                  " (train.stop_at_step); resume with --resume ",
-                                  (fs::path(o_.output_dir) / "last.ckpt").string()));
-      stop_ = true;
-      return false;
-    }
+    if (stop_after_step()) return false;
   }
   progress_.batch_in_epoch = 0;
   progress_.epoch = epoch + 1;
   log_augmentation(epoch);
+  return true;
+}
+
+// Between optimizer steps (no gradient half accumulated): saves `last` and stops when
+// train.stop_at_step is reached or the ranks agreed on a preemption. Every rank decides the same.
+bool Trainer::stop_after_step() {
+  const bool at_step = o_.stop_at_step > 0 && progress_.step >= o_.stop_at_step;
+  if (!at_step && !preempting_) return false;
+  progress_log_->break_line();
+  const int signals_before = signals_->count();
+  save({"last.ckpt"});
+  const auto ckpt = (fs::path(o_.output_dir) / "last.ckpt").string();
+  if (preempting_) {
+    result_.preempted = true;
+    const int during = signals_->count() - signals_before;
+    logging::warn(detforge::str("preemption: stopped at step ", progress_.step, ", wrote ", ckpt,
+                                during > 0 ? detforge::str(" (", during,
+                                                           " more signal(s) arrived during the "
+                                                           "save and waited for it)")
+                                           : std::string()));
+  } else {
+    logging::info(detforge::str("stopped at step ", progress_.step,
+                                " (train.stop_at_step); resume with --resume ", ckpt));
+  }
+  stop_ = true;
   return true;
 }
 
@@ -366,6 +407,10 @@ void Trainer::save(const std::vector<std::string>& names) {
   auto rng = dist::gather_bytes_to_main(pg_, capture_rng_state(r_.device), "checkpoint RNG states");
   if (!pg_.is_main()) return;
   progress_.scaler_scale = scaler_->current_scale();
+  if (ddp_ && ddp_->buckets_settled()) {
+    progress_.grad_buckets.clear();
+    for (const auto& b : ddp_->buckets()) progress_.grad_buckets.emplace_back(b.begin(), b.end());
+  }
   progress_.scaler_growth_tracker = scaler_->growth_tracker();
   const auto path = [&](const std::string& name) {
     return (fs::path(o_.output_dir) / name).string();

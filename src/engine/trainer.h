@@ -54,6 +54,9 @@ struct TrainerOptions {
   int64_t log_interval = 20;
   /// Save `last` and stop after this optimizer step (preemption, tests); 0 = off.
   int64_t stop_at_step = 0;
+  /// A signal that, besides SIGTERM, makes every rank stop at an agreed step after writing
+  /// `last.ckpt` (SLURM's `--signal=USR1@90`). Default: SIGTERM (15) only
+  int preempt_signal = 15;
   /// Evaluate every N epochs and after the last; 0 = only after the last. Default: 1
   int64_t eval_interval = 1;
   /// Metric that picks `best` (AP, AP50, ...). Default: AP
@@ -93,6 +96,8 @@ struct TrainResult {
   std::string output_dir;
   /// This process's rank (only rank 0 prints a summary).
   int rank = 0;
+  /// Stopped by a preemption signal (on any rank) after writing last.ckpt.
+  bool preempted = false;
 };
 
 /// Optional callbacks into the loop (tests and tools; shared/STYLE.md 3.1 hooks).
@@ -119,6 +124,8 @@ struct Run {
   std::unique_ptr<eval::CocoEvaluator> evaluator;
   /// `mlperf.log` when mlperf.enabled (init_start is logged before anything is built).
   MlperfLogger mlperf;
+  /// The checkpoint this run continues from ("" for a new run): RunSpec::resume resolved.
+  std::string resume;
   /// The resolved config (run directory, checkpoints) and its hash.
   std::string config_yaml;
   std::string config_hash;

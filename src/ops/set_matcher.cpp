@@ -6,9 +6,10 @@
 
 namespace detforge::ops {
 
-std::vector<SetMatch> match_sets(const torch::Tensor& logits, const torch::Tensor& boxes,
-                                 const std::vector<SetTarget>& targets,
-                                 const SetMatcherOptions& options) {
+std::optional<std::vector<SetMatch>> match_sets(const torch::Tensor& logits,
+                                                const torch::Tensor& boxes,
+                                                const std::vector<SetTarget>& targets,
+                                                const SetMatcherOptions& options) {
   // The assignment is a discrete choice: no gradient flows through the costs.
   torch::NoGradGuard no_grad;
   const int64_t b = logits.size(0), q = logits.size(1);
@@ -43,19 +44,16 @@ std::vector<SetMatch> match_sets(const torch::Tensor& logits, const torch::Tenso
   int64_t start = 0;
   for (int64_t i = 0; i < b; ++i) {
     const int64_t n = sizes[i];
+    if (!torch::isfinite(gt[i]).all().item<bool>()) {
+      throw_data_error({"match.nonfinite_target", targets[i].image_id, targets[i].file_name,
+                        std::nullopt, "", "",
+                        "a ground-truth box of this image is NaN or infinite"});
+    }
     const auto c = host[i].narrow(1, start, n).contiguous();
     start += n;
-    Assignment assignment;
-    try {
-      assignment = linear_sum_assignment(c.data_ptr<double>(), q, n);
-      // Only a non-finite cost can reach here (the sizes are valid); it is a data or divergence
-      // problem, so it is reported against the image rather than as a solver error.
-    } catch (const std::invalid_argument& e) {
-      throw_data_error({"match.nonfinite_cost", targets[i].image_id, targets[i].file_name,
-                        std::nullopt, "", "",
-                        str("the matching cost is not finite (", e.what(),
-                            "): a prediction or a box of this image is NaN or infinite")});
-    }
+    // The targets are finite, so a non-finite cost comes from the predictions: a diverged step.
+    if (!torch::isfinite(c).all().item<bool>()) return std::nullopt;
+    const Assignment assignment = linear_sum_assignment(c.data_ptr<double>(), q, n);
     const auto opts = torch::TensorOptions().dtype(torch::kInt64);
     out.push_back({torch::tensor(assignment.rows, opts), torch::tensor(assignment.cols, opts)});
   }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,10 +41,13 @@ struct SetTarget {
 };
 
 /// logits: [B, Q, C] (sigmoid classification), boxes: [B, Q, 4] cxcywh in [0, 1] -> one match per
-/// image (on the CPU). Throws DataError naming the image id when any cost of that image is NaN or
-/// infinite (a diverged prediction or a bad box), instead of matching it arbitrarily.
-std::vector<SetMatch> match_sets(const torch::Tensor& logits, const torch::Tensor& boxes,
-                                 const std::vector<SetTarget>& targets,
-                                 const SetMatcherOptions& options = {});
+/// image (on the CPU). Never matches arbitrarily on a NaN or infinite cost:
+/// - a non-finite target box is bad data: DataError `match.nonfinite_target` naming the image;
+/// - a non-finite prediction (a diverged step) returns std::nullopt, so that the caller can make
+///   the step's losses non-finite and the trainer's guard skips it on every rank.
+std::optional<std::vector<SetMatch>> match_sets(const torch::Tensor& logits,
+                                                const torch::Tensor& boxes,
+                                                const std::vector<SetTarget>& targets,
+                                                const SetMatcherOptions& options = {});
 
 }  // namespace detforge::ops

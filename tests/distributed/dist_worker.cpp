@@ -7,7 +7,7 @@
 //
 //   dist_worker --scenario S [--steps N] [--out DIR] [--timeout-ms T] [--stop-at K]
 //               [--empty-steps E] [--bucket-bytes B] [--find-unused 0|1]
-//               [--fixed-schema 0|1] [--accumulate A]
+//               [--fixed-schema 0|1] [--accumulate A] [--step-ms M]
 // Scenarios: train, nan, keys-extra, keys-missing, keys-startup, params-startup, throw-before,
 // stall, stall-backward, kill, diverge (the last rank's weights changed after the last step, before
 // the replica check). --fixed-schema 1 keeps dn in the graph on a rank without foreground
@@ -47,6 +47,8 @@ const std::vector<std::string> kKeys = {"loss_cls", "loss_box", "loss_dn"};
 
 struct Args {
   std::string scenario = "train";
+  // Each step also sleeps this long, as a step computing on a real model would (cluster tests).
+  int step_ms = 0;
   int steps = 6;
   std::string out;
   int64_t timeout_ms = 5000;
@@ -82,6 +84,8 @@ Args parse_args(int argc, char** argv) {
       a.find_unused = value == "1";
     else if (flag == "--fixed-schema")
       a.fixed_schema = value == "1";
+    else if (flag == "--step-ms")
+      a.step_ms = std::stoi(value);
     else if (flag == "--accumulate")
       a.accumulate = std::stoi(value);
     else
@@ -201,6 +205,7 @@ void run(const Args& a) {
   };
 
   for (int step = 0; step < a.steps; ++step) {
+    if (a.step_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.step_ms));
     zero_grad();
     bool skipped = false;
     for (int micro = 0; micro < a.accumulate && !skipped; ++micro) {
@@ -273,7 +278,8 @@ void run(const Args& a) {
     }
     if (skipped) continue;
     optimizer.step();
-    if (dist::any_true(*pg, rank == 0 && step == a.stop_at, "stop decision")) {
+    if (dist::any_true(*pg, rank == 0 && step == a.stop_at,
+                       str("stop decision (step ", step, ")"))) {
       say(str("stopping after step ", step, " (decided by rank 0)"));
       break;
     }

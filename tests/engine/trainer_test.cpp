@@ -2,6 +2,7 @@
 // the failure modes users hit (wrong device, wrong checkpoint, truncated file).
 #include "engine/build.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -114,6 +115,43 @@ void expect_resume_identical(const TrainerTest& t, const fs::path& root,
 
 TEST_F(TrainerTest, ResumeMidEpochIsBitwiseIdentical) {
   expect_resume_identical(*this, dir_.path() / "plain", {});
+}
+
+// A preemption signal during step 2 (raised twice by the process itself: the second lands while
+// stopping): the run finishes that optimizer step, writes last.ckpt and reports itself preempted;
+// a new run in that folder is refused; `--resume auto` ends bitwise equal to a straight run. With
+// accumulation the stop waits for the optimizer step; train.preempt_signal adds SIGUSR1.
+TEST_F(TrainerTest, PreemptionSignalStopsAfterTheStepAndResumeAutoContinuesBitwise) {
+  const auto root = dir_.path();
+  for (const auto& [signal, overrides] : std::vector<std::pair<int, std::vector<std::string>>>{
+           {SIGTERM, {}}, {SIGUSR1, {"train.preempt_signal=SIGUSR1", "train.accumulate=2"}}}) {
+    const auto name = std::to_string(signal);
+    const auto straight = train(config(root / ("straight" + name), overrides));
+    TrainHooks hooks;
+    hooks.after_forward = [signal = signal](LossDict&, int64_t step) {
+      if (step != 1) return;
+      ::raise(signal);
+      ::raise(signal);
+    };
+    const auto out = root / ("run" + name);
+    const auto stopped = train(config(out, overrides), "auto", hooks);
+    EXPECT_TRUE(stopped.preempted) << name;
+    EXPECT_EQ(stopped.steps_done, 2) << name;
+    EXPECT_THROW_WITH(train(config(out, overrides)), ConfigError,
+                      "already holds a run (last.ckpt, metrics.jsonl); a new run there would "
+                      "overwrite its checkpoints. Continue it with --resume auto");
+    const auto resumed = train(config(out, overrides), "auto");
+    EXPECT_FALSE(resumed.preempted);
+    EXPECT_EQ(resumed.steps_done, straight.steps_done);
+    const auto a = stored_tensors((root / ("straight" + name) / "last.ckpt").string(), "model");
+    const auto b = stored_tensors((out / "last.ckpt").string(), "model");
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << name << " " << i;
+  }
+  // `auto` in an empty folder starts a new run.
+  EXPECT_EQ(train(config(root / "fresh", {"train.epochs=1"}), "auto").steps_done, 4);
+  EXPECT_THROW_WITH(train(config(root / "bad", {"train.preempt_signal=SIGSTOP"})), ConfigError,
+                    "train.preempt_signal: 'SIGSTOP' is not a signal detforge stops on");
 }
 
 // The augmentations draw from (seed, epoch, index) only, so a run resumed mid-epoch sees the same

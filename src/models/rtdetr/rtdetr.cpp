@@ -251,20 +251,32 @@ LossDict RTDetrImpl::compute_loss(const RTDetrOutputs& outputs,
     out.set("loss_bbox" + suffix, t.bbox * (o.weight_bbox() * scale));
     out.set("loss_giou" + suffix, t.giou * (o.weight_giou() * scale));
   };
+  // A non-finite prediction cannot be matched: every term becomes NaN, so that the trainer's
+  // non-finite guard skips the step on every rank (as for any diverged loss).
+  bool unmatchable = false;
   const auto matched = [&](const std::string& suffix, const torch::Tensor& logits,
                            const torch::Tensor& boxes) {
-    put(suffix,
-        set_terms(logits, boxes, targets, ops::match_sets(logits, boxes, targets, matcher),
-                  num_boxes, o),
-        1.0);
+    const auto matches = ops::match_sets(logits, boxes, targets, matcher);
+    if (!matches) {
+      unmatchable = true;
+      return;
+    }
+    put(suffix, set_terms(logits, boxes, targets, *matches, num_boxes, o), 1.0);
   };
   const auto& dec = outputs.decoder;
   const int64_t q = dec.logits.size(2) - n;
-  for (int64_t l = 0; l < layers; ++l) {
+  for (int64_t l = 0; l < layers && !unmatchable; ++l) {
     const std::string suffix = l + 1 == layers ? "" : "_aux_" + std::to_string(l);
     matched(suffix, dec.logits[l].narrow(1, n, q), dec.boxes[l].narrow(1, n, q));
   }
-  matched("_aux_" + std::to_string(layers - 1), outputs.enc_logits, outputs.enc_boxes);
+  if (!unmatchable)
+    matched("_aux_" + std::to_string(layers - 1), outputs.enc_logits, outputs.enc_boxes);
+  if (unmatchable) {
+    ++nonfinite_matches_;
+    const auto nan = graph_zero(dec.logits) + std::numeric_limits<float>::quiet_NaN();
+    for (const auto& key : loss_keys_) out.set(key, nan);
+    return out;
+  }
   if (o.denoising().num_denoising() > 0) {
     TORCH_CHECK(denoising != nullptr, "RT-DETR: training needs the denoising group");
     std::vector<ops::SetMatch> dn_matches;

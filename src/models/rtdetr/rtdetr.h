@@ -83,7 +83,7 @@ class RTDetrImpl : public DetectorBase<RTDetrImpl, RTDetrOptions> {
                                       const Batch& batch) const;
 
   std::vector<std::pair<std::string, int64_t>> counters() const override {
-    return {{"skipped_images", skipped_images_}};
+    return {{"skipped_images", skipped_images_}, {"nonfinite_matches", nonfinite_matches_}};
   }
   /// transformers' RTDetrV2Config of this model (RTDetrV2ForObjectDetection).
   std::string hub_config(const std::vector<std::string>& class_names) const override;
@@ -96,6 +96,8 @@ class RTDetrImpl : public DetectorBase<RTDetrImpl, RTDetrOptions> {
   }
 
  private:
+  // Steps whose predictions could not be matched (non-finite costs; the step is skipped).
+  mutable int64_t nonfinite_matches_ = 0;
   ResNetVd backbone_{nullptr};
   torch::nn::ModuleList encoder_input_proj_{nullptr}, decoder_input_proj_{nullptr};
   RTDetrHybridEncoder encoder_{nullptr};

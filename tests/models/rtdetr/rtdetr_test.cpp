@@ -18,6 +18,7 @@
 #include "models/rtdetr/rtdetr.h"
 #include "ops/box_ops.h"
 #include "ops/py_reference.h"
+#include "ops/set_matcher.h"
 #include "test_util.h"
 #include "weights/state_dict.h"
 
@@ -448,6 +449,36 @@ TEST(RTDetr, BadTargetsAreRefusedBeforeAnyIndexNamingTheImage) {
   EXPECT_TRUE(losses.nonfinite_keys().empty());
   EXPECT_EQ(skipping->skipped_images(), 1);
   EXPECT_EQ(losses.at("loss_bbox").item<double>(), 0.0);
+}
+
+// A diverged prediction (here from NaN pixels) cannot be matched. It is the trainer's non-finite
+// guard's case, not a data error: every term is NaN (so every rank skips the step) and the
+// detector counts it. A NaN ground-truth box that reaches the matcher is still bad data.
+TEST(RTDetr, UnmatchablePredictionsMakeEveryTermNonFiniteForTheGuard) {
+  torch::manual_seed(0);
+  RTDetr m(small_options());
+  m->train();
+  Batch b;
+  b.images = torch::full({1, 3, 64, 64}, std::nanf(""));
+  b.image_sizes = {{64, 64}};
+  b.original_sizes = {{64, 64}};
+  b.targets.emplace_back(7, Boxes(torch::tensor({4.0f, 4.0f, 30.0f, 40.0f}).view({1, 4})),
+                         torch::tensor({int64_t{1}}));
+  LossDict losses(m->loss_keys());
+  EXPECT_NO_THROW(losses = m->forward_train(b));
+  EXPECT_EQ(losses.nonfinite_keys(), m->loss_keys());
+  const auto counters = m->counters();
+  EXPECT_EQ(std::count(counters.begin(), counters.end(),
+                       std::pair<std::string, int64_t>{"nonfinite_matches", 1}),
+            1);
+
+  ops::SetTarget bad{7, "cells_7.jpg", torch::tensor({int64_t{0}}),
+                     torch::tensor({0.5f, std::nanf(""), 0.2f, 0.2f}).view({1, 4})};
+  EXPECT_THROW_WITH(ops::match_sets(torch::zeros({1, 4, 3}), torch::full({1, 4, 4}, 0.5f), {bad}),
+                    DataError, "[data:match.nonfinite_target] image_id=7 file=cells_7.jpg");
+  const auto nan_logits = torch::full({1, 4, 3}, std::nanf(""));
+  bad.boxes = torch::tensor({0.5f, 0.5f, 0.2f, 0.2f}).view({1, 4});
+  EXPECT_FALSE(ops::match_sets(nan_logits, torch::full({1, 4, 4}, 0.5f), {bad}).has_value());
 }
 
 }  // namespace
