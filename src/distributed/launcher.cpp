@@ -442,13 +442,12 @@ std::vector<RankExit> launch(const LaunchOptions& options) {
   });
   if (all_preempted) {
     // The ranks agreed on a step, wrote last.ckpt and exited: the run was preempted, not broken.
-    throw RankFailedError(
-        str("launch: ",
-            forwarded_signal != 0 ? str("received signal ", signal_name(forwarded_signal), "; ")
-                                  : std::string(),
-            "every rank stopped after writing last.ckpt (exit code ",
-            static_cast<int>(ExitCode::kPreempted), ", preempted); continue with --resume auto"),
-        static_cast<int>(ExitCode::kPreempted));
+    throw Preempted(str("launch: ",
+                        forwarded_signal != 0
+                            ? str("received signal ", signal_name(forwarded_signal), "; ")
+                            : std::string(),
+                        "every rank stopped after writing last.ckpt (exit code ",
+                        static_cast<int>(ExitCode::kPreempted), "); continue with --resume auto"));
   }
   if (forwarded_signal != 0) {
     throw RankFailedError(str("launch: received signal ", signal_name(forwarded_signal),

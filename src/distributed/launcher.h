@@ -80,7 +80,7 @@ int free_local_port();
 /// SIGKILL; then RankFailedError is thrown. SIGINT and SIGTERM sent to the launcher are
 /// forwarded to every rank (a second one escalates to SIGKILL) and end in RankFailedError with
 /// code 128 + signal; SIGUSR1 and SIGUSR2 are forwarded as they are. When every rank exits with
-/// ExitCode::kPreempted (a preemption signal, checkpoint written), the error has that code.
+/// ExitCode::kPreempted (a preemption signal, checkpoint written), Preempted is thrown instead.
 /// Throws ConfigError when the command cannot be found.
 /// Returns every rank's exit (all zero) on success.
 std::vector<RankExit> launch(const LaunchOptions& options);

@@ -293,7 +293,8 @@ TEST_F(ClusterTest, PreemptionStopsEveryRankAtOneStepAndResumeAutoEndsBitwiseEqu
   EXPECT_EQ(job.codes, (std::vector<int>{static_cast<int>(ExitCode::kPreempted),
                                          static_cast<int>(ExitCode::kPreempted)}))
       << job.all();
-  EXPECT_TRUE(contains(job.all(), "every rank stopped after writing last.ckpt (exit code 8"))
+  EXPECT_TRUE(contains(
+      job.all(), "preempted: launch: every rank stopped after writing last.ckpt (exit code 8)"))
       << job.all();
   EXPECT_LT(to_exit, kGraceS + 10.0) << "from the signal to every launcher's exit";
   // One stop step, named by all four ranks.

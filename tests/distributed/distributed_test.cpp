@@ -313,6 +313,32 @@ TEST(Launch, FailingRankStopsTheOthersWithSigkillAfterGrace) {
   EXPECT_LT(s, 20.0);
 }
 
+// SIGUSR1 (SLURM's early warning) reaches the ranks as it is; SIGTERM makes them save and exit
+// with the preempted code (8), which the launcher reports as a preemption, exiting 8 itself,
+// without cutting short the rank that takes longer to save.
+TEST(Launch, ForwardsSigusr1AndReportsAPreemptedGroup) {
+  testing::TempDir dir;
+  const auto script = dir.write(
+      "run.sh",
+      str(df(), " launch --nproc-per-node 2 --grace-period 5 --master-port ", testing::free_port(),
+          " -- bash -c 'trap \"echo usr1\" USR1; trap \"[ $RANK = 1 ] && sleep 1; exit 8\" TERM; "
+          "echo ready; while true; do sleep 0.1; done' > out.txt 2>&1 &\n"
+          "pid=$!\n"
+          "for i in $(seq 100); do [ $(grep -c ready out.txt) = 2 ] && break; sleep 0.1; done\n"
+          "kill -USR1 $pid; sleep 0.5; kill -TERM $pid; wait $pid; echo \"rc=$?\" >> out.txt\n"));
+  run_command("cd " + dir.path().string() + " && timeout 50 bash " + script);
+  const std::string out = testing::read_file(dir.path() / "out.txt");
+  EXPECT_TRUE(contains(out, "[rank 0] usr1")) << out;
+  EXPECT_TRUE(contains(out, "[rank 1] usr1")) << out;
+  EXPECT_TRUE(
+      contains(out,
+               "preempted: launch: received signal 15 (SIGTERM: Terminated); every rank stopped "
+               "after writing last.ckpt (exit code 8); continue with "
+               "--resume auto"))
+      << out;
+  EXPECT_TRUE(contains(out, "rc=8")) << out;
+}
+
 TEST(Launch, MissingCommandIsAConfigError) {
   const auto r = run_command(df() + " launch --nproc-per-node 2 -- no-such-program-xyz");
   EXPECT_EQ(r.exit_code, static_cast<int>(ExitCode::kConfig)) << r.output;
