@@ -35,7 +35,7 @@ const struct {
 
 }  // namespace
 
-int stop_signal_number(const std::string& name, const std::string& key) {
+int stop_signal_number(const std::string& name) {
   std::string upper = name;
   std::transform(upper.begin(), upper.end(), upper.begin(),
                  [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
@@ -45,8 +45,7 @@ int stop_signal_number(const std::string& name, const std::string& key) {
     if (upper == s.name) return s.number;
     allowed += (allowed.empty() ? "" : ", ") + std::string(s.name);
   }
-  throw ConfigError(
-      str(key, ": '", name, "' is not a signal detforge stops on; use one of ", allowed));
+  throw ConfigError(str("'", name, "' is not a signal detforge stops on; use one of ", allowed));
 }
 
 std::string stop_signal_name(int signal_number) {

@@ -13,8 +13,9 @@
 namespace detforge {
 
 /// The signal number of "SIGTERM", "SIGUSR1", "SIGUSR2", "SIGINT" or "SIGHUP" (with or without
-/// the SIG prefix, any case). Throws ConfigError naming `key` and the allowed names otherwise.
-int stop_signal_number(const std::string& name, const std::string& key);
+/// the SIG prefix, any case). Throws ConfigError naming the value and the allowed names otherwise
+/// (the caller adds where the value came from).
+int stop_signal_number(const std::string& name);
 
 /// "SIGTERM" for 15, "signal 34" for a number without a name here.
 std::string stop_signal_name(int signal_number);

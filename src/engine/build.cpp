@@ -58,7 +58,7 @@ void read_train(const ConfigNode& t, const torch::Device& device, TrainerOptions
   read_count(t, "stop_at_step", o.stop_at_step, /*allow_zero=*/true);
   if (t.has("preempt_signal")) {
     o.preempt_signal = located(t, "preempt_signal", [&] {
-      return stop_signal_number(t.required<std::string>("preempt_signal"), "train.preempt_signal");
+      return stop_signal_number(t.required<std::string>("preempt_signal"));
     });
   }
 }
