@@ -186,21 +186,31 @@ c10::intrusive_ptr<c10d::Store> connect_store(const DistEnv& env, std::chrono::m
   // attempt: an agent restarted for a membership change keeps its count while the one whose
   // rank failed counts up. Every WORLD_SIZE arrivals at the store make one attempt instead, and
   // each attempt's keys live under its own prefix.
-  const int64_t arrival = store->add("detforge/arrivals", 1);
-  const int64_t attempt = (arrival - 1) / env.world_size;
-  auto prefixed = c10::make_intrusive<c10d::PrefixStore>(str("detforge/", attempt), store);
+  c10::intrusive_ptr<c10d::Store> prefixed;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  int64_t joined = prefixed->add("joined", 1);
-  while (joined < env.world_size) {
-    if (std::chrono::steady_clock::now() >= deadline) {
-      throw DistError(str(where, " rendezvous at ", target, ": only ", joined, " of WORLD_SIZE=",
-                          env.world_size, " ranks joined within ", timeout.count(),
-                          " ms. Check that every node was started (--nnodes, one launcher per "
-                          "node) with the same MASTER_ADDR/MASTER_PORT, and that this node can "
-                          "reach it"));
+  const auto too_few = [&](int64_t joined) {
+    return DistError(str(where, " rendezvous at ", target, ": only ", joined, " of WORLD_SIZE=",
+                         env.world_size, " ranks joined within ", timeout.count(),
+                         " ms. Check that every node was started (--nnodes, one launcher per "
+                         "node) with the same MASTER_ADDR/MASTER_PORT, and that this node can "
+                         "reach it"));
+  };
+  int64_t joined = 0;
+  try {
+    QuietC10Log quiet;
+    const int64_t attempt = (store->add("detforge/arrivals", 1) - 1) / env.world_size;
+    prefixed = c10::make_intrusive<c10d::PrefixStore>(str("detforge/", attempt), store);
+    joined = prefixed->add("joined", 1);
+    while (joined < env.world_size) {
+      if (std::chrono::steady_clock::now() >= deadline) throw too_few(joined);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      joined = prefixed->add("joined", 0);
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    joined = prefixed->add("joined", 0);
+  } catch (const DistError&) {
+    throw;
+  } catch (const std::exception&) {
+    // Rank 0 gave up waiting (or died) and took the store with it: the same count, from here.
+    throw too_few(joined);
   }
   // Where each rank runs, for the post-mortem of a failed collective (fail()).
   const std::string address = local_address_towards(env.master_addr, env.master_port);

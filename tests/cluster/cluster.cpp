@@ -81,6 +81,12 @@ void SimulatedCluster::setup() {
     must(on(h) + "ip addr add " + address(h) + "/24 dev eth0");
     must(on(h) + "ip link set eth0 up");
   }
+  // The fault tools must work here too (a kernel may lack iptables' tables or tbf): probed on
+  // host 0's loopback, so that their absence is a skip with the reason, not a failed test.
+  must(on(0) + "iptables-legacy -A INPUT -i lo -m statistic --mode random --probability 0 -j DROP");
+  must(on(0) + "iptables-legacy -F INPUT");
+  must(on(0) + "tc qdisc add dev lo root tbf rate 1gbit burst 32kb latency 50ms");
+  must(on(0) + "tc qdisc del dev lo root");
 }
 
 SimulatedCluster::~SimulatedCluster() {
