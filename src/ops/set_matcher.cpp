@@ -1,5 +1,7 @@
 #include "ops/set_matcher.h"
 
+#include <stdexcept>
+
 #include "core/errors.h"
 #include "ops/box_ops.h"
 #include "ops/hungarian.h"
@@ -44,16 +46,21 @@ std::optional<std::vector<SetMatch>> match_sets(const torch::Tensor& logits,
   int64_t start = 0;
   for (int64_t i = 0; i < b; ++i) {
     const int64_t n = sizes[i];
-    if (!torch::isfinite(gt[i]).all().item<bool>()) {
-      throw_data_error({"match.nonfinite_target", targets[i].image_id, targets[i].file_name,
-                        std::nullopt, "", "",
-                        "a ground-truth box of this image is NaN or infinite"});
-    }
     const auto c = host[i].narrow(1, start, n).contiguous();
     start += n;
-    // The targets are finite, so a non-finite cost comes from the predictions: a diverged step.
-    if (!torch::isfinite(c).all().item<bool>()) return std::nullopt;
-    const Assignment assignment = linear_sum_assignment(c.data_ptr<double>(), q, n);
+    Assignment assignment;
+    try {
+      assignment = linear_sum_assignment(c.data_ptr<double>(), q, n);
+    } catch (const std::invalid_argument&) {
+      // Only a non-finite cost reaches here (the sizes are valid). The targets are looked at on
+      // the host only now, so the usual path pays no device sync for them.
+      if (!torch::isfinite(targets[i].boxes.cpu()).all().item<bool>()) {
+        throw_data_error({"match.nonfinite_target", targets[i].image_id, targets[i].file_name,
+                          std::nullopt, "", "",
+                          "a ground-truth box of this image is NaN or infinite"});
+      }
+      return std::nullopt;  // a non-finite prediction: a diverged step, the trainer's guard's case
+    }
     const auto opts = torch::TensorOptions().dtype(torch::kInt64);
     out.push_back({torch::tensor(assignment.rows, opts), torch::tensor(assignment.cols, opts)});
   }
