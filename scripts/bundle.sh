@@ -140,6 +140,14 @@ check_bundle() {
   outside="$(bundled_libs "$(dirname "$(dirname "$run")")/lib:$torch_lib" "$(dirname "$run")/detforge" "$(dirname "$run")/gpu_test" \
     "$(dirname "$run")/libexec/"* | xargs -r realpath -s | grep -v "^$(dirname "$(dirname "$run")")/lib/" || true)"
   [ -z "$outside" ] || { echo "[bundle] resolved outside the bundle:" >&2; echo "$outside" >&2; exit 1; }
+  # libstdc++ must come first among each binary's libraries: torch 2.11's libtorch.so exports
+  # std::filesystem functions of its own that crash when the C++ runtime's are bound to them.
+  local bin first
+  for bin in "$(dirname "$run")/detforge" "$(dirname "$run")/gpu_test" "$(dirname "$run")/libexec/"*; do
+    first="$(readelf -d "$bin" | awk '/NEEDED/ {print $NF; exit}')"
+    [ "$first" = "[libstdc++.so.6]" ] ||
+      { echo "[bundle] $bin: first library $first, not libstdc++.so.6" >&2; exit 1; }
+  done
   log "check: running $run from $tmp with the build trees moved away"
   (
     cd "$tmp"

@@ -25,9 +25,11 @@
 # skipped, and the MLPerf recipe and the profile run a few steps at 128 px on the CPU instead, so
 # that every command line is checked before the visit. The host has no network: the MLCommons
 # checker (mlperf-logging) and Ultralytics (the YOLO peer) come as wheels in the bundle's wheels/,
-# installed with pip --no-index into OUT_DIR/venv, a venv that sees the host's torch.
+# installed with pip --no-index --target into OUT_DIR/site, on PYTHONPATH over the host's torch.
 # Environment: DETFORGE_PYTHON (the Python with torch; default: the source tree's .venv, else
-# python3), GPU_CHECK_PART_S, GPU_CHECK_MLPERF_STEPS. Exit status: 0 when no part failed.
+# python3), GPU_CHECK_PART_S, GPU_CHECK_TOTAL_S (a deadline for the whole visit: a part gets at
+# most the time left, and a part that would get under 10 s is skipped as out of time; default none),
+# GPU_CHECK_MLPERF_STEPS. Exit status: 0 when no part failed.
 set -uo pipefail
 [ $# -eq 1 ] || { echo "usage: $0 OUT_DIR" >&2; exit 2; }
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -36,6 +38,7 @@ mkdir -p "$1" || exit 6
 out="$(cd "$1" && pwd)"
 limit="${GPU_CHECK_PART_S:-480}"
 steps="${GPU_CHECK_MLPERF_STEPS:-300}"
+total="${GPU_CHECK_TOTAL_S:-0}"
 
 if [ -x "$here/detforge" ]; then  # a bundle: bin/detforge(-run), configs/, bench/, wheels/
   df="$here/detforge-run"
@@ -47,6 +50,8 @@ else  # a source tree
   py="${DETFORGE_PYTHON:-$top/.venv/bin/python}"
   [ -x "$py" ] || py=python3
 fi
+# An absolute path: `bench --python` and the launcher take a file, not a name on the PATH.
+py="$(command -v "$py" || echo "$py")"
 export DETFORGE_PYTHON="$py"
 summary="$out/summary.txt"
 : > "$summary"
@@ -56,19 +61,24 @@ failed=0
 # stdout and stderr into LOG, and its outcome as one line of the summary. Functions run in a
 # child bash, which timeout can stop: they and the variables they read are exported.
 run_part() {
-  local name="$1" log="$2" rc
+  local name="$1" log="$2" rc part_limit="$limit"
   shift 2
-  printf '[gpu_check] %s ...\n' "$name"
+  if [ "$total" -gt 0 ]; then
+    local left=$((total - SECONDS))
+    [ "$left" -ge 10 ] || { skip "$name" "out of time: GPU_CHECK_TOTAL_S=$total"; return 0; }
+    [ "$left" -lt "$part_limit" ] && part_limit="$left"
+  fi
+  printf '[gpu_check] %s (at %d s) ...\n' "$name" "$SECONDS"
   if [ "$(type -t "$1")" = function ]; then
-    timeout --kill-after=30 "$limit" bash -c "$*" > "$log" 2>&1
+    timeout --kill-after=5 "$part_limit" bash -c "$*" > "$log" 2>&1
   else
-    timeout --kill-after=30 "$limit" "$@" > "$log" 2>&1
+    timeout --kill-after=5 "$part_limit" "$@" > "$log" 2>&1
   fi
   rc=$?
   if [ "$rc" -eq 0 ]; then
-    echo "$name: ok ($log)" >> "$summary"
+    echo "$name: ok, done at $SECONDS s ($log)" >> "$summary"
   elif [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
-    echo "$name: timed out after ${limit} s ($log)" >> "$summary"
+    echo "$name: timed out after ${part_limit} s ($log)" >> "$summary"
     failed=1
   else
     echo "$name: failed, exit $rc ($log)" >> "$summary"
@@ -93,38 +103,51 @@ run_part versions "$out/versions.txt" versions
 cuda=0
 "$py" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2> /dev/null && cuda=1
 
-# The packages the Python lacks (the checker, Ultralytics): the bundle's wheels into a venv over
-# the host's.
+# The packages the Python lacks (the checker, Ultralytics): the bundle's wheels into OUT_DIR/site,
+# put on PYTHONPATH. Not a venv: the host's torch often lives in a venv itself, and a venv made
+# from it with --system-site-packages sees the base interpreter's packages, not that venv's torch.
 if ! "$py" -c 'import mlperf_logging, ultralytics' 2> /dev/null; then
   if ls "$top"/wheels/*.whl > /dev/null 2>&1; then
-    "$py" -m venv --system-site-packages "$out/venv" &&
-      "$out/venv/bin/python" -m pip install -q --no-index --no-deps "$top"/wheels/*.whl &&
-      py="$out/venv/bin/python"
+    "$py" -m pip install -q --no-index --no-deps --no-compile --target "$out/site" \
+      "$top"/wheels/*.whl && export PYTHONPATH="$out/site${PYTHONPATH:+:$PYTHONPATH}"
   fi
 fi
 
-run_part gpu_test "$out/gpu_test.log" "${gpu_test[@]}"
+# The parts in the order of what a short visit must bring back first: the tests, the MLPerf
+# model's benchmark and profile, one model of each other family, the recipe, then the rest.
+# Each test in its own process, so that one that crashes (a segfault loses what gtest had not
+# flushed yet) cannot hide the others.
+gpu_tests() {
+  local t rc=0
+  # shellcheck disable=SC2086 # gpu_test_cmd: the command and its first argument, split on spaces
+  for t in $($gpu_test_cmd --gtest_list_tests | awk '/^[^ ]/ {s=$1} /^  / {print s $1}'); do
+    $gpu_test_cmd --gtest_filter="$t" || { echo "[gpu_check] $t: exit $?"; rc=1; }
+  done
+  return "$rc"
+}
+export -f gpu_tests
+export gpu_test_cmd="${gpu_test[*]}"
+run_part gpu_test "$out/gpu_test.log" gpu_tests
 
-if [ "$cuda" -eq 1 ]; then
-  run_part bench_r50 "$out/bench_r50.txt" "$df" bench model --model retinanet_r50_fpn \
-    --device cuda:0 --batch 16 --size 800 --iters 10 --python "$py" \
-    --peer-script "$top/bench/device_peer.py"
-  run_part bench_mlperf "$out/bench_mlperf.txt" "$df" bench model \
-    --model retinanet_x50_mlperf --device cuda:0 --batch 32 --size 800 --iters 10 \
-    --python "$py" --peer-script "$top/bench/device_peer.py"
-  for scale in n s; do
-    run_part "bench_yolov8$scale" "$out/bench_yolov8$scale.txt" "$df" bench model \
-      --model "yolov8$scale" --device cuda:0 --batch 16 --size 640 --iters 10 --python "$py" \
-      --peer-script "$top/bench/yolo_peer.py"
-  done
-  run_part bench_rtdetr "$out/bench_rtdetr.txt" "$df" bench model --model rtdetr_r18vd \
-    --device cuda:0 --batch 16 --size 640 --iters 10 --python "$py" \
-    --peer-script "$top/bench/rtdetr_peer.py"
-else
-  for part in bench_r50 bench_mlperf bench_yolov8n bench_yolov8s bench_rtdetr; do
-    skip "$part" "no CUDA device"
-  done
-fi
+# bench NAME MODEL BATCH SIZE PEER_SCRIPT: one `bench model` part on cuda:0 (skipped without CUDA).
+bench() {
+  if [ "$cuda" -eq 0 ]; then
+    skip "$1" "no CUDA device"
+    return
+  fi
+  run_part "$1" "$out/$1.txt" "$df" bench model --model "$2" --device cuda:0 --batch "$3" \
+    --size "$4" --iters 10 --python "$py" --peer-script "$top/bench/$5"
+}
+
+profile() {
+  if [ "$cuda" -eq 1 ]; then
+    run_part profile "$out/profile.log" "$df" bench model --model retinanet_x50_mlperf \
+      --device cuda:0 --batch 32 --size 800 --iters 3 --no-peer --profile "$out/profile"
+  else
+    run_part profile "$out/profile.log" "$df" bench model --model retinanet_x50_mlperf \
+      --batch 1 --size 128 --iters 1 --warmup 0 --no-peer --profile "$out/profile"
+  fi
+}
 
 # The MLPerf recipe on synthetic images: the synthetic file's three shapes keep their category ids
 # (1, 3, 7), and its category list is widened to OpenImages-MLPerf's 264 classes. It evaluates
@@ -160,19 +183,18 @@ EOF
 mkdir -p "$out/mlperf"
 export -f mlperf
 export py cuda steps
+
+bench bench_mlperf retinanet_x50_mlperf 32 800 device_peer.py
+profile
+bench bench_yolov8n yolov8n 16 640 yolo_peer.py
+bench bench_rtdetr rtdetr_r18vd 16 640 rtdetr_peer.py
 run_part mlperf "$out/mlperf/train.log" mlperf
 if [ -f "$out/mlperf/checker.txt" ]; then
   verdict="$(grep -E "SUCCESS|FAILED" "$out/mlperf/checker.txt" | tail -n 1)"
   echo "mlperf checker: ${verdict:-no verdict} ($out/mlperf/checker.txt)" >> "$summary"
 fi
-
-if [ "$cuda" -eq 1 ]; then
-  run_part profile "$out/profile.log" "$df" bench model --model retinanet_x50_mlperf \
-    --device cuda:0 --batch 32 --size 800 --iters 3 --no-peer --profile "$out/profile"
-else
-  run_part profile "$out/profile.log" "$df" bench model --model retinanet_x50_mlperf \
-    --batch 1 --size 128 --iters 1 --warmup 0 --no-peer --profile "$out/profile"
-fi
+bench bench_r50 retinanet_r50_fpn 16 800 device_peer.py
+bench bench_yolov8s yolov8s 16 640 yolo_peer.py
 
 printf '[gpu_check] done: %s\n' "$summary"
 cat "$summary"

@@ -4,7 +4,11 @@
 //
 // Tolerances. fp32 runs with TF32 off (cuDNN and cuBLAS would otherwise round inputs to a 10-bit
 // mantissa, a precision choice rather than a CUDA bug), so CPU and GPU differ only in summation
-// order: 1e-4 relative on losses, 1e-3 on gradient norms. bf16 keeps 8 mantissa bits (relative
+// order: 1e-4 relative on losses, and 1e-2 on each parameter's gradient. That bound was measured:
+// on an H200 (torch 2.11.0+cu130, cuDNN 9.19) the stem and the first stage's gradients of the
+// randomly initialised GroupNorm ResNet-18 differ from the CPU's by 3.2e-3 and 4.7e-3 (relative
+// norm, worst parameter, two runs), where TF32 allowed gives 0.22: 1e-2 is twice the noise and
+// twenty times under a precision slip. bf16 keeps 8 mantissa bits (relative
 // rounding 2^-9 = 2e-3 per op) and fp16 11 (5e-4); through ~30 layers that compounds to a few
 // percent on the loss, so autocast losses must agree within 5% (bf16) and 2% (fp16). Gradients
 // of the randomly initialised backbone are the noisiest: under bf16 autocast on the CPU the
@@ -17,6 +21,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <string>
@@ -66,6 +71,30 @@ class NoTf32 {
 
  private:
   bool cudnn_, cublas_;
+};
+
+// Deterministic kernels for the lifetime of the scope (restored after): cuDNN's fastest
+// backward algorithms and index_put accumulate with atomics, so two runs of one CUDA step differ
+// in the last bits (seen on an H200: 1e-5 relative in the NCCL test below).
+class Deterministic {
+ public:
+  Deterministic()
+      : cudnn_(at::globalContext().deterministicCuDNN()),
+        benchmark_(at::globalContext().benchmarkCuDNN()),
+        algorithms_(at::globalContext().deterministicAlgorithms()),
+        warn_only_(at::globalContext().deterministicAlgorithmsWarnOnly()) {
+    at::globalContext().setDeterministicCuDNN(true);
+    at::globalContext().setBenchmarkCuDNN(false);
+    at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/true);
+  }
+  ~Deterministic() {
+    at::globalContext().setDeterministicCuDNN(cudnn_);
+    at::globalContext().setBenchmarkCuDNN(benchmark_);
+    at::globalContext().setDeterministicAlgorithms(algorithms_, warn_only_);
+  }
+
+ private:
+  bool cudnn_, benchmark_, algorithms_, warn_only_;
 };
 
 models::RetinaNetOptions small_retinanet(bool frozen_bn = false) {
@@ -150,20 +179,41 @@ void expect_losses_close(const StepResult& a, const StepResult& b, double rel,
   }
 }
 
+// The largest relative gradient difference |g - g_ref| / |g_ref| over the parameters.
+double worst_grad_error(const StepResult& ref, const StepResult& got) {
+  double worst = 0;
+  for (size_t i = 0; i < ref.grads.size(); ++i) {
+    const double scale = std::max(ref.grads[i].norm().item<double>(), 1e-6);
+    worst = std::max(worst, (got.grads[i] - ref.grads[i]).norm().item<double>() / scale);
+  }
+  return worst;
+}
+
 TEST(Gpu, RetinaNetTrainStepFp32MatchesTheCpu) {
   SKIP_WITHOUT_CUDA();
-  NoTf32 no_tf32;
   torch::manual_seed(0);
   models::RetinaNet cpu(small_retinanet());
   const Batch batch = make_batch();
   const auto ref = train_step(*cpu, batch, torch::kCPU);
   auto gpu = on_cuda_copy(*cpu);
-  const auto got = train_step(*gpu, batch, kCuda);
+  StepResult got;
+  {
+    NoTf32 no_tf32;
+    got = train_step(*gpu, batch, kCuda);
+  }
+  // For scale, the same step with TF32 allowed (cuDNN's default): the tolerance below must sit
+  // well under what TF32 gives, or it would not catch a TF32 (or other precision) slip.
+  const auto tf32 = train_step(*gpu, batch, kCuda);
   expect_losses_close(ref, got, 1e-4, "fp32");
   ASSERT_EQ(ref.grads.size(), got.grads.size());
+  const double worst = worst_grad_error(ref, got), worst_tf32 = worst_grad_error(ref, tf32);
+  std::cout << "fp32 CUDA against the CPU: worst relative gradient difference " << worst
+            << " with TF32 off, " << worst_tf32 << " with TF32 allowed\n";
+  RecordProperty("worst_grad_error", std::to_string(worst));
+  RecordProperty("worst_grad_error_tf32", std::to_string(worst_tf32));
   for (size_t i = 0; i < ref.grads.size(); ++i) {
     const double scale = std::max(ref.grads[i].norm().item<double>(), 1e-6);
-    EXPECT_LT((got.grads[i] - ref.grads[i]).norm().item<double>() / scale, 1e-3)
+    EXPECT_LT((got.grads[i] - ref.grads[i]).norm().item<double>() / scale, 1e-2)
         << "parameter " << i;
   }
 }
@@ -224,8 +274,31 @@ TEST(Gpu, ChannelsLastAndFoldedFrozenBnMatchThePlainStep) {
   }
 }
 
+// How many of `a`'s detections have no partner in `b` with the same label, a score within 1e-4
+// and a box within 1e-3 px (each partner used once). Scores of different boxes often lie within
+// float32 noise of each other, so the two devices list the same detections in different orders
+// (seen on an H200: the labels and boxes compared position by position differed, the sets not).
+int64_t unmatched_detections(const Detections& a, const Detections& b) {
+  const auto sa = a.scores.accessor<float, 1>(), sb = b.scores.accessor<float, 1>();
+  const auto la = a.labels.accessor<int64_t, 1>(), lb = b.labels.accessor<int64_t, 1>();
+  const auto ba = a.boxes.tensor().accessor<float, 2>(), bb = b.boxes.tensor().accessor<float, 2>();
+  std::vector<bool> used(size_t(b.size()), false);
+  int64_t unmatched = 0;
+  for (int64_t i = 0; i < a.size(); ++i) {
+    bool found = false;
+    for (int64_t j = 0; j < b.size() && !found; ++j) {
+      if (used[size_t(j)] || la[i] != lb[j] || std::abs(sa[i] - sb[j]) > 1e-4) continue;
+      bool close = true;
+      for (int k = 0; k < 4; ++k) close = close && std::abs(ba[i][k] - bb[j][k]) <= 1e-3;
+      if (close) used[size_t(j)] = found = true;
+    }
+    unmatched += found ? 0 : 1;
+  }
+  return unmatched;
+}
+
 // Predict on CPU and cuda:0 over the synthetic validation split through the real loader, then
-// evaluate both: same detections, same COCO stats.
+// evaluate both: the same detections (in any order), the same COCO stats.
 TEST(Gpu, PredictAndEvalOnCudaGiveTheCpuDetections) {
   SKIP_WITHOUT_CUDA();
   NoTf32 no_tf32;
@@ -264,6 +337,10 @@ TEST(Gpu, PredictAndEvalOnCudaGiveTheCpuDetections) {
   loader.start_epoch(0);
   int64_t detections = 0;
   while (auto batch = loader.next()) {
+    // Sensor noise: the synthetic images' flat backgrounds (and the padding) give many anchors
+    // exactly equal scores, and which of two tied overlapping boxes NMS keeps depends on the
+    // order the device's top-k left them in.
+    batch->images = batch->images + 0.05 * torch::randn(batch->images.sizes());
     const auto a = cpu->predict(*batch);
     const auto b = gpu->predict(batch->to(kCuda));
     ASSERT_EQ(a.size(), b.size());
@@ -271,9 +348,7 @@ TEST(Gpu, PredictAndEvalOnCudaGiveTheCpuDetections) {
       const auto bb = b[i].to(torch::kCPU);
       ASSERT_EQ(a[i].size(), bb.size()) << "image " << batch->targets[i].image_id;
       detections += a[i].size();
-      EXPECT_TRUE(torch::allclose(a[i].scores, bb.scores, 1e-4, 1e-5));
-      EXPECT_TRUE(torch::equal(a[i].labels, bb.labels));
-      EXPECT_TRUE(torch::allclose(a[i].boxes.tensor(), bb.boxes.tensor(), 1e-4, 1e-3));
+      EXPECT_EQ(unmatched_detections(a[i], bb), 0) << "image " << batch->targets[i].image_id;
     }
     on_cpu.process(batch->targets, a);
     on_gpu.process(batch->targets, b);
@@ -288,6 +363,7 @@ TEST(Gpu, PredictAndEvalOnCudaGiveTheCpuDetections) {
 // trainer's gradient sync (c10d::Reducer) over it.
 TEST(Gpu, NcclWorldSizeOneThroughTheProcessGroup) {
   SKIP_WITHOUT_CUDA();
+  Deterministic deterministic;
   dist::DistEnv env;
   env.source = dist::EnvSource::kTorchrun;
   env.master_port = testing::free_port();

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <set>
 
+#include <ATen/autocast_mode.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -338,6 +339,22 @@ TEST(ClassWeights, ReadForEveryFamilyAndCheckedAtTheKey) {
   }
 }
 
+// Two random 64x64 images, each with two boxes of class 1 (or none).
+Batch two_images(bool with_boxes) {
+  Batch b;
+  torch::manual_seed(3);
+  b.images = torch::rand({2, 3, 64, 64});
+  for (int64_t i = 0; i < 2; ++i) {
+    b.image_sizes.push_back({64, 64});
+    b.original_sizes.push_back({64, 64});
+    const auto boxes = with_boxes
+                           ? torch::tensor({{4.f, 4.f, 40.f, 50.f}, {30.f, 20.f, 60.f, 44.f}})
+                           : torch::zeros({0, 4});
+    b.targets.emplace_back(i, Boxes(boxes), torch::full({boxes.size(0)}, 1, torch::kInt64));
+  }
+  return b;
+}
+
 TEST(ClassWeights, ReachTheClassificationLossOfEveryFamilyOnly) {
   struct Family {
     std::string yaml, cls_key;
@@ -354,16 +371,7 @@ TEST(ClassWeights, ReachTheClassificationLossOfEveryFamilyOnly) {
        "  denoising: {num_queries: 10}",
        "loss_vfl",
        {"loss_bbox", "loss_giou"}}};
-  Batch b;
-  torch::manual_seed(3);
-  b.images = torch::rand({2, 3, 64, 64});
-  for (int64_t i = 0; i < 2; ++i) {
-    b.image_sizes.push_back({64, 64});
-    b.original_sizes.push_back({64, 64});
-    b.targets.emplace_back(i,
-                           Boxes(torch::tensor({{4.f, 4.f, 40.f, 50.f}, {30.f, 20.f, 60.f, 44.f}})),
-                           torch::tensor({1, 1}, torch::kInt64));
-  }
+  const Batch b = two_images(true);
   for (const auto& f : families) {
     SCOPED_TRACE(f.cls_key);
     const auto losses = [&](const std::string& weights) {
@@ -382,6 +390,34 @@ TEST(ClassWeights, ReachTheClassificationLossOfEveryFamilyOnly) {
     EXPECT_GT(rare.at(f.cls_key).item<double>(), plain.at(f.cls_key).item<double>());
     for (const auto& key : f.box_keys)
       EXPECT_EQ(rare.at(key).item<double>(), plain.at(key).item<double>()) << key;
+  }
+}
+
+// Evaluation under the run's autocast precision (the MLPerf recipe's fp16 on a GPU): the head
+// computes in the low precision, while decoding, NMS and the detections stay float32. Before,
+// RetinaNet and YOLO handed bf16 / fp16 scores to NMS, which refused them (found on an H200).
+TEST(ModelBuild, EveryFamilyPredictsFloat32DetectionsUnderAutocast) {
+  const Batch b = two_images(false);
+  for (const std::string family :
+       {"type: retinanet\n  backbone: {type: resnet18, trainable_layers: 0}\n  fpn: {channels: 16}"
+        "\n  inference: {score_threshold: 0.0}",
+        "type: yolo\n  scale: n\n  inference: {score_threshold: 0.0}"}) {
+    SCOPED_TRACE(family);
+    torch::manual_seed(0);
+    auto d = build_detector(
+        Config::parse("model:\n  num_classes: 3\n  " + family).root().child("model"));
+    d->eval();
+    torch::NoGradGuard no_grad;
+    at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
+    at::autocast::set_autocast_enabled(at::kCPU, true);
+    std::vector<Detections> out;
+    EXPECT_NO_THROW(out = d->predict(b));
+    at::autocast::set_autocast_enabled(at::kCPU, false);
+    at::autocast::clear_cache();
+    ASSERT_EQ(out.size(), 2u);
+    EXPECT_GT(out[0].size(), 0);
+    EXPECT_EQ(out[0].scores.scalar_type(), torch::kFloat32);
+    EXPECT_EQ(out[0].boxes.tensor().scalar_type(), torch::kFloat32);
   }
 }
 

@@ -164,6 +164,10 @@ std::vector<Detections> RetinaNetImpl::postprocess(const HeadOutputs& outputs,
                                                    const Batch& batch) const {
   const int64_t b = outputs.cls_logits.size(0);
   const int64_t k = outputs.cls_logits.size(2);
+  // Decoding and NMS in float32 whatever autocast computed the head in (torchvision's NMS casts
+  // to float32 under autocast too).
+  const auto cls_logits = outputs.cls_logits.to(torch::kFloat32);
+  const auto bbox_regression = outputs.bbox_regression.to(torch::kFloat32);
   std::vector<Detections> out;
   out.reserve(b);
   for (int64_t i = 0; i < b; ++i) {
@@ -171,8 +175,8 @@ std::vector<Detections> RetinaNetImpl::postprocess(const HeadOutputs& outputs,
     std::vector<torch::Tensor> boxes, scores, labels;
     int64_t start = 0;
     for (int64_t n : level_sizes) {
-      const auto logits = outputs.cls_logits[i].narrow(0, start, n);
-      const auto deltas = outputs.bbox_regression[i].narrow(0, start, n);
+      const auto logits = cls_logits[i].narrow(0, start, n);
+      const auto deltas = bbox_regression[i].narrow(0, start, n);
       const auto level_anchors = anchors.narrow(0, start, n);
       start += n;
       auto s = torch::sigmoid(logits).flatten();

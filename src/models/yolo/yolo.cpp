@@ -370,7 +370,8 @@ std::vector<Detections> YoloImpl::postprocess(const torch::Tensor& decoded,
   const int64_t c = options_.num_classes();
   std::vector<Detections> out;
   for (int64_t i = 0; i < decoded.size(0); ++i) {
-    const auto pred = decoded[i].transpose(0, 1);
+    // NMS in float32 whatever autocast computed the head in.
+    const auto pred = decoded[i].transpose(0, 1).to(torch::kFloat32);
     const auto boxes = ops::box_cxcywh_to_xyxy(pred.narrow(1, 0, 4));
     const auto scores = pred.narrow(1, 4, c);
     const auto hit = (scores > options_.score_threshold()).nonzero();
