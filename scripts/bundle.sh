@@ -35,8 +35,12 @@ install_torch() {
   echo "$BUNDLE_TORCH_VERSION" > "$stamp"
 }
 
+# The OpenCV modules detforge links (videoio: `predict --source video`, Motion-JPEG AVI only
+# without FFmpeg).
+opencv_modules=core,imgproc,imgcodecs,videoio
+
 build_opencv() {
-  [ -f "$opencv_prefix/.detforge-done" ] && return
+  [ "$(cat "$opencv_prefix/.detforge-done" 2> /dev/null)" = "$opencv_modules" ] && return
   local tarball="$work/opencv_${BUNDLE_OPENCV_VERSION}+dfsg.orig.tar.xz"
   if [ ! -f "$tarball" ]; then
     log "downloading Debian's OpenCV $BUNDLE_OPENCV_VERSION source"
@@ -46,10 +50,10 @@ build_opencv() {
   echo "$BUNDLE_OPENCV_SHA256  $tarball" | sha256sum -c --quiet
   rm -rf "$opencv_src" && mkdir -p "$opencv_src"
   tar -xf "$tarball" -C "$opencv_src" --strip-components=1
-  log "building OpenCV (core, imgproc, imgcodecs; static; JPEG, PNG and WebP from Debian)"
+  log "building OpenCV ($opencv_modules; static; JPEG, PNG and WebP from Debian)"
   cmake -S "$opencv_src" -B "$work/opencv-build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_INSTALL_PREFIX="$opencv_prefix" -DBUILD_SHARED_LIBS=OFF \
-    -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DBUILD_LIST=core,imgproc,imgcodecs \
+    -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DBUILD_LIST="$opencv_modules" \
     -DBUILD_TESTS=OFF -DBUILD_PERF_TESTS=OFF -DBUILD_EXAMPLES=OFF -DBUILD_opencv_apps=OFF \
     -DBUILD_JAVA=OFF -DBUILD_opencv_python3=OFF -DWITH_IPP=OFF -DWITH_ITT=OFF \
     -DWITH_OPENCL=OFF -DWITH_LAPACK=OFF -DWITH_EIGEN=OFF -DWITH_TBB=OFF -DWITH_OPENMP=OFF \
@@ -62,7 +66,7 @@ build_opencv() {
     -DBUILD_ZLIB=OFF -DOPENCV_GENERATE_PKGCONFIG=OFF >/dev/null
   cmake --build "$work/opencv-build" -j "${DETFORGE_JOBS:-2}"
   cmake --install "$work/opencv-build" >/dev/null
-  touch "$opencv_prefix/.detforge-done"
+  echo "$opencv_modules" > "$opencv_prefix/.detforge-done"
 }
 
 build_detforge() {

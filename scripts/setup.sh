@@ -34,7 +34,7 @@ install_python() {
     "hotcoco==$HOTCOCO_VERSION" "mlperf-logging==$MLPERF_LOGGING_VERSION"
     "numpy==$NUMPY_VERSION" "pillow==$PILLOW_VERSION"
     "scipy==$SCIPY_VERSION" "transformers==$TRANSFORMERS_VERSION"
-    "ultralytics==$ULTRALYTICS_VERSION"
+    "ultralytics==$ULTRALYTICS_VERSION" "tensorboard==$TENSORBOARD_VERSION"
   )
   local stamp="$venv/.detforge-pins"
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "${want[*]}" ]; then

@@ -12,7 +12,11 @@ DETFORGE_COMMAND(train, torch, "Train a detector from a YAML config")
 DETFORGE_COMMAND(synth, data, "Generate the deterministic synthetic COCO detection dataset")
 DETFORGE_COMMAND(config, front, "Print a config with _base_ files and a.b=value overrides resolved")
 DETFORGE_COMMAND(lint, data,
-                 "Check a COCO dataset: every rule, a summary, a JSON report; exit 4 on errors")
+                 "Check a COCO, YOLO or VOC dataset: every rule, a summary, a JSON report; exit 4 "
+                 "on errors")
+DETFORGE_COMMAND(convert, data,
+                 "Write one split of a COCO, YOLO or VOC dataset in another of these formats, with "
+                 "its images")
 DETFORGE_COMMAND(launch, front,
                  "Start N ranks of a command with torchrun's variables: detforge launch "
                  "--nproc-per-node 2 -- CMD ...")

@@ -17,12 +17,23 @@ void add_lint_command(CLI::App& app) {
     std::string report;
     std::string check_images = "decode";
     std::vector<int64_t> category_ids;
+    std::string format = "coco";
   };
   auto a = std::make_shared<Args>();
+  a->lint.split = "train";
   auto* cmd = app.add_subcommand("lint", command_help("lint"));
-  cmd->add_option("--ann", a->lint.annotation_file, "COCO instances json")->required();
-  cmd->add_option("--images", a->lint.image_root, "folder the file_name entries are relative to")
+  cmd->add_option("--format", a->format, "coco | yolo | voc")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"coco", "yolo", "voc"}));
+  cmd->add_option("--ann", a->lint.annotation_file,
+                  "coco: the instances json; yolo: the data.yaml; voc: an ImageSets list or a "
+                  "folder of XML files")
       ->required();
+  cmd->add_option("--images", a->lint.image_root,
+                  "coco: the folder the file_name entries are relative to (required); voc: the "
+                  "JPEGImages folder (default: beside Annotations)");
+  cmd->add_option("--split", a->lint.split, "yolo: the data.yaml key to check")
+      ->capture_default_str();
   cmd->add_option("--num-classes", a->num_classes,
                   "expected number of classes (category.count_mismatch otherwise)")
       ->check(CLI::PositiveNumber);
@@ -44,6 +55,9 @@ void add_lint_command(CLI::App& app) {
   cmd->add_option("--threads", a->lint.validation.threads, "decoding threads (0 = all cores)")
       ->capture_default_str();
   cmd->callback([a] {
+    a->lint.format = *data::parse_dataset_format(a->format);
+    if (a->lint.format == data::DatasetFormat::kCoco && a->lint.image_root.empty())
+      throw ConfigError("lint: --images is required with --format coco");
     auto& v = a->lint.validation;
     if (a->num_classes > 0) v.num_classes = a->num_classes;
     v.category_subset = a->category_ids;

@@ -1,6 +1,10 @@
 // detforge predict: inference with given weights on a folder of images (or the images of a
-// COCO file), writing COCO results json and, with --draw, each image with its detections.
+// COCO file, an image glob, or a video), writing COCO results json and, with --draw, each image
+// with its detections (a video: the annotated video).
+#include <glob.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -10,6 +14,7 @@
 
 #include <torch/torch.h>
 #include <opencv2/imgcodecs.hpp>
+#include <opencv2/videoio.hpp>
 
 #include "cli.h"
 #include "commands.h"
@@ -37,6 +42,7 @@ struct PredictArgs {
   std::string weights;
   bool ema = false;
   std::string images;
+  std::string source;
   std::string ann;
   std::string out;
   std::string draw;
@@ -44,7 +50,14 @@ struct PredictArgs {
   int batch_size = 1;
 };
 
-// The images of --ann (`ann` set to the file read) or of the --images folder.
+bool is_image_file(const fs::path& p) {
+  auto ext = p.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
+  return ext == ".jpg" || ext == ".jpeg" || ext == ".png" || ext == ".bmp";
+}
+
+// The images of --ann (`ann` set to the file read), of the --images folder, or of --source (a
+// folder, a glob or one image).
 std::vector<engine::ImageInput> list_images(const PredictArgs& a,
                                             std::optional<data::CocoFile>& ann) {
   std::vector<engine::ImageInput> inputs;
@@ -56,31 +69,46 @@ std::vector<engine::ImageInput> list_images(const PredictArgs& a,
       if (!path)
         throw DataError(str("[data:image.bad_path] image_id=", im.id, " file=", im.file_name,
                             ": not a path inside ", a.images));
-      inputs.push_back({im.id, im.file_name, *path});
+      inputs.push_back({im.id, im.file_name, *path, {}});
     }
     return inputs;
   }
-  if (!fs::is_directory(a.images)) throw IoError(str(a.images, ": not a folder of images"));
   std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(a.images)) {
-    auto ext = e.path().extension().string();
-    std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
-    if (e.is_regular_file() &&
-        (ext == ".jpg" || ext == ".jpeg" || ext == ".png" || ext == ".bmp")) {
-      files.push_back(e.path());
+  if (!a.source.empty() && !fs::is_directory(a.source)) {
+    // A glob (the shell's rules), or one image file.
+    glob_t g{};
+    const int rc = ::glob(a.source.c_str(), 0, nullptr, &g);
+    for (size_t i = 0; rc == 0 && i < g.gl_pathc; ++i) {
+      if (is_image_file(g.gl_pathv[i])) files.emplace_back(g.gl_pathv[i]);
+    }
+    globfree(&g);
+    if (files.empty()) throw IoError(str(a.source, ": no image matches"));
+  } else {
+    const std::string dir = a.source.empty() ? a.images : a.source;
+    if (!fs::is_directory(dir)) throw IoError(str(dir, ": not a folder of images"));
+    for (const auto& e : fs::directory_iterator(dir)) {
+      if (e.is_regular_file() && is_image_file(e.path())) files.push_back(e.path());
     }
   }
   std::sort(files.begin(), files.end());
   for (size_t i = 0; i < files.size(); ++i) {
-    inputs.push_back({static_cast<int64_t>(i), files[i].filename().string(), files[i].string()});
+    inputs.push_back(
+        {static_cast<int64_t>(i), files[i].filename().string(), files[i].string(), {}});
   }
-  if (inputs.empty()) throw IoError(str(a.images, ": no .jpg/.jpeg/.png/.bmp images"));
+  if (inputs.empty()) {
+    throw IoError(str(a.source.empty() ? a.images : a.source, ": no .jpg/.jpeg/.png/.bmp images"));
+  }
   return inputs;
 }
 
-void draw(const engine::ImageInput& in, const Detections& det, const data::CategoryMap& categories,
-          const PredictArgs& a) {
-  cv::Mat img = data::try_decode_image(in.path).bgr;
+// --source is a video when it is a file that is not an image (OpenCV decides whether it reads it).
+bool is_video(const PredictArgs& a) {
+  return !a.source.empty() && fs::is_regular_file(a.source) && !is_image_file(a.source);
+}
+
+// Draws `det`'s detections of score >= --draw-threshold onto `img`.
+void draw_detections(cv::Mat& img, const Detections& det, const data::CategoryMap& categories,
+                     const PredictArgs& a) {
   // One copy to the host per image, then plain reads (no device sync per box).
   const auto boxes = det.boxes.tensor().to(torch::kCPU).contiguous();
   const auto scores = det.scores.to(torch::kCPU).contiguous();
@@ -97,21 +125,90 @@ void draw(const engine::ImageInput& in, const Detections& det, const data::Categ
     drawn.push_back({{b[i][0], b[i][1], b[i][2], b[i][3]}, label, caption});
   }
   data::draw_boxes(img, drawn);
+}
+
+void draw(const engine::ImageInput& in, const Detections& det, const data::CategoryMap& categories,
+          const PredictArgs& a) {
+  cv::Mat img = data::try_decode_image(in.path).bgr;
+  draw_detections(img, det, categories, a);
   auto out = fs::path(a.draw) / in.file_name;
   out.replace_extension(".jpg");
   fs::create_directories(out.parent_path());
   if (!cv::imwrite(out.string(), img)) throw IoError(str(out.string(), ": cannot write image"));
 }
 
+// Every frame of the video --source, --batch-size frames per forward, image ids the frame
+// numbers from 0; with --draw, the frames with their detections as a video in that folder (MP4
+// where OpenCV has an MP4 encoder, else Motion-JPEG AVI). Returns the number of frames.
+int64_t predict_video(const PredictArgs& a, const engine::Predictor& predictor,
+                      const data::CategoryMap& categories, std::vector<eval::Detection>& results) {
+  cv::VideoCapture video(a.source);
+  if (!video.isOpened()) {
+    throw IoError(str(a.source, ": not an image, and OpenCV cannot open it as a video"));
+  }
+  const double fps = video.get(cv::CAP_PROP_FPS) > 0 ? video.get(cv::CAP_PROP_FPS) : 25.0;
+  cv::VideoWriter writer;
+  std::string written;
+  const auto open_writer = [&](const cv::Size& size) {
+    fs::create_directories(a.draw);
+    const auto stem = fs::path(a.draw) / fs::path(a.source).stem();
+    written = stem.string() + ".mp4";
+    if (writer.open(written, cv::VideoWriter::fourcc('m', 'p', '4', 'v'), fps, size)) return;
+    written = stem.string() + ".avi";
+    if (!writer.open(written, cv::VideoWriter::fourcc('M', 'J', 'P', 'G'), fps, size))
+      throw IoError(str(written, ": cannot write the annotated video"));
+  };
+  int64_t frames = 0;
+  std::vector<engine::ImageInput> batch;
+  const auto run_batch = [&] {
+    if (batch.empty()) return;
+    const auto dets = predictor.predict(batch);
+    for (size_t k = 0; k < dets.size(); ++k) {
+      const auto image = eval::to_results(dets[k], batch[k].image_id, categories.category_ids());
+      results.insert(results.end(), image.begin(), image.end());
+      if (a.draw.empty()) continue;
+      draw_detections(batch[k].image, dets[k], categories, a);
+      if (!writer.isOpened()) open_writer(batch[k].image.size());
+      writer.write(batch[k].image);
+    }
+    batch.clear();
+  };
+  const auto start = std::chrono::steady_clock::now();
+  for (cv::Mat frame; video.read(frame);) {
+    batch.push_back({frames, str("frame ", frames), "", frame.clone()});
+    ++frames;
+    if (static_cast<int>(batch.size()) == a.batch_size) run_batch();
+  }
+  run_batch();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (frames == 0) throw DataError(str(a.source, ": the video has no frame OpenCV can decode"));
+  char rate[64];
+  std::snprintf(rate, sizeof(rate), "%.1f s, %.2f frames/s", seconds, frames / seconds);
+  logging::info(str("predict: ", frames, " frames of ", a.source, " in ", rate,
+                    " (decoding, inference", a.draw.empty() ? "" : ", drawing and encoding", ")",
+                    written.empty() ? "" : str("; annotated video ", written)));
+  return frames;
+}
+
 void run_predict(const PredictArgs& a) {
   const auto spec =
       engine::read_run_spec(Config::load(a.config, a.overrides), engine::RunPurpose::kInference,
                             engine::DeviceEnv::current(std::nullopt));
+  // The config's seed, as training seeds the initialisation: weights that --weights and
+  // model.weights leave untouched are the same in every run.
+  torch::manual_seed(spec.trainer.seed);
   auto detector = models::build_detector(spec.detector);
   if (!a.weights.empty()) load_weights(*detector, a.weights, a.ema);
   engine::make_current(spec.device);
+  if (a.images.empty() == a.source.empty())
+    throw ConfigError(
+        "predict: give --images (a folder, or with --ann a COCO image root) or --source");
+  if (!a.ann.empty() && !a.source.empty())
+    throw ConfigError("predict: --ann goes with --images, not --source");
   std::optional<data::CocoFile> ann;
-  const auto inputs = list_images(a, ann);
+  const bool video = is_video(a);
+  const auto inputs = video ? std::vector<engine::ImageInput>{} : list_images(a, ann);
   std::optional<data::CategoryMap> trained;
   if (!a.weights.empty() && engine::is_checkpoint(a.weights))
     trained = engine::read_checkpoint_classes(a.weights);
@@ -125,6 +222,7 @@ void run_predict(const PredictArgs& a) {
   const std::vector<int64_t>& label_to_category = categories.category_ids();
   const engine::Predictor predictor(detector, engine::inference_loader_options(spec), spec.device);
   std::vector<eval::Detection> results;
+  const int64_t frames = video ? predict_video(a, predictor, categories, results) : 0;
   for (size_t start = 0; start < inputs.size(); start += a.batch_size) {
     const size_t end = std::min(inputs.size(), start + static_cast<size_t>(a.batch_size));
     const std::vector<engine::ImageInput> batch(inputs.begin() + start, inputs.begin() + end);
@@ -138,8 +236,9 @@ void run_predict(const PredictArgs& a) {
   eval::write_results(results, a.out);
   const auto names = fs::path(a.out).replace_extension(".categories.json").string();
   engine::write_categories(categories, names);
-  logging::info(str("predict: ", inputs.size(), " images, ", results.size(), " detections -> ",
-                    a.out, " (categories: ", names, ")"));
+  logging::info(str("predict: ", video ? frames : static_cast<int64_t>(inputs.size()),
+                    video ? " frames, " : " images, ", results.size(), " detections -> ", a.out,
+                    " (categories: ", names, ")"));
 }
 
 }  // namespace
@@ -153,13 +252,17 @@ void add_predict_command(CLI::App& app) {
       "--weights", a->weights,
       "a detforge checkpoint (.ckpt) or weights .pth (detforge or torchvision state dict)");
   cmd->add_flag("--ema", a->ema, "with a checkpoint: use its EMA weights");
-  cmd->add_option("--images", a->images, "image folder (with --ann: the COCO image root)")
-      ->required();
+  cmd->add_option("--images", a->images, "image folder (with --ann: the COCO image root)");
+  cmd->add_option("--source", a->source,
+                  "a video file (any OpenCV reads; image ids are frame numbers), an image glob "
+                  "('frames/*.jpg'), a folder or one image");
   cmd->add_option("--ann", a->ann,
                   "COCO instances json: predict its images (its categories must hold the "
                   "checkpoint's classes)");
   cmd->add_option("--out", a->out, "results json")->required();
-  cmd->add_option("--draw", a->draw, "write each image with its detections into this folder");
+  cmd->add_option("--draw", a->draw,
+                  "write each image with its detections into this folder (a video: the "
+                  "annotated video)");
   cmd->add_option("--draw-threshold", a->draw_threshold, "minimum score drawn")
       ->capture_default_str();
   cmd->add_option("--batch-size", a->batch_size, "images per forward")

@@ -21,11 +21,15 @@
 //     mean: [0.485, 0.456, 0.406]
 //     std: [0.229, 0.224, 0.225]
 //     aspect_ratio_group_factor: 3   # training; -1 = no grouping
+//     format: coco              # coco | yolo | voc (formats.h)
 //     train: {ann: FILE, images: DIR, batch_size: N}
 //     val:   {ann: FILE, images: DIR, batch_size: N}
 //
-// Relative `ann` / `images` paths are resolved against `data.root` when it is set, otherwise
-// against the working directory (run detforge from the repository root).
+// coco: `ann` the instances json, `images` its image folder. yolo: `ann` the Ultralytics
+// data.yaml, `split` its key (default: the section's name, train or val), no `images`. voc: `ann`
+// an ImageSets list or a folder of XML files, `images` the JPEGImages folder (default: beside
+// Annotations). Relative `ann` / `images` paths are resolved against `data.root` when it is set,
+// otherwise against the working directory (run detforge from the repository root).
 #pragma once
 
 #include <cstdint>

@@ -265,13 +265,6 @@ CocoFile read_coco(const std::string& annotation_file, const std::string& image_
   return parse_coco(text, annotation_file, image_root);
 }
 
-const CocoFile& CocoFiles::get(const std::string& annotation_file, const std::string& image_root) {
-  const auto key = std::make_pair(annotation_file, image_root);
-  auto it = files_.find(key);
-  if (it == files_.end()) it = files_.emplace(key, read_coco(annotation_file, image_root)).first;
-  return it->second;
-}
-
 CategoryMap::CategoryMap(std::vector<int64_t> ids, std::vector<std::string> names)
     : ids_(std::move(ids)), names_(std::move(names)) {
   names_.resize(ids_.size());

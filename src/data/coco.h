@@ -65,20 +65,6 @@ CocoFile read_coco(const std::string& annotation_file, const std::string& image_
 CocoFile parse_coco(const std::string& text, const std::string& name,
                     const std::string& image_root);
 
-/// The instances files of one run, each read once: the `auto` values, the loaders and the
-/// evaluation ground truth all ask here, so a 450 MB COCO train file is parsed once, not three
-/// times. References stay valid as long as the CocoFiles lives.
-class CocoFiles {
- public:
-  /// read_coco(annotation_file, image_root) the first time; the same record afterwards.
-  const CocoFile& get(const std::string& annotation_file, const std::string& image_root);
-  /// How many files were read (each once).
-  size_t size() const { return files_.size(); }
-
- private:
-  std::map<std::pair<std::string, std::string>, CocoFile> files_;
-};
-
 /// Contiguous labels 0..C-1 <-> file category ids. By default every category of the file,
 /// in ascending id order (label 0 = smallest id). With an explicit subset, label i is subset[i]
 /// and annotations of other categories are excluded (counted, not errors).

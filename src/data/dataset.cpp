@@ -14,10 +14,10 @@ namespace fs = std::filesystem;
 namespace detforge::data {
 
 CocoDataset::CocoDataset(DatasetOptions options)
-    : CocoDataset(options, read_coco(options.annotation_file, options.image_root)) {}
+    : CocoDataset(options, read_dataset(options.source())) {}
 
 CocoDataset::CocoDataset(DatasetOptions options, const CocoFile& file)
-    : options_(std::move(options)) {
+    : options_(std::move(options)), image_root_(file.image_root) {
   issues_ = validate(file, options_.validation);
   policy_ = apply_policy(file, issues_, options_.on_invalid);
   categories_ = options_.validation.category_subset.empty()
@@ -78,7 +78,7 @@ const CocoImage& CocoDataset::image(int64_t index) const {
 std::string CocoDataset::image_path(int64_t index) const {
   // Cannot be nullopt: a bad path is an error issue, so such an image either throws at
   // construction or is skipped by the policy.
-  return *resolve_image_path(options_.image_root, image(index).file_name);
+  return *resolve_image_path(image_root_, image(index).file_name);
 }
 
 std::vector<double> CocoDataset::aspect_ratios() const {

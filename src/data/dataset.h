@@ -9,14 +9,18 @@
 #include <vector>
 
 #include "data/coco.h"
+#include "data/formats.h"
 #include "data/transforms.h"
 #include "data/validation.h"
 
 namespace detforge::data {
 
 struct DatasetOptions {
+  /// What the three fields below mean for each format: DatasetSource (formats.h).
+  DatasetFormat format = DatasetFormat::kCoco;
   std::string annotation_file;
   std::string image_root;
+  std::string split;
   /// What invalid annotations and images do. Default: kError
   OnInvalid on_invalid = OnInvalid::kError;
   /// Rules' settings; num_classes and category_subset also select the label map.
@@ -25,6 +29,8 @@ struct DatasetOptions {
   std::string report_path;
   /// Short name in log lines ("train", "val"). Default: "data"
   std::string name = "data";
+
+  DatasetSource source() const { return {format, annotation_file, image_root, split}; }
 };
 
 class CocoDataset {
@@ -33,7 +39,7 @@ class CocoDataset {
   /// (all listed: first 20 and the count per code), and in every policy for category-level
   /// errors (category.count_mismatch: both numbers and the category list are named).
   explicit CocoDataset(DatasetOptions options);
-  /// The same from an instances file already read (read_coco of options.annotation_file), so
+  /// The same from a dataset already read (read_dataset of options.source()), so
   /// that a run reads its validation file once for the dataset and the evaluator.
   CocoDataset(DatasetOptions options, const CocoFile& file);
 
@@ -62,6 +68,9 @@ class CocoDataset {
     bool iscrowd;
   };
   DatasetOptions options_;
+  /// The folder the images' names are relative to, as the reader set it (a YOLO data.yaml's
+  /// `path`, a VOC tree's JPEGImages).
+  std::string image_root_;
   CategoryMap categories_;
   std::vector<CocoImage> images_;
   std::vector<std::vector<Object>> objects_;

@@ -38,7 +38,8 @@ LintReport run_lint(const LintOptions& o) {
   try {
     // A file that cannot be read is one error in the report, not an exception: lint reports and
     // lets the caller decide.
-    f = read_coco(o.annotation_file, o.image_root);
+    f = read_dataset({o.format, o.annotation_file, o.image_root, o.split});
+    r.image_root = f.image_root;
   } catch (const DataError& e) {
     r.issues.push_back(issue_from_error(e.what(), o.annotation_file));
     r.errors = 1;

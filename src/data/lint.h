@@ -8,13 +8,17 @@
 #include <string>
 #include <vector>
 
+#include "data/formats.h"
 #include "data/validation.h"
 
 namespace detforge::data {
 
 struct LintOptions {
+  /// What the three fields below mean for each format: DatasetSource (formats.h).
+  DatasetFormat format = DatasetFormat::kCoco;
   std::string annotation_file;
   std::string image_root;
+  std::string split;
   /// Rules' settings. check_images defaults to kDecode for lint.
   ValidationOptions validation;
   /// Examples printed per code. Default: 3
@@ -50,8 +54,9 @@ struct LintReport {
   int64_t errors = 0, warnings = 0, infos = 0;
 };
 
-/// Reads and checks the file. A file that cannot be parsed gives a report with that single
-/// issue (json.parse / json.schema) instead of throwing; a missing file throws IoError.
+/// Reads and checks the dataset. One that cannot be read gives a report with that single issue
+/// (json.parse, json.schema, yolo.schema, voc.schema) instead of throwing; a missing file throws
+/// IoError.
 LintReport run_lint(const LintOptions& options);
 
 /// Human summary: counts per code, per-class histogram, box sizes, first examples with ids.

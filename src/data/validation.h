@@ -22,6 +22,14 @@ namespace codes {
 // Read errors (thrown as DataError by read_coco; lint reports them as its only issue).
 constexpr const char* kJsonParse = "json.parse";
 constexpr const char* kJsonSchema = "json.schema";
+// The same for the other formats (formats.h): a data.yaml or VOC tree that cannot be used.
+constexpr const char* kYoloSchema = "yolo.schema";
+constexpr const char* kVocSchema = "voc.schema";
+// Per-label-file errors of the YOLO and VOC readers: the message names the file and line.
+constexpr const char* kVocParse = "voc.parse";
+constexpr const char* kLabelMalformed = "label.malformed";
+constexpr const char* kLabelClassOutOfRange = "label.class_out_of_range";
+constexpr const char* kLabelCoordOutOfRange = "label.coord_out_of_range";
 // Per-record errors.
 constexpr const char* kJsonBadField = "json.bad_field";
 constexpr const char* kCategoryDuplicateId = "category.duplicate_id";
@@ -40,8 +48,10 @@ constexpr const char* kBboxNonPositiveSize = "bbox.non_positive_size";
 constexpr const char* kBboxOutOfImage = "bbox.out_of_image";
 // Warnings: usable, but probably not what was meant.
 constexpr const char* kImageCrowdOnly = "image.crowd_only";
+constexpr const char* kLabelMissingFile = "label.missing_file";
 // Information.
 constexpr const char* kImageNoAnnotations = "image.no_annotations";
+constexpr const char* kLabelEmpty = "label.empty";
 constexpr const char* kBboxNearDuplicate = "bbox.near_duplicate";
 constexpr const char* kCategoryNonContiguous = "category.non_contiguous";
 constexpr const char* kCategoryExcluded = "category.excluded";

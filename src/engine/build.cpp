@@ -164,6 +164,7 @@ TrainerOptions trainer_options(const ConfigNode& root, const torch::Device& devi
   section(root, "eval", [&](const ConfigNode& n) { read_eval(n, o); });
   section(root, "checkpoint",
           [&](const ConfigNode& n) { n.read("interval", o.checkpoint_interval); });
+  section(root, "logging", [&](const ConfigNode& n) { n.read("tensorboard", o.tensorboard); });
   section(root, "mlperf", [&](const ConfigNode& n) { read_mlperf(n, o.mlperf); });
   section(root, "dist", [&](const ConfigNode& n) {
     if (n.has("backend")) {
@@ -217,7 +218,7 @@ std::string fixed(double v) { return str(std::llround(v * 10) / 10.0); }
 // from the training set, logged with the numbers they came from, and returned as a config where
 // they are concrete values (so the run's config.yaml holds them). Others are left as they are.
 // The instances files are read through `files`, which the loaders use afterwards.
-Config resolve_auto(const Config& config, data::CocoFiles& files) {
+Config resolve_auto(const Config& config, data::DatasetFiles& files) {
   const ConfigNode root = config.root();
   const auto data = root.optional_child("data");
   const auto model = root.optional_child("model");
@@ -240,8 +241,8 @@ Config resolve_auto(const Config& config, data::CocoFiles& files) {
     const auto options =
         data::data_options(probe.root().child("data"), resolve_num_classes(probe.root()));
     const auto& split = options.train->dataset;
-    const auto stats = data::size_stats(files.get(split.annotation_file, split.image_root),
-                                        options.train->loader.transforms);
+    const auto stats =
+        data::size_stats(files.get(split.source()), options.train->loader.transforms);
     const auto [min_size, max_size] = data::auto_input_size(stats);
     for (const auto& [key, value] :
          {std::pair<std::string, int64_t>{"min_size", min_size}, {"max_size", max_size}}) {
@@ -263,7 +264,7 @@ Config resolve_auto(const Config& config, data::CocoFiles& files) {
     const auto options =
         data::data_options(sized_root.child("data"), resolve_num_classes(sized_root));
     const auto& split = options.train->dataset;
-    const auto& file = files.get(split.annotation_file, split.image_root);
+    const auto& file = files.get(split.source());
     if (anchor_sizes) {
       auto resize = options.train->loader.transforms;
       resize.train = false;
@@ -285,8 +286,7 @@ Config resolve_auto(const Config& config, data::CocoFiles& files) {
       int64_t val_images = 0;
       if (options.val) {
         const auto& val = options.val->dataset;
-        val_images =
-            static_cast<int64_t>(files.get(val.annotation_file, val.image_root).images.size());
+        val_images = static_cast<int64_t>(files.get(val.source()).images.size());
       }
       const auto train_images = static_cast<int64_t>(file.images.size());
       const int64_t every = data::auto_eval_interval(train_images, val_images, epochs);
@@ -348,7 +348,7 @@ RunSpec read_run_spec(const Config& given, RunPurpose purpose, const DeviceEnv& 
   if (spec.detector.class_map_by_name && spec.data.train) {
     // The training set's class names, which model.weights_class_map: by_name maps to.
     const auto& d = spec.data.train->dataset;
-    const auto& file = spec.files->get(d.annotation_file, d.image_root);
+    const auto& file = spec.files->get(d.source());
     const auto& subset = d.validation.category_subset;
     spec.detector.class_names = (subset.empty() ? data::CategoryMap::from_file(file)
                                                 : data::CategoryMap::subset(file, subset))
@@ -416,7 +416,7 @@ Run build_run(const RunSpec& spec) {
   // The instances files read for the `auto` values serve the datasets and the evaluator.
   auto loader = [&](data::SplitOptions split) {
     if (!split.loader.pin_memory) split.loader.pin_memory = run.device.is_cuda();
-    const auto& file = spec.files->get(split.dataset.annotation_file, split.dataset.image_root);
+    const auto& file = spec.files->get(split.dataset.source());
     return data::build_loader(split, run.pg->rank(), run.pg->world_size(), o.output_dir, &file);
   };
   data::SplitOptions train_split = *spec.data.train;
@@ -424,7 +424,7 @@ Run build_run(const RunSpec& spec) {
   run.train_data = loader(train_split);
   run.val_data = loader(*spec.data.val);
   const auto& val = spec.data.val->dataset;
-  const auto& val_file = spec.files->get(val.annotation_file, val.image_root);
+  const auto& val_file = spec.files->get(val.source());
   run.evaluator = std::make_unique<eval::CocoEvaluator>(
       ground_truth(val_file), run.val_data->dataset().categories().category_ids());
 

@@ -44,7 +44,7 @@ struct RunSpec {
   std::string config_hash;
   /// The instances files read so far (for the `auto` values); build_run() builds the datasets
   /// and the evaluator from them rather than reading the files again.
-  std::shared_ptr<data::CocoFiles> files = std::make_shared<data::CocoFiles>();
+  std::shared_ptr<data::DatasetFiles> files = std::make_shared<data::DatasetFiles>();
 };
 
 /// Reads and checks every section of `config` for `purpose`; `env` decides what `device`

@@ -83,15 +83,19 @@ Predictor::Predictor(std::shared_ptr<models::Detector> detector, const data::Loa
 std::vector<Detections> Predictor::predict(const std::vector<ImageInput>& images) const {
   const auto read = [&](int64_t k) {
     const auto& in = images[static_cast<size_t>(k)];
-    auto decoded = data::try_decode_image(in.path);
-    if (!decoded.error.empty()) {
-      throw DataError(str("[data:image.undecodable] image_id=", in.image_id, " file=", in.file_name,
-                          ": ", decoded.error));
-    }
     data::Sample s;
     s.image_id = in.image_id;
     s.file_name = in.file_name;
-    s.image = std::move(decoded.bgr);
+    if (!in.image.empty()) {
+      s.image = in.image.clone();
+    } else {
+      auto decoded = data::try_decode_image(in.path);
+      if (!decoded.error.empty()) {
+        throw DataError(str("[data:image.undecodable] image_id=", in.image_id,
+                            " file=", in.file_name, ": ", decoded.error));
+      }
+      s.image = std::move(decoded.bgr);
+    }
     // No json size to check against here: the decoded image defines the original size.
     s.original_size = {s.image.rows, s.image.cols};
     s.image_size = s.original_size;

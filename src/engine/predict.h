@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <torch/torch.h>
+#include <opencv2/core.hpp>
 
 #include "data/augment.h"
 #include "data/coco.h"
@@ -27,6 +28,8 @@ struct ImageInput {
   /// As messages and drawings name it (relative to the image folder).
   std::string file_name;
   std::string path;
+  /// When not empty, the image itself (BGR, 8 bit: a video frame) and `path` is not read.
+  cv::Mat image;
 };
 
 /// The loader options of the evaluation in `spec`: the val split's (else the train split's

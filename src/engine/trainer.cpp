@@ -8,11 +8,13 @@
 #include <sstream>
 
 #include <nlohmann/json.hpp>
+#include <opencv2/imgcodecs.hpp>
 
 #include "core/atomic_file.h"
 #include "core/errors.h"
 #include "core/logging.h"
 #include "core/stop_signal.h"
+#include "data/draw.h"
 #include "distributed/collectives.h"
 #include "distributed/ddp_sync.h"
 #include "distributed/loss_reducer.h"
@@ -28,6 +30,35 @@ namespace fs = std::filesystem;
 
 namespace detforge::engine {
 namespace {
+
+// TensorBoard's view of an evaluation: the first `count` validation images with the detections
+// just evaluated (score >= 0.3), tagged `val_<weights>/<file name>`.
+void draw_validation_images(EventFile& events, const data::CocoDataset& val,
+                            const std::vector<eval::Detection>& detections, const std::string& tag,
+                            int64_t step, int64_t count = 4) {
+  std::map<int64_t, std::vector<const eval::Detection*>> by_image;
+  for (const auto& d : detections) by_image[d.image_id].push_back(&d);
+  const auto& categories = val.categories();
+  for (int64_t i = 0; i < std::min<int64_t>(count, val.size()); ++i) {
+    cv::Mat img = cv::imread(val.image_path(i), cv::IMREAD_COLOR);
+    if (img.empty()) continue;
+    std::vector<data::DrawnBox> drawn;
+    for (const eval::Detection* d : by_image[val.image(i).id]) {
+      const auto label = categories.label(d->category_id);
+      if (!label || d->score < 0.3) continue;
+      char caption[128];
+      std::snprintf(caption, sizeof(caption), "%s %.2f",
+                    categories.names()[static_cast<size_t>(*label)].c_str(), d->score);
+      drawn.push_back(
+          {{float(d->x), float(d->y), float(d->x + d->w), float(d->y + d->h)}, *label, caption});
+    }
+    data::draw_boxes(img, drawn);
+    std::vector<unsigned char> jpeg;
+    cv::imencode(".jpg", img, jpeg, {cv::IMWRITE_JPEG_QUALITY, 90});
+    events.image(detforge::str("val_", tag, "/", val.image(i).file_name), step, jpeg, img.rows,
+                 img.cols);
+  }
+}
 
 // dist.sync_bn for the trainer's lifetime: the detectors' batch norms sum their statistics over
 // the ranks of `pg` (models::set_cross_rank_sum is process-wide).
@@ -95,7 +126,9 @@ Trainer::Trainer(Run& run, const std::string& resume, TrainHooks hooks)
     : r_(run), o_(run.options), hooks_(std::move(hooks)), pg_(*run.pg) {
   if (pg_.is_main()) {
     write_text_atomic((fs::path(o_.output_dir) / "config.yaml").string(), r_.config_yaml);
-    metrics_ = MetricsFile((fs::path(o_.output_dir) / "metrics.jsonl").string());
+    metrics_ =
+        MetricsFile((fs::path(o_.output_dir) / "metrics.jsonl").string(),
+                    o_.tensorboard ? (fs::path(o_.output_dir) / "tensorboard").string() : "");
   }
   for (const auto& p : r_.model->parameters()) {
     if (p.requires_grad()) params_.push_back(p);
@@ -363,6 +396,10 @@ std::map<std::string, double> Trainer::evaluate(models::Detector& model, int64_t
       {"type", "eval"}, {"weights", tag}, {"epoch", epoch}, {"step", progress_.step}};
   for (const auto& kv : e.metrics) record[kv.first] = kv.second;
   metrics_.write(record);
+  if (auto* events = metrics_.tensorboard()) {
+    draw_validation_images(*events, r_.val_data->dataset(), r_.evaluator->detections(), tag,
+                           progress_.step);
+  }
   return e.metrics;
 }
 

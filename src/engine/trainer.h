@@ -52,6 +52,10 @@ struct TrainerOptions {
   int64_t max_nonfinite_steps = 5;
   /// Log and write a metrics.jsonl record every N optimizer steps. Default: 20
   int64_t log_interval = 20;
+  /// Also write every metrics.jsonl number, a few validation images with their detections and
+  /// the precision-recall curves of each evaluation as TensorBoard event files under
+  /// output_dir/tensorboard (`logging.tensorboard`). Default: false
+  bool tensorboard = false;
   /// Save `last` and stop after this optimizer step (preemption, tests); 0 = off.
   int64_t stop_at_step = 0;
   /// A signal that, besides SIGTERM, makes every rank stop at an agreed step after writing

@@ -16,6 +16,7 @@
 #include "engine/mlperf_log.h"
 #include "engine/optim.h"
 #include "engine/predict.h"
+#include "engine/tensorboard.h"
 #include "models/module_state.h"
 #include "ops/py_reference.h"
 #include "test_util.h"
@@ -208,6 +209,12 @@ TEST(Device, ResolutionFromConfigLauncherAndVisibleDevices) {
                     "one CUDA device (CUDA_VISIBLE_DEVICES=<unset>)");
   EXPECT_EQ(resolve_device("cuda", DeviceEnv{1, 1, std::string("1"), 2}), cuda(0));
   EXPECT_EQ(resolve_device("cuda", DeviceEnv{0, 1, std::nullopt, 1}), cuda(0));
+}
+
+// The TFRecord checksum: CRC-32C (Castagnoli), whose check value is that of "123456789".
+TEST(TensorBoard, RecordChecksumIsCrc32c) {
+  EXPECT_EQ(crc32c("123456789", 9), 0xE3069283u);
+  EXPECT_EQ(crc32c("", 0), 0u);
 }
 
 TEST(Amp, PrecisionParsingAndBf16AutocastOnCpu) {

@@ -16,6 +16,8 @@
 #include <nlohmann/json.hpp>
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+#include <opencv2/videoio.hpp>
 
 #include "core/config_node.h"
 #include "core/errors.h"
@@ -404,6 +406,109 @@ TEST_F(TrainerTest, RunDirectoryHoldsConfigMetricsCheckpointsAndCurves) {
   for (size_t i = 0; i < fine_tuned.size(); ++i) {
     EXPECT_TRUE(torch::equal(fine_tuned[i].second, expected[i].second)) << fine_tuned[i].first;
   }
+}
+
+// logging.tensorboard: every number of metrics.jsonl, read back by TensorBoard's own reader at
+// the same step and value (float32), and the first validation images with their detections.
+TEST_F(TrainerTest, TensorBoardEventsHoldWhatMetricsJsonlHolds) {
+  const auto out = dir_.path() / "outputs";
+  train(config(out, {"logging.tensorboard=true", "train.epochs=1", "eval.interval=1",
+                     "model.inference.score_threshold=0.02"}));
+  const auto tb = out / "tensorboard";
+  ASSERT_TRUE(fs::is_directory(tb));
+  const auto json = (dir_.path() / "tb.json").string();
+  testing::run_reference("engine/tensorboard_reader.py", tb.string() + " " + json);
+  const auto read = nlohmann::json::parse(testing::read_file(json));
+  const auto& scalars = read.at("scalars");
+  int64_t compared = 0;
+  std::istringstream lines(testing::read_file(out / "metrics.jsonl"));
+  for (std::string line; std::getline(lines, line);) {
+    const auto rec = nlohmann::json::parse(line);
+    std::string group = rec.at("type").get<std::string>();
+    if (rec.contains("weights")) group += "_" + rec.at("weights").get<std::string>();
+    for (const auto& [key, value] : rec.items()) {
+      if (key == "step" || key == "epoch" || !value.is_number()) continue;
+      const std::string tag = group + "/" + key;
+      ASSERT_TRUE(scalars.contains(tag)) << tag;
+      bool found = false;
+      for (const auto& point : scalars.at(tag)) {
+        if (point[0].get<int64_t>() != rec.at("step").get<int64_t>()) continue;
+        found =
+            point[1].get<double>() == static_cast<double>(static_cast<float>(value.get<double>()));
+      }
+      EXPECT_TRUE(found) << tag << " at step " << rec.at("step");
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 40);
+  EXPECT_TRUE(scalars.contains("train/loss") && scalars.contains("train/lr") &&
+              scalars.contains("train/images_per_s") && scalars.contains("eval_live/AP") &&
+              scalars.contains("eval_ema/AP50"));
+  EXPECT_TRUE(scalars.contains("eval_live/AP/circle")) << "per-class AP";
+  const auto& images = read.at("images");
+  EXPECT_EQ(images.size(), 8u) << "4 validation images for each of live and EMA";
+  for (const auto& [tag, list] : images.items()) {
+    ASSERT_EQ(list.size(), 1u) << tag;
+    EXPECT_EQ(list[0][1].get<int64_t>(), 64) << tag;  // width of the synthetic images
+    EXPECT_GT(list[0][3].get<int64_t>(), 100) << tag;
+  }
+}
+
+// `predict --source` on a video: every frame predicted as the same frames saved as images are
+// (the frames are decoded once, so both sides see the same pixels), an annotated video with
+// every frame, frames/s printed; an image glob gives the folder's results.
+TEST_F(TrainerTest, PredictOnAVideoGivesItsFramesDetections) {
+  const fs::path video = dir_.path() / "clip.avi", frames = dir_.path() / "frames";
+  {
+    cv::VideoWriter w(video.string(), cv::VideoWriter::fourcc('M', 'J', 'P', 'G'), 10, {64, 64});
+    ASSERT_TRUE(w.isOpened());
+    // A video's frames share one size; the synthetic images are 64x64 or 64x48.
+    for (const auto& e : fs::directory_iterator(data_dir() / "val")) {
+      cv::Mat img = cv::imread(e.path().string());
+      cv::resize(img, img, {64, 64});
+      w.write(img);
+    }
+  }
+  fs::create_directories(frames);
+  cv::VideoCapture cap(video.string());
+  int64_t n = 0;
+  for (cv::Mat f; cap.read(f); ++n) cv::imwrite((frames / str(1000 + n, ".png")).string(), f);
+  ASSERT_EQ(n, 8);
+  const std::string predict = testing::detforge_binary() + " predict --config " +
+                              dir_.write("p.yaml", yaml(dir_.path() / "unused")) +
+                              " model.inference.score_threshold=0.0 --batch-size 3 --out ";
+  const auto on_video =
+      testing::run_command(predict + (dir_.path() / "video.json").string() + " --source " +
+                           video.string() + " --draw " + (dir_.path() / "drawn").string());
+  ASSERT_EQ(on_video.exit_code, 0) << on_video.output;
+  EXPECT_NE(on_video.output.find("8 frames of"), std::string::npos) << on_video.output;
+  EXPECT_NE(on_video.output.find("frames/s"), std::string::npos) << on_video.output;
+  const auto on_frames = testing::run_command(predict + (dir_.path() / "frames.json").string() +
+                                              " --images " + frames.string());
+  ASSERT_EQ(on_frames.exit_code, 0) << on_frames.output;
+  const auto on_glob = testing::run_command(predict + (dir_.path() / "glob.json").string() +
+                                            " --source '" + (frames / "*.png").string() + "'");
+  ASSERT_EQ(on_glob.exit_code, 0) << on_glob.output;
+  const auto v = nlohmann::json::parse(testing::read_file(dir_.path() / "video.json"));
+  const auto f = nlohmann::json::parse(testing::read_file(dir_.path() / "frames.json"));
+  ASSERT_GT(v.size(), 8u);
+  EXPECT_EQ(v, f) << "frame k of the video is image k of the folder";
+  EXPECT_EQ(nlohmann::json::parse(testing::read_file(dir_.path() / "glob.json")), f);
+  std::set<int64_t> ids;
+  for (const auto& d : v) ids.insert(d.at("image_id").get<int64_t>());
+  EXPECT_EQ(ids.size(), 8u);
+  // The annotated video: MP4 where OpenCV can encode it, else Motion-JPEG AVI; every frame.
+  fs::path drawn = dir_.path() / "drawn/clip.mp4";
+  if (!fs::exists(drawn)) drawn = dir_.path() / "drawn/clip.avi";
+  cv::VideoCapture out(drawn.string());
+  ASSERT_TRUE(out.isOpened()) << drawn;
+  EXPECT_EQ(out.get(cv::CAP_PROP_FRAME_COUNT), 8);
+  const auto bad =
+      testing::run_command(predict + "x.json --source " + dir_.write("not_a_video.mp4", "no"));
+  EXPECT_EQ(bad.exit_code, static_cast<int>(ExitCode::kIo)) << bad.output;
+  EXPECT_NE(bad.output.find("not an image, and OpenCV cannot open it as a video"),
+            std::string::npos)
+      << bad.output;
 }
 
 TEST_F(TrainerTest, BadRunsFailWithClearMessages) {

@@ -1,0 +1,88 @@
+// `detforge convert`, `lint --format` and `train` with data.format, run as a user runs them: BCCD
+// converted to YOLO and VOC on the command line, linted, broken, and trained on.
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "core/errors.h"
+#include "test_util.h"
+
+namespace detforge {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::run_command;
+using testing::TempDir;
+
+std::string df() { return testing::detforge_binary(); }
+
+// Converts BCCD's two splits into `out` as `to`.
+void convert_bccd(const std::string& bccd, const fs::path& out, const std::string& to) {
+  for (const std::string split : {"train", "val"}) {
+    const auto r = run_command(str(df(), " convert --from coco --to ", to, " --ann ", bccd,
+                                   "/annotations/instances_", split, ".json --images ", bccd,
+                                   "/images --split ", split, " --out ", out.string()));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find(split == "train" ? "291 images" : "73 images"), std::string::npos)
+        << r.output;
+  }
+}
+
+TEST(Cli, ConvertsBccdToYoloAndVocThenLintsAndTrainsOnThem) {
+  const std::string bccd = testing::shared_dataset("bccd");
+  if (bccd.empty()) GTEST_SKIP() << "BCCD not present beside the repository";
+  TempDir dir;
+  convert_bccd(bccd, dir.path() / "yolo", "yolo");
+  convert_bccd(bccd, dir.path() / "voc", "voc");
+  const std::string yaml = (dir.path() / "yolo/data.yaml").string();
+  const std::string voc_val = (dir.path() / "voc/ImageSets/Main/val.txt").string();
+
+  auto lint = run_command(str(df(), " lint --format yolo --ann ", yaml, " --split val"));
+  EXPECT_EQ(lint.exit_code, 0) << lint.output;
+  EXPECT_NE(lint.output.find("73 images"), std::string::npos) << lint.output;
+  lint = run_command(str(df(), " lint --format voc --ann ", voc_val));
+  EXPECT_EQ(lint.exit_code, 0) << lint.output;
+  EXPECT_NE(lint.output.find("73 images"), std::string::npos) << lint.output;
+
+  // Converting back from YOLO gives a COCO file that lints as BCCD does.
+  const auto back = run_command(str(df(), " convert --from yolo --to coco --ann ", yaml,
+                                    " --split val --out ", (dir.path() / "coco").string()));
+  ASSERT_EQ(back.exit_code, 0) << back.output;
+  lint = run_command(str(df(), " lint --ann ",
+                         (dir.path() / "coco/annotations/instances_val.json").string(),
+                         " --images ", (dir.path() / "coco/images/val").string()));
+  EXPECT_EQ(lint.exit_code, 0) << lint.output;
+
+  // Training reads the converted sets in place (a few steps: the reading is what is tested).
+  for (const std::string format : {"yolo", "voc"}) {
+    const std::string train =
+        format == "yolo" ? yaml : (dir.path() / "voc/ImageSets/Main/train.txt").string();
+    const std::string val = format == "yolo" ? yaml : voc_val;
+    const auto r = run_command(
+        str(df(), " train --config ", DETFORGE_SOURCE_DIR,
+            "/configs/yolo/bccd_yolov8n.yaml data.format=", format,
+            " data.root=null data.train.ann=", train, " data.train.images=null data.val.ann=", val,
+            " data.val.images=null data.min_size=96 data.max_size=128 data.workers=0 device=cpu",
+            " train.stop_at_step=1 output_dir=", (dir.path() / ("run_" + format)).string()));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("291 images, 3 classes"), std::string::npos) << r.output;
+  }
+
+  // A broken label names its file and line, and lint exits with the data code.
+  const fs::path label = dir.path() / "yolo/labels/val/BloodImage_00004.txt";
+  std::ofstream(label, std::ios::app) << "7 0.5 0.5 0.1 0.1\n";
+  lint = run_command(str(df(), " lint --format yolo --ann ", yaml, " --split val"));
+  EXPECT_EQ(lint.exit_code, static_cast<int>(ExitCode::kData)) << lint.output;
+  EXPECT_NE(lint.output.find("label.class_out_of_range"), std::string::npos) << lint.output;
+  EXPECT_NE(lint.output.find("labels/val/BloodImage_00004.txt:"), std::string::npos) << lint.output;
+  EXPECT_NE(lint.output.find("class 7 but names has 3 (0..2)"), std::string::npos) << lint.output;
+
+  const auto missing =
+      run_command(str(df(), " convert --to coco --ann ", yaml, " --out ", dir.path().string()));
+  EXPECT_EQ(missing.exit_code, static_cast<int>(ExitCode::kConfig)) << missing.output;
+  EXPECT_NE(missing.output.find("--from coco needs --images"), std::string::npos) << missing.output;
+}
+
+}  // namespace
+}  // namespace detforge

@@ -1,0 +1,84 @@
+// detforge convert: one split of a COCO, YOLO or VOC dataset, checked by the validation rules,
+// written in another of these formats with its images (src/data/convert.h).
+#include <iostream>
+
+#include "cli.h"
+#include "commands.h"
+#include "core/errors.h"
+#include "data/convert.h"
+#include "data/formats.h"
+#include "data/validation.h"
+
+namespace detforge::tools {
+
+void add_convert_command(CLI::App& app) {
+  struct Args {
+    std::string from = "coco", to, ann, images, split = "train", out, transfer = "link",
+                on_invalid = "error";
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand("convert", command_help("convert"));
+  const auto formats = CLI::IsMember({"coco", "yolo", "voc"});
+  cmd->add_option("--from", a->from, "the source's format")->capture_default_str()->check(formats);
+  cmd->add_option("--to", a->to, "the output's format")->required()->check(formats);
+  cmd->add_option("--ann", a->ann,
+                  "coco: the instances json; yolo: the data.yaml; voc: an ImageSets list or a "
+                  "folder of XML files")
+      ->required();
+  cmd->add_option("--images", a->images,
+                  "coco: the image folder; voc: the JPEGImages folder (default: beside "
+                  "Annotations); yolo: unused");
+  cmd->add_option(
+         "--split", a->split,
+         "the split's name: the data.yaml key of a yolo source, and the name in the output")
+      ->capture_default_str();
+  cmd->add_option("--out", a->out, "the output folder (a second split may go into the same one)")
+      ->required();
+  cmd->add_option("--image-files", a->transfer,
+                  "link (hard link, a copy across file systems) | copy | symlink")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"link", "copy", "symlink"}));
+  cmd->add_option("--on-invalid", a->on_invalid,
+                  "error: refuse a source with errors; drop: leave out bad boxes; skip_image: "
+                  "leave out images with any error")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"error", "drop", "skip_image"}));
+  cmd->callback([a] {
+    if (a->from == "coco" && a->images.empty())
+      throw ConfigError(
+          "convert: --from coco needs --images (the folder of the file_name entries)");
+    const data::DatasetSource source{*data::parse_dataset_format(a->from), a->ann, a->images,
+                                     a->split};
+    const data::CocoFile file = data::read_dataset(source);
+    data::ValidationOptions v;
+    v.near_duplicate_iou = 0;
+    const auto issues = data::validate(file, v);
+    const auto kept = data::apply_policy(file, issues, *data::parse_on_invalid(a->on_invalid));
+    data::CocoFile out = file;
+    out.images.clear();
+    out.annotations.clear();
+    for (const auto i : kept.kept_image_indices) out.images.push_back(file.images[size_t(i)]);
+    for (const auto i : kept.kept_annotation_indices)
+      out.annotations.push_back(file.annotations[size_t(i)]);
+    data::ConvertOptions o;
+    o.to = *data::parse_dataset_format(a->to);
+    o.out_dir = a->out;
+    o.split = a->split;
+    o.images = *data::parse_image_transfer(a->transfer);
+    const auto r = data::convert_dataset(out, o);
+    std::cout << "convert: " << source.describe() << " -> " << a->to << " " << r.entry << ": "
+              << r.images << " images, " << r.boxes << " boxes";
+    if (!kept.skipped_images.empty() || !kept.dropped_annotations.empty()) {
+      std::cout << " (" << kept.skipped_images.size() << " images and "
+                << kept.dropped_annotations.size() << " boxes left out: " << data::summarize(issues)
+                << ")";
+    }
+    if (r.crowd_left_out > 0) {
+      std::cout << "; " << r.crowd_left_out << " iscrowd boxes left out (YOLO labels have no "
+                << "ignore flag)";
+    }
+    std::cout << "\n";
+  });
+}
+
+}  // namespace detforge::tools
