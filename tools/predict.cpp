@@ -82,7 +82,10 @@ std::vector<engine::ImageInput> list_images(const PredictArgs& a,
       if (is_image_file(g.gl_pathv[i])) files.emplace_back(g.gl_pathv[i]);
     }
     globfree(&g);
-    if (files.empty()) throw IoError(str(a.source, ": no image matches"));
+    if (files.empty()) {
+      const bool pattern = a.source.find_first_of("*?[") != std::string::npos;
+      throw IoError(str(a.source, pattern ? ": no image matches" : ": no such file or folder"));
+    }
   } else {
     const std::string dir = a.source.empty() ? a.images : a.source;
     if (!fs::is_directory(dir)) throw IoError(str(dir, ": not a folder of images"));
