@@ -23,6 +23,7 @@
 #include "core/logging.h"
 #include "data/coco.h"
 #include "data/draw.h"
+#include "data/image_header.h"
 #include "data/transforms.h"
 #include "engine/build.h"
 #include "engine/checkpoint.h"
@@ -50,12 +51,6 @@ struct PredictArgs {
   int batch_size = 1;
 };
 
-bool is_image_file(const fs::path& p) {
-  auto ext = p.extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
-  return ext == ".jpg" || ext == ".jpeg" || ext == ".png" || ext == ".bmp";
-}
-
 // The images of --ann (`ann` set to the file read), of the --images folder, or of --source (a
 // folder, a glob or one image).
 std::vector<engine::ImageInput> list_images(const PredictArgs& a,
@@ -79,7 +74,7 @@ std::vector<engine::ImageInput> list_images(const PredictArgs& a,
     glob_t g{};
     const int rc = ::glob(a.source.c_str(), 0, nullptr, &g);
     for (size_t i = 0; rc == 0 && i < g.gl_pathc; ++i) {
-      if (is_image_file(g.gl_pathv[i])) files.emplace_back(g.gl_pathv[i]);
+      if (data::is_image_file(g.gl_pathv[i])) files.emplace_back(g.gl_pathv[i]);
     }
     globfree(&g);
     if (files.empty()) {
@@ -90,7 +85,7 @@ std::vector<engine::ImageInput> list_images(const PredictArgs& a,
     const std::string dir = a.source.empty() ? a.images : a.source;
     if (!fs::is_directory(dir)) throw IoError(str(dir, ": not a folder of images"));
     for (const auto& e : fs::directory_iterator(dir)) {
-      if (e.is_regular_file() && is_image_file(e.path())) files.push_back(e.path());
+      if (e.is_regular_file() && data::is_image_file(e.path().string())) files.push_back(e.path());
     }
   }
   std::sort(files.begin(), files.end());
@@ -99,14 +94,15 @@ std::vector<engine::ImageInput> list_images(const PredictArgs& a,
         {static_cast<int64_t>(i), files[i].filename().string(), files[i].string(), {}});
   }
   if (inputs.empty()) {
-    throw IoError(str(a.source.empty() ? a.images : a.source, ": no .jpg/.jpeg/.png/.bmp images"));
+    throw IoError(str(a.source.empty() ? a.images : a.source,
+                      ": no images (.jpg .jpeg .png .bmp .webp .tif .tiff)"));
   }
   return inputs;
 }
 
 // --source is a video when it is a file that is not an image (OpenCV decides whether it reads it).
 bool is_video(const PredictArgs& a) {
-  return !a.source.empty() && fs::is_regular_file(a.source) && !is_image_file(a.source);
+  return !a.source.empty() && fs::is_regular_file(a.source) && !data::is_image_file(a.source);
 }
 
 // Draws `det`'s detections of score >= --draw-threshold onto `img`.

@@ -1,6 +1,7 @@
 #include "data/image_header.h"
 
 #include <array>
+#include <cctype>
 #include <cstring>
 #include <fstream>
 #include <vector>
@@ -79,6 +80,15 @@ std::optional<ImageSize> jpeg_size(std::ifstream& in) {
 }
 
 }  // namespace
+
+bool is_image_file(const std::string& path) {
+  const auto dot = path.find_last_of("./");
+  if (dot == std::string::npos || path[dot] != '.') return false;
+  std::string ext = path.substr(dot);
+  for (auto& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return ext == ".jpg" || ext == ".jpeg" || ext == ".png" || ext == ".bmp" || ext == ".webp" ||
+         ext == ".tif" || ext == ".tiff";
+}
 
 std::optional<ImageSize> read_image_size(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -15,6 +15,10 @@ struct ImageSize {
   int64_t height = 0;
 };
 
+/// Whether `path` names an image by its extension (case-insensitive): .jpg .jpeg .png .bmp .webp
+/// .tif .tiff, what OpenCV decodes. The YOLO reader and `predict` list folders with it.
+bool is_image_file(const std::string& path);
+
 /// The size of the image at `path` as cv::imread(path, IMREAD_COLOR) would return it (EXIF
 /// orientations 5 to 8 swap width and height). nullopt if the file cannot be read or is not an
 /// image OpenCV can decode.

@@ -20,14 +20,6 @@ namespace {
   throw DataError(str("[data:", codes::kVocSchema, "] ", file, ": ", message));
 }
 
-// 1-based line of a byte offset (pugixml reports offsets).
-int64_t line_of(const std::string& path, ptrdiff_t offset) {
-  std::ifstream in(path, std::ios::binary);
-  int64_t line = 1;
-  for (ptrdiff_t i = 0; i < offset && in; ++i) line += in.get() == '\n' ? 1 : 0;
-  return line;
-}
-
 std::vector<std::string> labelmap_names(const fs::path& file) {
   std::ifstream in(file);
   std::vector<std::string> names;
@@ -41,14 +33,23 @@ std::vector<std::string> labelmap_names(const fs::path& file) {
 }
 
 struct Parsed {
+  std::string text;
   pugi::xml_document doc;
   std::string error;  // empty when parsed
+
+  /// 1-based line of a byte offset into `text` (pugixml reports offsets).
+  int64_t line_of(ptrdiff_t offset) const {
+    const auto end = text.begin() + std::clamp<ptrdiff_t>(offset, 0, ptrdiff_t(text.size()));
+    return 1 + std::count(text.begin(), end, '\n');
+  }
 };
 
 Parsed parse(const fs::path& xml) {
   Parsed p;
-  const auto r = p.doc.load_file(xml.c_str());
-  if (!r) p.error = str("line ", line_of(xml.string(), r.offset), ": ", r.description());
+  std::ifstream in(xml, std::ios::binary);
+  p.text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  const auto r = p.doc.load_buffer(p.text.data(), p.text.size());
+  if (!r) p.error = str("line ", p.line_of(r.offset), ": ", r.description());
   return p;
 }
 
@@ -166,7 +167,7 @@ CocoFile read_voc(const std::string& annotations, const std::string& image_root)
     for (const auto& o : a.children("object")) {
       const int64_t ann_id = next_ann++;
       ++objects;
-      const std::string where = str(xml_name, ":", line_of(xml.string(), o.offset_debug()), ": ");
+      const std::string where = str(xml_name, ":", p.line_of(o.offset_debug()), ": ");
       const std::string name = o.child_value("name");
       const auto cat = category_of.find(name);
       if (cat == category_of.end()) {

@@ -21,14 +21,6 @@ namespace {
   throw DataError(str("[data:", codes::kYoloSchema, "] ", yaml, ": ", message));
 }
 
-bool is_image_file(const fs::path& p) {
-  std::string ext = p.extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(),
-                 [](unsigned char c) { return std::tolower(c); });
-  return ext == ".jpg" || ext == ".jpeg" || ext == ".png" || ext == ".bmp" || ext == ".webp" ||
-         ext == ".tif" || ext == ".tiff";
-}
-
 // The image files one `train:` / `val:` entry names: every image under a folder (recursively),
 // or the lines of a list file (relative lines against the list's folder).
 void collect_images(const std::string& yaml, const std::string& key, const fs::path& entry,
@@ -37,7 +29,7 @@ void collect_images(const std::string& yaml, const std::string& key, const fs::p
   if (fs::is_directory(entry, ec)) {
     for (auto it = fs::recursive_directory_iterator(entry, ec); !ec && it != fs::end(it);
          it.increment(ec)) {
-      if (it->is_regular_file(ec) && is_image_file(it->path())) out.push_back(it->path());
+      if (it->is_regular_file(ec) && is_image_file(it->path().string())) out.push_back(it->path());
     }
     if (ec) schema_error(yaml, str(key, ": cannot list ", entry.string(), ": ", ec.message()));
     return;
@@ -54,7 +46,7 @@ void collect_images(const std::string& yaml, const std::string& key, const fs::p
     if (first == std::string::npos) continue;
     fs::path p(line.substr(first));
     if (p.is_relative()) p = entry.parent_path() / p;
-    if (is_image_file(p)) out.push_back(p.lexically_normal());
+    if (is_image_file(p.string())) out.push_back(p.lexically_normal());
   }
 }
 

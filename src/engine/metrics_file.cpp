@@ -24,6 +24,7 @@ void MetricsFile::write(const nlohmann::json& record) {
     if (k == "step" || k == "epoch" || !v.is_number()) continue;
     events_->scalar(group + "/" + k, step, v.get<double>());
   }
+  events_->flush();
 }
 
 }  // namespace detforge::engine

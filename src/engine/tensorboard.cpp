@@ -73,6 +73,7 @@ EventFile::EventFile(const std::string& dir) {
   out_.open(path_, std::ios::binary | std::ios::app);
   if (!out_) throw IoError(str(path_, ": cannot write the TensorBoard event file"));
   write_event(0, "");
+  flush();
 }
 
 void EventFile::write_event(int64_t step, const std::string& summary_value) {
@@ -95,6 +96,9 @@ void EventFile::write_event(int64_t step, const std::string& summary_value) {
   frame += event;
   fixed(frame, masked(crc32c(event.data(), event.size())));
   out_.write(frame.data(), static_cast<std::streamsize>(frame.size()));
+}
+
+void EventFile::flush() {
   out_.flush();
   if (!out_) throw IoError(str(path_, ": cannot write the TensorBoard event file"));
 }

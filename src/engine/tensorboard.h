@@ -33,6 +33,9 @@ class EventFile {
   /// A PNG (or JPEG) image of `width` x `height` with 3 channels.
   void image(const std::string& tag, int64_t step, const std::vector<unsigned char>& encoded,
              int64_t height, int64_t width);
+  /// Writes out the events so far (TensorBoard reads the file while the run goes). Throws
+  /// IoError if they cannot be written.
+  void flush();
   const std::string& path() const { return path_; }
 
  private:

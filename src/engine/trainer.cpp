@@ -58,6 +58,7 @@ void draw_validation_images(EventFile& events, const data::CocoDataset& val,
     events.image(detforge::str("val_", tag, "/", val.image(i).file_name), step, jpeg, img.rows,
                  img.cols);
   }
+  events.flush();
 }
 
 // dist.sync_bn for the trainer's lifetime: the detectors' batch norms sum their statistics over
