@@ -1,6 +1,7 @@
 // detforge eval: scores any COCO bbox results file against an instances file, with
 // pycocotools' numbers; prints the 12-line summary and a per-class table.
 #include <chrono>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -8,6 +9,7 @@
 #include "commands.h"
 #include "core/errors.h"
 #include "core/logging.h"
+#include "engine/report.h"
 #include "eval/coco_eval.h"
 #include "eval/coco_io.h"
 
@@ -20,6 +22,8 @@ struct EvalArgs {
   std::string out;
   int threads = 0;
   bool per_class = true;
+  std::string plots;
+  eval::ConfusionOptions confusion;
 };
 }  // namespace
 
@@ -36,6 +40,17 @@ void add_eval_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("!--no-per-class", args->per_class, "skip the per-class table");
+  cmd->add_option("--plots", args->plots,
+                  "write the confusion matrix (png, csv), per-class precision-recall curves and "
+                  "the label statistics of --gt into this folder");
+  cmd->add_option("--confusion-score", args->confusion.score_threshold,
+                  "confusion matrix: detections scoring above this count")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--confusion-iou", args->confusion.iou_threshold,
+                  "confusion matrix: a detection matches a box above this IoU")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   cmd->callback([args] {
     using clock = std::chrono::steady_clock;
     const auto t0 = clock::now();
@@ -55,6 +70,14 @@ void add_eval_command(CLI::App& app) {
     if (!args->out.empty()) {
       eval::write_metrics(metrics, args->out);
       logging::info("wrote " + args->out);
+    }
+    if (!args->plots.empty()) {
+      const auto p = engine::plot_evaluation(gt, dets, args->plots, "", args->confusion);
+      const auto labels =
+          engine::plot_labels(engine::label_stats(gt), "Labels of " + args->gt,
+                              (std::filesystem::path(args->plots) / "labels.png").string());
+      logging::info(str("plots: ", p.confusion_png, ", ", p.confusion_csv, ", ", p.pr_curves_png,
+                        ", ", labels));
     }
     const auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
     logging::info(str(gt.image_ids.size(), " images, ", gt.annotations.size(), " annotations, ",

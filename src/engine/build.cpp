@@ -13,6 +13,7 @@
 #include "distributed/collectives.h"
 #include "distributed/dist_env.h"
 #include "engine/checkpoint.h"
+#include "engine/report.h"
 #include "eval/coco_io.h"
 
 namespace fs = std::filesystem;
@@ -321,6 +322,27 @@ Config resolve_auto(const Config& config, data::DatasetFiles& files) {
   return config.with_overrides(overrides);
 }
 
+// plots/labels.png: what the training set's labels hold (rank 0, before the first step). A plot
+// that cannot be drawn is a warning: it must not stop the run.
+void plot_training_labels(const data::CocoFile& file, const TrainerOptions& o) {
+  LabelStats stats;
+  for (const auto& c : file.categories) stats.categories.push_back({c.id, c.name});
+  stats.images = static_cast<int64_t>(file.images.size());
+  for (const auto& a : file.annotations) {
+    if (a.iscrowd) continue;
+    stats.category_id.push_back(a.category_id);
+    stats.width.push_back(a.bbox[2]);
+    stats.height.push_back(a.bbox[3]);
+  }
+  try {
+    const auto path = plot_labels(stats, "Training labels (" + file.annotation_file + ")",
+                                  (fs::path(o.output_dir) / "plots" / "labels.png").string());
+    logging::info("label statistics of the training set: " + path);
+  } catch (const std::exception& e) {
+    logging::warn(str("plots/labels.png was not written: ", e.what()));
+  }
+}
+
 }  // namespace
 
 RunSpec read_run_spec(const Config& given, RunPurpose purpose, const DeviceEnv& env) {
@@ -422,6 +444,7 @@ Run build_run(const RunSpec& spec) {
   data::SplitOptions train_split = *spec.data.train;
   train_split.loader.pipeline.total_epochs = o.epochs;  // for data.train.close_mosaic
   run.train_data = loader(train_split);
+  if (run.pg->rank() == 0) plot_training_labels(spec.files->get(train_split.dataset.source()), o);
   run.val_data = loader(*spec.data.val);
   const auto& val = spec.data.val->dataset;
   const auto& val_file = spec.files->get(val.source());

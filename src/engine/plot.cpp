@@ -1,89 +1,39 @@
 #include "engine/plot.h"
 
-#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <vector>
 
 #include <nlohmann/json.hpp>
-#include <opencv2/imgcodecs.hpp>
-#include <opencv2/imgproc.hpp>
 
 #include "core/errors.h"
+#include "plot/chart.h"
 
 namespace fs = std::filesystem;
 
 namespace detforge::engine {
 namespace {
 
-struct Series {
-  std::string name;
-  cv::Scalar colour;
-  std::vector<cv::Point2d> points;
-};
+// Keys of a train record that are not loss terms.
+const std::set<std::string> kTrainKeys = {"type", "epoch", "step", "lr", "loss", "images_per_s"};
 
-std::string number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.3g", v);
-  return buf;
+void add_point(std::map<std::string, plot::Line>& lines, const std::string& name, double x,
+               double y) {
+  auto& l = lines[name];
+  l.x.push_back(x);
+  l.y.push_back(y);
 }
 
-// Draws series into `panel` with axes, 5 ticks per axis and a legend.
-void draw_panel(cv::Mat panel, const std::string& title, const std::string& xlabel,
-                const std::vector<Series>& series) {
-  panel.setTo(cv::Scalar(255, 255, 255));
-  const int left = 70, right = 20, top = 40, bottom = 50;
-  const cv::Rect area(left, top, panel.cols - left - right, panel.rows - top - bottom);
-  cv::putText(panel, title, {left, 25}, cv::FONT_HERSHEY_SIMPLEX, 0.6, cv::Scalar(0, 0, 0), 1,
-              cv::LINE_AA);
-  double x0 = 1e300, x1 = -1e300, y0 = 1e300, y1 = -1e300;
-  for (const auto& s : series) {
-    for (const auto& p : s.points) {
-      x0 = std::min(x0, p.x), x1 = std::max(x1, p.x), y0 = std::min(y0, p.y),
-      y1 = std::max(y1, p.y);
-    }
-  }
-  cv::rectangle(panel, area, cv::Scalar(0, 0, 0));
-  // The extremes kept their initial values: no series has a single point.
-  if (x0 > x1) {
-    cv::putText(panel, "no data", {area.x + 10, area.y + 30}, cv::FONT_HERSHEY_SIMPLEX, 0.5,
-                cv::Scalar(0, 0, 255));
-    return;
-  }
-  // A single value on an axis would make map() divide by zero; give it a unit span.
-  if (x1 == x0) x1 = x0 + 1;
-  if (y1 == y0) y1 = y0 + 1;
-  const auto map = [&](const cv::Point2d& p) {
-    // Image rows grow downwards, so y is flipped.
-    return cv::Point(area.x + static_cast<int>((p.x - x0) / (x1 - x0) * area.width),
-                     area.y + area.height - static_cast<int>((p.y - y0) / (y1 - y0) * area.height));
-  };
-  for (int i = 0; i <= 4; ++i) {
-    const double fx = x0 + (x1 - x0) * i / 4, fy = y0 + (y1 - y0) * i / 4;
-    const cv::Point px = map({fx, y0}), py = map({x0, fy});
-    cv::line(panel, px, px + cv::Point(0, 5), cv::Scalar(0, 0, 0));
-    cv::putText(panel, number(fx), px + cv::Point(-15, 20), cv::FONT_HERSHEY_SIMPLEX, 0.4,
-                cv::Scalar(0, 0, 0));
-    cv::line(panel, py, py - cv::Point(5, 0), cv::Scalar(0, 0, 0));
-    cv::putText(panel, number(fy), py + cv::Point(-60, 4), cv::FONT_HERSHEY_SIMPLEX, 0.4,
-                cv::Scalar(0, 0, 0));
-  }
-  cv::putText(panel, xlabel, {area.x + area.width / 2 - 20, panel.rows - 10},
-              cv::FONT_HERSHEY_SIMPLEX, 0.45, cv::Scalar(0, 0, 0));
-  int legend_y = area.y + 15;
-  for (const auto& s : series) {
-    if (s.points.empty()) continue;
-    std::vector<cv::Point> pts;
-    for (const auto& p : s.points) pts.push_back(map(p));
-    cv::polylines(panel, pts, false, s.colour, 2, cv::LINE_AA);
-    for (const auto& p : pts) cv::circle(panel, p, 2, s.colour, cv::FILLED);
-    cv::line(panel, {area.x + area.width - 110, legend_y - 4},
-             {area.x + area.width - 90, legend_y - 4}, s.colour, 2);
-    cv::putText(panel, s.name, {area.x + area.width - 85, legend_y}, cv::FONT_HERSHEY_SIMPLEX, 0.4,
-                cv::Scalar(0, 0, 0));
-    legend_y += 16;
-  }
+// A panel of one unlabelled line over optimizer steps.
+void step_panel(plot::Axes& ax, const std::string& title, const std::string& ylabel,
+                plot::Line line, const plot::Colour& colour) {
+  ax.title = title;
+  ax.xlabel = "optimizer step";
+  ax.ylabel = ylabel;
+  line.colour = colour;
+  if (!line.x.empty()) ax.lines.push_back(std::move(line));
 }
 
 }  // namespace
@@ -94,29 +44,38 @@ std::string plot_run(const std::string& run_dir, const std::string& out) {
   if (!in)
     throw IoError(detforge::str("plot: ", metrics.string(), " not found (is ", run_dir,
                                 " a run directory?)"));
-  Series loss{"loss", cv::Scalar(200, 80, 0), {}};
-  std::map<std::string, Series> evals = {{"live AP", {"live AP", cv::Scalar(0, 0, 200), {}}},
-                                         {"live AP50", {"live AP50", cv::Scalar(0, 120, 255), {}}},
-                                         {"ema AP", {"ema AP", cv::Scalar(0, 150, 0), {}}},
-                                         {"ema AP50", {"ema AP50", cv::Scalar(120, 200, 0), {}}}};
+  // Loss terms in order of first appearance, so colours stay put from run to run.
+  std::vector<std::string> terms;
+  std::map<std::string, plot::Line> losses, evals;
+  plot::Line lr, speed;
   int line_no = 0, records = 0;
   for (std::string line; std::getline(in, line);) {
     ++line_no;
     if (line.empty()) continue;
-    nlohmann::json r;
     try {
-      r = nlohmann::json::parse(line);
+      const auto r = nlohmann::json::parse(line);
       const std::string type = r.at("type").get<std::string>();
       if (type == "train") {
-        loss.points.emplace_back(r.at("step").get<double>(), r.at("loss").get<double>());
+        const double step = r.at("step").get<double>();
+        add_point(losses, "total", step, r.at("loss").get<double>());
+        lr.x.push_back(step);
+        lr.y.push_back(r.at("lr").get<double>());
+        if (r.contains("images_per_s")) {
+          speed.x.push_back(step);
+          speed.y.push_back(r.at("images_per_s").get<double>());
+        }
+        // Loss terms are floats; the detector's event counters beside them are integers.
+        for (const auto& [key, value] : r.items()) {
+          if (kTrainKeys.count(key) || !value.is_number_float()) continue;
+          if (!losses.count(key)) terms.push_back(key);
+          add_point(losses, key, step, value.get<double>());
+        }
       } else if (type == "eval") {
         const std::string w = r.at("weights").get<std::string>();
         // Records carry the 0-based epoch just finished; the axis counts epochs trained.
         const double x = r.at("epoch").get<double>() + 1;
-        for (const char* m : {"AP", "AP50"}) {
-          auto it = evals.find(w + " " + m);
-          if (it != evals.end()) it->second.points.emplace_back(x, r.at(m).get<double>());
-        }
+        for (const char* m : {"AP", "AP50"})
+          add_point(evals, w + " " + m, x, r.at(m).get<double>());
       }
       ++records;
     } catch (const nlohmann::json::exception& e) {
@@ -125,13 +84,52 @@ std::string plot_run(const std::string& run_dir, const std::string& out) {
     }
   }
   if (records == 0) throw IoError(detforge::str("plot: ", metrics.string(), " has no records yet"));
-  cv::Mat canvas(420, 1200, CV_8UC3);
-  draw_panel(canvas(cv::Rect(0, 0, 600, 420)), "training loss", "optimizer step", {loss});
-  std::vector<Series> eval_series;
-  for (const auto& kv : evals) eval_series.push_back(kv.second);
-  draw_panel(canvas(cv::Rect(600, 0, 600, 420)), "COCO mAP", "epoch", eval_series);
+
+  plot::Figure fig(2, 2, 560, 380);
+  fig.title = fs::path(run_dir).lexically_normal().filename().string();
+  auto& loss_ax = fig.at(0, 0);
+  loss_ax.title = "Training loss";
+  loss_ax.xlabel = "optimizer step";
+  loss_ax.ylabel = "loss";
+  if (losses.count("total")) {
+    auto total = losses["total"];
+    total.label = "total";
+    total.colour = {0.1, 0.1, 0.1};
+    total.width = 2.2;
+    loss_ax.lines.push_back(total);
+  }
+  for (size_t i = 0; i < terms.size(); ++i) {
+    auto l = losses[terms[i]];
+    l.label = terms[i];
+    l.colour = plot::palette(i);
+    loss_ax.lines.push_back(l);
+  }
+
+  step_panel(fig.at(1, 0), "Learning rate", "learning rate", lr, plot::palette(0));
+
+  auto& ap_ax = fig.at(0, 1);
+  ap_ax.title = "COCO mAP on the validation set";
+  ap_ax.xlabel = "epoch";
+  ap_ax.ylabel = "AP";
+  ap_ax.legend = "lower right";
+  size_t colour = 0;
+  for (const char* m : {"AP", "AP50"}) {
+    for (const char* w : {"live", "ema"}) {
+      auto it = evals.find(std::string(w) + " " + m);
+      if (it == evals.end()) continue;
+      auto l = it->second;
+      l.label = std::string(m) + (std::string(w) == "ema" ? " (EMA weights)" : " (live weights)");
+      l.colour = plot::palette(colour);
+      l.dashed = std::string(w) == "ema";
+      l.marker_radius = 0;
+      ap_ax.lines.push_back(l);
+    }
+    ++colour;
+  }
+
+  step_panel(fig.at(1, 1), "Training throughput", "images/s", speed, plot::palette(2));
   const std::string path = out.empty() ? (fs::path(run_dir) / "curves.png").string() : out;
-  if (!cv::imwrite(path, canvas)) throw IoError(detforge::str("plot: cannot write ", path));
+  fig.save(path);
   return path;
 }
 

@@ -23,7 +23,10 @@
 #include "engine/evaluation.h"
 #include "engine/metrics_file.h"
 #include "engine/mlperf_log.h"
+#include "engine/plot.h"
 #include "engine/progress_log.h"
+#include "engine/report.h"
+#include "eval/coco_io.h"
 #include "models/sync_batch_norm.h"
 
 namespace fs = std::filesystem;
@@ -87,6 +90,9 @@ class Trainer {
   std::map<std::string, double> evaluate(models::Detector& model, int64_t epoch,
                                          const std::string& tag);
   void end_of_epoch(int64_t epoch);
+  // Rank 0, at the end of the run: curves.png, and the confusion matrix and precision-recall
+  // curves of the last evaluation of each set of weights under plots/.
+  void write_plots();
   void save(const std::vector<std::string>& names);
   void log_step(int64_t epoch, const dist::ReducedLosses& losses);
   void log_augmentation(int64_t epoch);
@@ -204,6 +210,7 @@ TrainResult Trainer::run() {
     r_.mlperf.end("run_stop", nullptr,
                   {{"status", result_.reached_target ? "success" : "aborted"}});
   }
+  if (pg_.is_main()) write_plots();
   result_.epochs_done = progress_.epoch;
   result_.steps_done = progress_.step;
   result_.best_metric = progress_.best_metric;
@@ -437,6 +444,25 @@ void Trainer::end_of_epoch(int64_t epoch) {
   }
   if (last || stop_ || (o_.checkpoint_interval > 0 && (epoch + 1) % o_.checkpoint_interval == 0))
     save({"last.ckpt"});
+}
+
+void Trainer::write_plots() {
+  // A plot that cannot be drawn must not fail a finished training run.
+  try {
+    plot_run(o_.output_dir);
+    auto gt = r_.evaluator->ground_truth();
+    gt.image_ids = r_.evaluator->image_ids();
+    for (const std::string tag : {"live", "ema"}) {
+      const auto results = fs::path(o_.output_dir) / ("results_" + tag + ".json");
+      if (gt.image_ids.empty() || !fs::exists(results)) continue;
+      const auto p = plot_evaluation(gt, eval::load_results(results.string(), gt),
+                                     (fs::path(o_.output_dir) / "plots").string(), "_" + tag);
+      logging::info(detforge::str("plots of the last evaluation (", tag,
+                                  " weights): ", p.confusion_png, ", ", p.pr_curves_png));
+    }
+  } catch (const std::exception& e) {
+    logging::warn(detforge::str("the end-of-run plots were not written: ", e.what()));
+  }
 }
 
 void Trainer::save(const std::vector<std::string>& names) {

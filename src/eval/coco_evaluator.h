@@ -52,6 +52,8 @@ class CocoEvaluator {
   /// Evaluates the processed images. With none processed, every stat is -1 (and a warning).
   Metrics evaluate() const;
 
+  /// The ground truth given at construction.
+  const GroundTruthSet& ground_truth() const { return gt_; }
   /// Processed image ids in ascending order.
   std::vector<int64_t> image_ids() const;
   /// All recorded detections, by ascending image id (for write_results()).

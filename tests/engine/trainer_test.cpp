@@ -24,6 +24,8 @@
 #include "data/synthetic.h"
 #include "engine/checkpoint.h"
 #include "engine/plot.h"
+#include "eval/coco_io.h"
+#include "eval/confusion.h"
 #include "models/build.h"
 #include "models/module_state.h"
 #include "test_util.h"
@@ -289,9 +291,36 @@ TEST_F(TrainerTest, RunDirectoryHoldsConfigMetricsCheckpointsAndCurves) {
     EXPECT_EQ(counters.toIntList().get(0), best_epoch + 1)
         << file << " is the checkpoint written after that epoch";
   }
-  const cv::Mat png = cv::imread(plot_run(out.string()));
-  EXPECT_EQ(png.cols, 1200);
-  EXPECT_EQ(png.rows, 420);
+  // The end of the run drew the curves (2 x 2 panels of 560 x 380 points and a title row, two
+  // pixels per point), the training labels and the last evaluation of each set of weights.
+  const cv::Mat png = cv::imread((out / "curves.png").string());
+  EXPECT_EQ(png.cols, 2 * 1120);
+  EXPECT_EQ(png.rows, 2 * (760 + 30));
+  EXPECT_EQ(plot_run(out.string(), (out / "curves.svg").string()), (out / "curves.svg").string());
+  EXPECT_FALSE(cv::imread((out / "plots" / "labels.png").string()).empty());
+  const auto gt = eval::load_ground_truth((data_dir() / "annotations/instances_val.json").string());
+  for (const std::string tag : {"live", "ema"}) {
+    EXPECT_FALSE(cv::imread((out / "plots" / ("pr_curves_" + tag + ".png")).string()).empty());
+    EXPECT_FALSE(
+        cv::imread((out / "plots" / ("confusion_matrix_" + tag + ".png")).string()).empty());
+    // The csv holds the matrix of the results file the last evaluation wrote.
+    const auto cm = eval::confusion_matrix(
+        gt, eval::load_results((out / ("results_" + tag + ".json")).string(), gt));
+    std::istringstream csv(
+        testing::read_file(out / "plots" / ("confusion_matrix_" + tag + ".csv")));
+    std::string row;
+    std::getline(csv, row);
+    EXPECT_EQ(row.substr(row.rfind(',') + 1), "background");
+    for (int64_t p = 0; p < cm.size(); ++p) {
+      ASSERT_TRUE(std::getline(csv, row));
+      std::istringstream cells(row.substr(row.find(',') + 1));
+      std::string cell;
+      for (int64_t t = 0; t < cm.size(); ++t) {
+        ASSERT_TRUE(std::getline(cells, cell, ','));
+        EXPECT_EQ(std::stoll(cell), cm.at(p, t)) << tag << " [" << p << "][" << t << "]";
+      }
+    }
+  }
 
   // `detforge predict` on the training checkpoint reproduces the final evaluation's detections.
   const auto predicted = (dir_.path() / "predicted.json").string();
