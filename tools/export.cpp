@@ -3,7 +3,13 @@
 // torch.load(path, weights_only=True) into the torchvision model of the same architecture, with
 // the checkpoint's classes beside it (<out>.categories.json); as the folder transformers'
 // from_pretrained opens (--format hf, RT-DETR); or as the .pt Ultralytics' YOLO() opens
-// (--format ultralytics, YOLOv8).
+// (--format ultralytics, YOLOv8); or as ONNX (--format onnx): LibTorch has no ONNX exporter, so
+// the weights go out in the family's reference layout above and tools/onnx_export.py (compiled in
+// as a string) rebuilds the reference model in Python and runs its own exporter.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -25,6 +31,7 @@
 #include "load_weights.h"
 #include "models/build.h"
 #include "models/module_state.h"
+#include "onnx_export_script.h"
 #include "weights/state_dict.h"
 
 namespace detforge::tools {
@@ -37,7 +44,35 @@ struct ExportArgs {
   std::string out;
   std::string format = "pth";
   std::vector<std::string> overrides;
+  // --format onnx
+  std::vector<int64_t> imgsz = {640};
+  int64_t batch = 1;
+  int opset = 18;
+  std::string python;
 };
+
+// A folder under the system's temporary directory, removed with everything in it at scope exit.
+class ScratchDir {
+ public:
+  ScratchDir()
+      : path_(std::filesystem::temp_directory_path() / str("detforge_export_", ::getpid())) {
+    std::filesystem::create_directories(path_);
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
 
 // --format hf: OUT/model.safetensors and OUT/config.json, the folder from_pretrained opens; the
 // class names are the checkpoint's (LABEL_i, transformers' default, without them).
@@ -84,6 +119,48 @@ void export_ultralytics(const models::Detector& detector, const std::string& typ
       model.names.empty() ? "Ultralytics' default names" : "the classes " + classes->describe()));
 }
 
+// --format onnx: the reference layout in a scratch folder, then tools/onnx_export.py on it.
+void export_onnx(models::Detector& detector, const std::string& type,
+                 const models::NamedTensors& state, const std::optional<data::CategoryMap>& classes,
+                 const ExportArgs& a) {
+  auto args = detector.onnx_export_args();
+  if (args.size() < 2)
+    throw ConfigError(str("--format onnx: model.type ", type, " has no ONNX export"));
+  const int64_t height = a.imgsz.front(), width = a.imgsz.back();
+  const int64_t div = detector.size_divisibility();
+  if (a.imgsz.size() > 2 || height % div != 0 || width % div != 0)
+    throw ConfigError(str("--imgsz: give H or H,W, each a multiple of ", div,
+                          " (the model's size divisibility); got ", height, "x", width));
+  ScratchDir scratch;
+  const std::string& family = args[1];
+  std::string weights;
+  if (family == "rtdetr") {
+    weights = (scratch.path() / "hf").string();
+    export_hub_folder(detector, type, state, classes, weights);
+  } else if (family == "yolo") {
+    weights = (scratch.path() / "model.pt").string();
+    export_ultralytics(detector, type, state, classes, weights);
+  } else {
+    weights = (scratch.path() / "model.pth").string();
+    weights::write_state_dict(state, weights);
+  }
+  const auto script = scratch.path() / "onnx_export.py";
+  write_text_atomic(script.string(), kOnnxExportScript);
+  const auto out = std::filesystem::absolute(a.out);
+  args.insert(args.end(), {"--weights", weights, "--height", std::to_string(height), "--width",
+                           std::to_string(width), "--batch", std::to_string(a.batch), "--opset",
+                           std::to_string(a.opset), "--out", out.string()});
+  std::string command = shell_quote(a.python) + " " + shell_quote(script.string());
+  for (const auto& arg : args) command += " " + shell_quote(arg);
+  logging::info(str("export: ", a.python, " onnx_export.py ", c10::Join(" ", args)));
+  const int status = std::system(command.c_str());
+  if (status != 0)
+    throw ConfigError(str("--format onnx: ", a.python, " onnx_export.py failed (exit ",
+                          WIFEXITED(status) ? WEXITSTATUS(status) : status,
+                          "; its message is above). It needs Python with torch, onnx and the "
+                          "family's library; --python picks the interpreter"));
+}
+
 void run_export(const ExportArgs& a) {
   const auto spec =
       engine::read_run_spec(Config::load(a.config, a.overrides), engine::RunPurpose::kInference,
@@ -100,8 +177,12 @@ void run_export(const ExportArgs& a) {
   } else if (a.format == "ultralytics") {
     export_ultralytics(*detector, spec.detector.type, state, classes, a.out);
   } else {
-    weights::write_state_dict(state, a.out);
-    // A state dict holds tensors only: the classes a checkpoint was trained on go beside it.
+    if (a.format == "onnx") {
+      export_onnx(*detector, spec.detector.type, state, classes, a);
+    } else {
+      weights::write_state_dict(state, a.out);
+    }
+    // A state dict or an ONNX graph holds no class names: a checkpoint's go beside it.
     if (classes) {
       const auto names = std::filesystem::path(a.out).replace_extension(".categories.json");
       engine::write_categories(*classes, names.string());
@@ -124,14 +205,31 @@ void add_export_command(CLI::App& app) {
       ->required();
   cmd->add_flag("--ema", a->ema, "with a checkpoint: export its EMA weights");
   cmd->add_option("--out", a->out,
-                  "output .pth (--format hf: a folder; --format ultralytics: a .pt)")
+                  "output .pth (--format hf: a folder; --format ultralytics: a .pt; --format "
+                  "onnx: a .onnx)")
       ->required();
   cmd->add_option("--format", a->format,
                   "pth: a state dict torch.load reads; hf: model.safetensors + config.json that "
                   "transformers' from_pretrained opens (RT-DETR); ultralytics: a .pt that "
-                  "Ultralytics' YOLO() opens (YOLOv8)")
-      ->check(CLI::IsMember({"pth", "hf", "ultralytics"}))
+                  "Ultralytics' YOLO() opens (YOLOv8); onnx: the network without post-processing "
+                  "(docs/export.md)")
+      ->check(CLI::IsMember({"pth", "hf", "ultralytics", "onnx"}))
       ->capture_default_str();
+  cmd->add_option("--imgsz", a->imgsz, "--format onnx: the fixed input size, H or H,W")
+      ->delimiter(',')
+      ->expected(1, 2)
+      ->capture_default_str();
+  cmd->add_option("--batch", a->batch, "--format onnx: the fixed batch size")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--opset", a->opset, "--format onnx: ONNX opset (17 to 20)")
+      ->check(CLI::Range(17, 20))
+      ->capture_default_str();
+  const char* env_python = std::getenv("DETFORGE_PYTHON");
+  a->python = env_python && *env_python ? env_python : "python3";
+  cmd->add_option("--python", a->python,
+                  "--format onnx: the Python with torch, onnx and the family's library "
+                  "(default: $DETFORGE_PYTHON, else python3)");
   cmd->add_option("overrides", a->overrides, "config overrides a.b=value");
   cmd->callback([a] { run_export(*a); });
 }

@@ -123,4 +123,27 @@ void EventFile::image(const std::string& tag, int64_t step,
   write_event(step, v);
 }
 
+void EventFile::pr_curve(const std::string& tag, int64_t step, const std::vector<float>& counts) {
+  const auto n = static_cast<int64_t>(counts.size() / 6);
+  std::string plugin_content, plugin, metadata, shape, dim_rows, dim_cols, tensor, v;
+  int_field(plugin_content, 1, 0);
+  int_field(plugin_content, 2, n);
+  bytes_field(plugin, 1, "pr_curves");
+  bytes_field(plugin, 2, plugin_content);
+  bytes_field(metadata, 1, plugin);
+  int_field(dim_rows, 1, 6);
+  int_field(dim_cols, 1, n);
+  bytes_field(shape, 2, dim_rows);
+  bytes_field(shape, 2, dim_cols);
+  int_field(tensor, 1, 1);
+  bytes_field(tensor, 2, shape);
+  std::string content;
+  for (float f : counts) fixed(content, f);
+  bytes_field(tensor, 4, content);
+  bytes_field(v, 1, tag);
+  bytes_field(v, 8, tensor);
+  bytes_field(v, 9, metadata);
+  write_event(step, v);
+}
+
 }  // namespace detforge::engine

@@ -7,8 +7,14 @@
 //   Event      { double wall_time = 1; int64 step = 2; string file_version = 3;
 //                Summary summary = 5; }
 //   Summary    { repeated Value value = 1; }
-//   Value      { string tag = 1; float simple_value = 2; Image image = 4; }
+//   Value      { string tag = 1; float simple_value = 2; Image image = 4; TensorProto tensor = 8;
+//                SummaryMetadata metadata = 9; }
 //   Image      { int32 height = 1; int32 width = 2; int32 colorspace = 3; bytes encoded = 4; }
+//   TensorProto { DataType dtype = 1 (DT_FLOAT = 1); TensorShapeProto tensor_shape = 2;
+//                 bytes tensor_content = 4; }     TensorShapeProto { repeated Dim dim = 2; }
+//   Dim { int64 size = 1; }       SummaryMetadata { PluginData plugin_data = 1; }
+//   PluginData { string plugin_name = 1; bytes content = 2; }
+//   PrCurvePluginData { int32 version = 1; uint32 num_thresholds = 2; }  (the content)
 // Neither Debian nor PyPI has a C or C++ library for the record format that does not pull in
 // TensorFlow or protobuf's code generator; CRC-32C is the 20 lines below.
 #pragma once
@@ -33,6 +39,10 @@ class EventFile {
   /// A PNG (or JPEG) image of `width` x `height` with 3 channels.
   void image(const std::string& tag, int64_t step, const std::vector<unsigned char>& encoded,
              int64_t height, int64_t width);
+  /// A precision-recall curve for TensorBoard's PR-curves plugin: `counts` [6, n] row-major as
+  /// eval::threshold_counts() gives it (true / false positives, true / false negatives,
+  /// precision, recall at n evenly spaced score thresholds).
+  void pr_curve(const std::string& tag, int64_t step, const std::vector<float>& counts);
   /// Writes out the events so far (TensorBoard reads the file while the run goes). Throws
   /// IoError if they cannot be written.
   void flush();

@@ -27,6 +27,7 @@
 #include "engine/progress_log.h"
 #include "engine/report.h"
 #include "eval/coco_io.h"
+#include "eval/confusion.h"
 #include "models/sync_batch_norm.h"
 
 namespace fs = std::filesystem;
@@ -60,6 +61,26 @@ void draw_validation_images(EventFile& events, const data::CocoDataset& val,
     cv::imencode(".jpg", img, jpeg, {cv::IMWRITE_JPEG_QUALITY, 90});
     events.image(detforge::str("val_", tag, "/", val.image(i).file_name), step, jpeg, img.rows,
                  img.cols);
+  }
+  events.flush();
+}
+
+// TensorBoard's precision-recall curves of an evaluation, one per class at IoU 0.5 over score
+// thresholds, tagged `pr_<weights>/<class name>`: the evaluation's own matches
+// (eval::Params::score_curves), counted by eval::threshold_counts.
+void write_pr_curves(EventFile& events, const eval::CocoEvaluator& evaluator,
+                     const std::string& tag, int64_t step) {
+  auto gt = evaluator.ground_truth();
+  gt.image_ids = evaluator.image_ids();
+  if (gt.image_ids.empty()) return;
+  eval::Params params;
+  params.score_curves = true;
+  const auto acc = eval::evaluate(gt, evaluator.detections(), params);
+  std::map<int64_t, std::string> names;
+  for (const auto& c : gt.categories) names.emplace(c.id, c.name);
+  for (const auto& curve : acc.score_curves) {
+    events.pr_curve(detforge::str("pr_", tag, "/", names[curve.category_id]), step,
+                    eval::threshold_counts(curve));
   }
   events.flush();
 }
@@ -405,6 +426,7 @@ std::map<std::string, double> Trainer::evaluate(models::Detector& model, int64_t
   for (const auto& kv : e.metrics) record[kv.first] = kv.second;
   metrics_.write(record);
   if (auto* events = metrics_.tensorboard()) {
+    write_pr_curves(*events, *r_.evaluator, tag, progress_.step);
     draw_validation_images(*events, r_.val_data->dataset(), r_.evaluator->detections(), tag,
                            progress_.step);
   }

@@ -155,6 +155,7 @@ struct alignas(64) CurveScratch {
   std::vector<double> rc, pr;  // [T, npig]: recall and precision at each true positive
   std::vector<uint32_t> masks;
   std::vector<int32_t> idx, rank, sort_buf;
+  std::vector<double> scores;
 };
 
 // Reusable sorted-id lookup: a direct table when ids are dense enough, else binary search.
@@ -434,6 +435,25 @@ class Evaluation {
     s.rank.resize(n);
     for (int64_t j = 0; j < n; ++j) s.rank[j] = kept_rank_[b + s.idx[j]];
     std::copy(s.rank.begin(), s.rank.end(), kept_rank_.begin() + b);
+    if (p_.score_curves) {
+      s.scores.resize(n);
+      for (int64_t j = 0; j < n; ++j) s.scores[j] = kept_score_[b + s.idx[j]];
+      std::copy(s.scores.begin(), s.scores.end(), kept_score_.begin() + b);
+    }
+  }
+
+  // The detections of category k at IoU threshold 0, area `a`, max_dets `m` in score order.
+  ScoreCurve score_curve(size_t k, size_t a, size_t m) const {
+    ScoreCurve c;
+    c.category_id = p_.category_ids[k];
+    for (size_t i = 0; i < I_; ++i) c.num_gt += npig_[(k * I_ + i) * A_ + a];
+    const int64_t b = kept_start_[k * I_], e = kept_start_[(k + 1) * I_];
+    for (int64_t d = b; d < e; ++d) {
+      if (kept_rank_[d] >= p_.max_dets[m] || (ignored_[d * A_ + a] & 1u)) continue;
+      c.scores.push_back(kept_score_[d]);
+      c.true_positive.push_back(matched_[d * A_ + a] & 1u);
+    }
+    return c;
   }
 
   // One (category, area, max_dets) of accumulate(), written to out[T * R] precision and
@@ -530,6 +550,11 @@ class Evaluation {
           acc.precision[(t * acc.R + r) * kam + item] = in[t * acc.R + r];
         acc.recall[t * kam + item] = in[T_ * acc.R + t];
       }
+    }
+    if (p_.score_curves && p_.use_cats) {
+      acc.score_curves.resize(Ke_);
+      parallel_for(Ke_, p_.num_threads,
+                   [&](size_t k, int) { acc.score_curves[k] = score_curve(k, 0, M_ - 1); });
     }
     acc.params = p_;
     return acc;

@@ -79,10 +79,24 @@ struct Params {
   bool use_cats = true;
   /// Worker threads; 0 means std::thread::hardware_concurrency(). Default: 0.
   int num_threads = 0;
+  /// Also keep each category's scored detections (Accumulated::score_curves). Default: false.
+  bool score_curves = false;
 
   static std::vector<double> default_iou_thresholds();
   static std::vector<double> default_recall_thresholds();
   static std::vector<AreaRange> default_area_ranges();
+};
+
+/// One category's detections in descending score order as accumulate() counts them at the first
+/// IoU threshold, area "all" and the largest max_dets: ignored ones (matched to crowd regions)
+/// left out. The counts of a precision-recall curve over score thresholds (TensorBoard's).
+struct ScoreCurve {
+  int64_t category_id = 0;
+  std::vector<double> scores;
+  /// 1 where the detection matched unignored ground truth.
+  std::vector<uint8_t> true_positive;
+  /// Unignored ground-truth boxes of the category.
+  int64_t num_gt = 0;
 };
 
 /// Accumulated curves, in COCOeval.eval's layout (row-major numpy arrays).
@@ -95,6 +109,8 @@ struct Accumulated {
   std::vector<double> recall;
   /// The parameters used: sorted unique ids, sorted max_dets.
   Params params;
+  /// [K] with params.score_curves and use_cats, else empty.
+  std::vector<ScoreCurve> score_curves;
 
   double precision_at(int64_t t, int64_t r, int64_t k, int64_t a, int64_t m) const {
     return precision[(((t * R + r) * K + k) * A + a) * M + m];

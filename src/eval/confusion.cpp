@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <numeric>
 #include <unordered_map>
 
@@ -157,6 +158,35 @@ std::vector<PrCurve> pr_curves(const Accumulated& acc, bool iou_range) {
   }
   curves.push_back(std::move(mean));
   return curves;
+}
+
+std::vector<float> threshold_counts(const ScoreCurve& curve, int n) {
+  std::vector<float> out(static_cast<size_t>(6 * n), 0.0f);
+  std::vector<int64_t> tp(static_cast<size_t>(n), 0), fp(static_cast<size_t>(n), 0);
+  // A detection counts at every threshold up to its score: bucket it at the last such one.
+  for (size_t d = 0; d < curve.scores.size(); ++d) {
+    const double s = std::clamp(curve.scores[d], 0.0, 1.0);
+    int i = static_cast<int>(std::floor(s * (n - 1)));
+    // floor(s * (n - 1)) can land one above or below the last threshold <= s in floating point.
+    while (i + 1 < n && static_cast<double>(i + 1) / (n - 1) <= s) ++i;
+    while (i > 0 && static_cast<double>(i) / (n - 1) > s) --i;
+    (curve.true_positive[d] ? tp : fp)[static_cast<size_t>(i)] += 1;
+  }
+  for (int i = n - 2; i >= 0; --i) {
+    tp[static_cast<size_t>(i)] += tp[static_cast<size_t>(i) + 1];
+    fp[static_cast<size_t>(i)] += fp[static_cast<size_t>(i) + 1];
+  }
+  for (int i = 0; i < n; ++i) {
+    const auto t = static_cast<double>(tp[static_cast<size_t>(i)]);
+    const auto f = static_cast<double>(fp[static_cast<size_t>(i)]);
+    out[static_cast<size_t>(i)] = static_cast<float>(t);
+    out[static_cast<size_t>(n + i)] = static_cast<float>(f);
+    out[static_cast<size_t>(3 * n + i)] = static_cast<float>(static_cast<double>(curve.num_gt) - t);
+    out[static_cast<size_t>(4 * n + i)] = static_cast<float>(t / std::max(t + f, 1e-7));
+    out[static_cast<size_t>(5 * n + i)] =
+        static_cast<float>(t / std::max(static_cast<double>(curve.num_gt), 1e-7));
+  }
+  return out;
 }
 
 }  // namespace detforge::eval

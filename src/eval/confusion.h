@@ -1,5 +1,6 @@
-// The detection confusion matrix with a background row and column, and the per-class
-// precision-recall curves of the COCO evaluation: the plots people read after training.
+// The detection confusion matrix with a background row and column, the per-class
+// precision-recall curves of the COCO evaluation (over recall, and over score thresholds for
+// TensorBoard): the plots people read after training.
 #pragma once
 
 #include <cstdint>
@@ -53,5 +54,12 @@ struct PrCurve {
 /// keep ap -1 and precision -1. REQUIRES: acc from evaluate() with use_cats; for IoU 0.5,
 /// 0.5 among the thresholds (throws ConfigError otherwise).
 std::vector<PrCurve> pr_curves(const Accumulated& acc, bool iou_range);
+
+/// TensorBoard's precision-recall curve of `curve` at score thresholds i / (n - 1), i < n: a
+/// [6, n] row-major array of true positives, false positives, true negatives (always 0:
+/// detection has no negatives), false negatives, precision tp / max(tp + fp, 1e-7) and recall
+/// tp / max(num_gt, 1e-7) counting the detections scoring at or above each threshold
+/// (TensorBoard's pr_curves layout and epsilon). REQUIRES: n >= 2.
+std::vector<float> threshold_counts(const ScoreCurve& curve, int n = 101);
 
 }  // namespace detforge::eval

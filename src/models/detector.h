@@ -103,6 +103,21 @@ class Detector : public torch::nn::Module {
   /// Ultralytics file describes. Default: empty
   virtual std::string ultralytics_model_file() const { return {}; }
 
+  /// The raw outputs of images [B, 3, H, W] (as the network receives them: resized, padded,
+  /// normalised), by name, with the post-processing (score threshold, top-k, NMS) left out:
+  /// what `detforge export --format onnx` puts in the graph, in the same layout (docs/export.md).
+  /// Call in eval mode. Default: none (the family has no ONNX export).
+  virtual std::vector<std::pair<std::string, torch::Tensor>> export_outputs(
+      const torch::Tensor& images) {
+    (void)images;
+    return {};
+  }
+
+  /// The arguments of tools/onnx_export.py that rebuild this model in its reference framework
+  /// (`--family` first, then the options the weights alone do not say). Throws ConfigError
+  /// naming the config key the reference cannot express. Default: empty (no ONNX export).
+  virtual std::vector<std::string> onnx_export_args() const { return {}; }
+
   /// The detector's class layers. Default: none.
   virtual std::vector<ClassLayer> class_layers() const { return {}; }
 

@@ -441,8 +441,9 @@ TEST_F(TrainerTest, RunDirectoryHoldsConfigMetricsCheckpointsAndCurves) {
 // the same step and value (float32), and the first validation images with their detections.
 TEST_F(TrainerTest, TensorBoardEventsHoldWhatMetricsJsonlHolds) {
   const auto out = dir_.path() / "outputs";
+  // A score floor low enough for detections after one epoch, for the PR curves.
   train(config(out, {"logging.tensorboard=true", "train.epochs=1", "eval.interval=1",
-                     "model.inference.score_threshold=0.02"}));
+                     "model.inference.score_threshold=0.001"}));
   const auto tb = out / "tensorboard";
   ASSERT_TRUE(fs::is_directory(tb));
   const auto json = (dir_.path() / "tb.json").string();
@@ -481,6 +482,41 @@ TEST_F(TrainerTest, TensorBoardEventsHoldWhatMetricsJsonlHolds) {
     EXPECT_EQ(list[0][1].get<int64_t>(), 64) << tag;  // width of the synthetic images
     EXPECT_GT(list[0][3].get<int64_t>(), 100) << tag;
   }
+  // One PR curve per class and set of weights, whose counts at each score threshold are those
+  // of pycocotools' own matches (IoU 0.5) of the evaluation's results file.
+  const auto& curves = read.at("pr_curves");
+  const auto categories =
+      nlohmann::json::parse(testing::read_file(data_dir() / "annotations/instances_val.json"))
+          .at("categories");
+  EXPECT_EQ(curves.size(), 2 * categories.size());
+  int64_t positives = 0;
+  for (const std::string weights : {"live", "ema"}) {
+    const auto ref = (dir_.path() / ("pr_" + weights + ".json")).string();
+    testing::run_reference("eval/pr_counts_reference.py",
+                           (data_dir() / "annotations/instances_val.json").string() + " " +
+                               (out / ("results_" + weights + ".json")).string() + " " + ref);
+    const auto want = nlohmann::json::parse(testing::read_file(ref));
+    for (const auto& c : categories) {
+      const std::string name = c.at("name").get<std::string>(), tag = "pr_" + weights + "/" + name;
+      ASSERT_TRUE(curves.contains(tag)) << tag;
+      const auto& counts = curves.at(tag).back()[1];  // [6, 101] of the last evaluation
+      ASSERT_EQ(counts.size(), 6u) << tag;
+      const auto& w = want.at(name);
+      for (size_t i = 0; i < 101; ++i) {
+        const double tp = counts[0][i], fp = counts[1][i], fn = counts[3][i];
+        EXPECT_EQ(tp, w.at("tp")[i].get<double>()) << tag << " threshold " << i;
+        EXPECT_EQ(fp, w.at("fp")[i].get<double>()) << tag << " threshold " << i;
+        EXPECT_EQ(counts[2][i].get<double>(), 0.0) << tag;
+        EXPECT_EQ(fn, w.at("fn")[i].get<double>()) << tag << " threshold " << i;
+        EXPECT_FLOAT_EQ(counts[4][i].get<float>(),
+                        static_cast<float>(tp / std::max(tp + fp, 1e-7)));
+        EXPECT_FLOAT_EQ(counts[5][i].get<float>(),
+                        static_cast<float>(tp / std::max(tp + fn, 1e-7)));
+      }
+      positives += static_cast<int64_t>(counts[0][0].get<double>() + counts[1][0].get<double>());
+    }
+  }
+  EXPECT_GT(positives, 0) << "the curves count detections";
 }
 
 // `predict --source` on a video: every frame predicted as the same frames saved as images are

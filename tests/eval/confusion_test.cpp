@@ -128,5 +128,36 @@ TEST_F(ConfusionTest, PrCurvesArePycocotoolsPrecisionArray) {
   }
 }
 
+// The score curves (Params::score_curves) hold the evaluation's own matches: counted at each
+// score threshold, the true and false positives and the misses of pycocotools' evaluateImg.
+TEST_F(ConfusionTest, ScoreThresholdCountsArePycocotoolsMatches) {
+  const auto out = (dir_.path() / "pr.json").string();
+  detforge::testing::run_reference("eval/pr_counts_reference.py",
+                                   gt_path_ + " " + (dir_.path() / "dt.json").string() + " " + out);
+  const auto want = nlohmann::json::parse(detforge::testing::read_file(out));
+  Params params;
+  params.score_curves = true;
+  const auto acc = evaluate(gt_, dets_, params);
+  ASSERT_EQ(acc.score_curves.size(), gt_.categories.size());
+  for (const auto& curve : acc.score_curves) {
+    std::string name;
+    for (const auto& c : gt_.categories) {
+      if (c.id == curve.category_id) name = c.name;
+    }
+    const auto counts = threshold_counts(curve);
+    const auto& w = want.at(name);
+    int64_t tp_at_zero = 0;
+    for (size_t i = 0; i < 101; ++i) {
+      EXPECT_EQ(counts[i], w.at("tp")[i].get<float>()) << name << " threshold " << i;
+      EXPECT_EQ(counts[101 + i], w.at("fp")[i].get<float>()) << name << " threshold " << i;
+      EXPECT_EQ(counts[303 + i], w.at("fn")[i].get<float>()) << name << " threshold " << i;
+    }
+    tp_at_zero = static_cast<int64_t>(counts[0]);
+    // The case has hits and misses at both ends of the score range.
+    EXPECT_GT(tp_at_zero, 0) << name;
+    EXPECT_GT(counts[101], 0) << name;
+  }
+}
+
 }  // namespace
 }  // namespace detforge::eval

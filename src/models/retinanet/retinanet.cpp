@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/errors.h"
 #include "models/module_state.h"
 #include "ops/nms.h"
 
@@ -213,6 +214,50 @@ std::vector<Detections> RetinaNetImpl::predict(const Batch& batch) {
   const auto feats = features(batch.images);
   const auto outputs = head_outputs(feats);
   return postprocess(outputs, anchors(batch.images, feats), level_sizes(feats), batch);
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> RetinaNetImpl::export_outputs(
+    const torch::Tensor& images) {
+  torch::NoGradGuard no_grad;
+  const auto feats = features(images);
+  const auto outputs = head_outputs(feats);
+  const auto all = anchors(images, feats);
+  const int64_t b = images.size(0), a = all.size(0);
+  const auto deltas = outputs.bbox_regression.to(torch::kFloat32).reshape({b * a, 4});
+  const auto boxes = ops::clip_boxes(box_coder_.decode(deltas, all.repeat({b, 1})), images.size(2),
+                                     images.size(3));
+  return {{"boxes", boxes.reshape({b, a, 4})},
+          {"scores", torch::sigmoid(outputs.cls_logits.to(torch::kFloat32))}};
+}
+
+std::vector<std::string> RetinaNetImpl::onnx_export_args() const {
+  const auto& o = options_;
+  const auto refuse = [](const std::string& what) {
+    throw ConfigError(str("--format onnx: ", what,
+                          "; the ONNX route rebuilds the model in torchvision, which cannot"));
+  };
+  if (o.backbone().norm() != "frozen_bn")
+    refuse(str("model.backbone.norm is ", o.backbone().norm(), " (torchvision: frozen_bn)"));
+  if (o.fpn_channels() != 256)
+    refuse(str("model.fpn.channels is ", o.fpn_channels(), " (torchvision: 256)"));
+  const bool v1 = o.p6_from_p5() && o.head_norm_groups() == 0;
+  const bool v2 = !o.p6_from_p5() && o.head_norm_groups() == 32;
+  if (!v1 && !v2)
+    refuse(str("model.fpn.p6_from ", o.p6_from_p5() ? "p5" : "c5", " with model.head.norm_groups ",
+               o.head_norm_groups(), " (torchvision: p5 with 0, or c5 with 32)"));
+  const ops::AnchorGeneratorOptions anchors_default;
+  if (o.anchors().sizes() != anchors_default.sizes() ||
+      o.anchors().aspect_ratios() != anchors_default.aspect_ratios())
+    refuse("model.anchors differ from RetinaNet's default (torchvision builds only those)");
+  const ops::BoxCoderOptions coder_default;
+  if (o.box_coder().weights() != coder_default.weights() ||
+      o.box_coder().scale_clamp() != coder_default.scale_clamp())
+    refuse("the box coder differs from RetinaNet's (weights 1, 1, 1, 1)");
+  return {"--family",      "retinanet",
+          "--arch",        o.backbone().arch(),
+          "--num-classes", std::to_string(o.num_classes()),
+          "--v2",          v2 ? "1" : "0",
+          "--norm-eps",    str(o.backbone().norm_eps())};
 }
 
 }  // namespace detforge::models

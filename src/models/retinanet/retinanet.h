@@ -63,6 +63,15 @@ class RetinaNetImpl : public DetectorBase<RetinaNetImpl, RetinaNetOptions> {
   /// image's loss sum divided by max(1, its foreground anchors) (torchvision's normaliser).
   LossDict forward_train(const Batch& batch) override;
   std::vector<Detections> predict(const Batch& batch) override;
+  /// boxes [B, A, 4]: every anchor's decoded box, xyxy pixels clipped to the input; scores
+  /// [B, A, C]: sigmoid of the class logits. Anchors in predict()'s order (level, location,
+  /// anchor).
+  std::vector<std::pair<std::string, torch::Tensor>> export_outputs(
+      const torch::Tensor& images) override;
+  /// torchvision's RetinaNet with this backbone (v1: P6 from P5, no head norm; v2: P6 from C5,
+  /// GroupNorm(32) head). Refuses what torchvision cannot build: a GroupNorm backbone, FPN
+  /// channels other than 256, other anchors or box-coder settings.
+  std::vector<std::string> onnx_export_args() const override;
   /// P7 has stride 128 but torchvision pads to 32; so do we.
   static constexpr int64_t kSizeDivisibility = 32;
 

@@ -360,4 +360,13 @@ std::vector<Detections> RTDetrImpl::predict(const Batch& batch) {
   return postprocess(outputs.decoder.logits[last], outputs.decoder.boxes[last], batch);
 }
 
+std::vector<std::pair<std::string, torch::Tensor>> RTDetrImpl::export_outputs(
+    const torch::Tensor& images) {
+  torch::NoGradGuard no_grad;
+  const auto outputs = forward_outputs(images);
+  const int64_t last = options_.decoder().layers() - 1;
+  return {{"logits", outputs.decoder.logits[last].to(torch::kFloat32)},
+          {"pred_boxes", outputs.decoder.boxes[last].to(torch::kFloat32)}};
+}
+
 }  // namespace detforge::models

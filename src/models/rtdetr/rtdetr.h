@@ -45,6 +45,12 @@ class RTDetrImpl : public DetectorBase<RTDetrImpl, RTDetrOptions> {
   /// queries of layer i (when denoising.num_denoising > 0). Each term already carries its weight.
   LossDict forward_train(const Batch& batch) override;
   std::vector<Detections> predict(const Batch& batch) override;
+  /// logits [B, Q, C] and pred_boxes [B, Q, 4] (cxcywh in [0, 1] of the input) of the last
+  /// decoder layer: transformers' RTDetrV2ForObjectDetection outputs.
+  std::vector<std::pair<std::string, torch::Tensor>> export_outputs(
+      const torch::Tensor& images) override;
+  /// transformers' model from the --format hf folder.
+  std::vector<std::string> onnx_export_args() const override { return {"--family", "rtdetr"}; }
   static constexpr int64_t kSizeDivisibility = 32;
   /// transformers ties "class_embed.*" and "bbox_embed.*" to model.decoder's heads and saves
   /// both names.

@@ -405,6 +405,12 @@ std::vector<Detections> YoloImpl::predict(const Batch& batch) {
   return postprocess(decode(forward_outputs(batch.images)), batch);
 }
 
+std::vector<std::pair<std::string, torch::Tensor>> YoloImpl::export_outputs(
+    const torch::Tensor& images) {
+  torch::NoGradGuard no_grad;
+  return {{"output0", decode(forward_outputs(images)).to(torch::kFloat32)}};
+}
+
 std::vector<std::pair<std::string, int64_t>> YoloImpl::counters() const {
   return {{"dfl_clamped_targets", clamped_targets_}, {"skipped_images", skipped_images_}};
 }

@@ -105,6 +105,12 @@ class YoloImpl : public DetectorBase<YoloImpl, YoloOptions> {
   }
   /// `yolov8<scale>.yaml` for the preset scales with Ultralytics' reg_max of 16.
   std::string ultralytics_model_file() const override;
+  /// output0 [B, 4 + C, A]: cx, cy, w, h in input pixels and the class scores of every anchor
+  /// point, Ultralytics' own inference output (before its NMS).
+  std::vector<std::pair<std::string, torch::Tensor>> export_outputs(
+      const torch::Tensor& images) override;
+  /// Ultralytics' own exporter on the --format ultralytics checkpoint.
+  std::vector<std::string> onnx_export_args() const override { return {"--family", "yolo"}; }
 
   // The stages, public for parity tests and tools.
 

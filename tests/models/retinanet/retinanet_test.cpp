@@ -16,6 +16,7 @@
 #include "core/errors.h"
 #include "models/build.h"
 #include "models/module_state.h"
+#include "models/onnx_export_check.h"
 #include "models/retinanet/retinanet.h"
 #include "ops/py_reference.h"
 #include "test_util.h"
@@ -445,6 +446,33 @@ TEST(RetinaNetGuards, SkippedImageLeavesTheNormaliserCorrect) {
   const auto none = skip->forward_train(small_batch({bad}));
   EXPECT_EQ(none.at("classification").item<double>(), 0.0);
   EXPECT_EQ(none.at("bbox_regression").item<double>(), 0.0);
+}
+
+// `detforge export --format onnx` rebuilds torchvision's RetinaNet v2 from the exported state
+// dict and runs torch's exporter: onnxruntime on a BCCD image gives detforge's scores, and its
+// decoded boxes within 1e-4 of each box's size. A model torchvision cannot build is refused,
+// naming the key.
+TEST_F(RetinaNetParity, OnnxExportMatchesDetforgeOnABccdImage) {
+  if (detforge::testing::shared_dataset("bccd").empty()) GTEST_SKIP() << "no shared/datasets/bccd";
+  auto model = model_for(cases()[3]);
+  const auto config = scratch("onnx_r18_v2.yaml");
+  std::ofstream(config)
+      << "model: {type: retinanet, num_classes: 1, backbone: {type: resnet18},\n"
+         "        fpn: {p6_from: c5}, head: {norm_groups: 32}, loss: {box_loss: giou}}\n";
+  detforge::testing::expect_onnx_export_matches(*model, config, file("weights_r18_v2.pth"),
+                                                /*imagenet_normalised=*/true, 1e-4, "--xyxy boxes");
+  const auto small_anchors = scratch("onnx_anchors.yaml");
+  std::ofstream(small_anchors)
+      << "model: {type: retinanet, num_classes: 1, backbone: {type: resnet18},\n"
+         "        fpn: {p6_from: c5}, head: {norm_groups: 32},\n"
+         "        anchors: {base_sizes: [16, 32, 64, 128, 256]}}\n";
+  const auto r = detforge::testing::run_command(
+      detforge::testing::detforge_binary() + " export --format onnx --config " + small_anchors +
+      " --weights " + file("weights_r18_v2.pth") + " --out " + scratch("anchors.onnx"));
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  EXPECT_NE(r.output.find("--format onnx: model.anchors differ from RetinaNet's default"),
+            std::string::npos)
+      << r.output;
 }
 
 }  // namespace

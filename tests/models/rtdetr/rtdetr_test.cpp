@@ -14,6 +14,7 @@
 #include "core/config_node.h"
 #include "core/errors.h"
 #include "models/build.h"
+#include "models/onnx_export_check.h"
 #include "models/rtdetr/build.h"
 #include "models/rtdetr/rtdetr.h"
 #include "ops/box_ops.h"
@@ -479,6 +480,19 @@ TEST(RTDetr, UnmatchablePredictionsMakeEveryTermNonFiniteForTheGuard) {
   const auto nan_logits = torch::full({1, 4, 3}, std::nanf(""));
   bad.boxes = torch::tensor({0.5f, 0.5f, 0.2f, 0.2f}).view({1, 4});
   EXPECT_FALSE(ops::match_sets(nan_logits, torch::full({1, 4, 4}, 0.5f), {bad}).has_value());
+}
+
+// `detforge export --format onnx` opens the --format hf folder with transformers and runs torch's
+// exporter: onnxruntime on a BCCD image gives detforge's logits and boxes. Queries are matched as
+// a set: scores within float noise may trade places in the encoder's top-k.
+TEST_F(RTDetrParity, OnnxExportMatchesDetforgeOnABccdImage) {
+  if (detforge::testing::shared_dataset("bccd").empty()) GTEST_SKIP() << "no shared/datasets/bccd";
+  detforge::testing::TempDir tmp;
+  const auto config = tmp.write("small.yaml", kSmallModelYaml);
+  auto m = model();
+  detforge::testing::expect_onnx_export_matches(*m, config, dir() + "/weights.pth",
+                                                /*imagenet_normalised=*/false, 1e-4,
+                                                "--unordered logits,pred_boxes");
 }
 
 }  // namespace

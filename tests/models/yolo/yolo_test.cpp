@@ -16,6 +16,7 @@
 #include "core/errors.h"
 #include "losses/dfl.h"
 #include "models/build.h"
+#include "models/onnx_export_check.h"
 #include "models/yolo/build.h"
 #include "models/yolo/yolo.h"
 #include "ops/box_ops.h"
@@ -457,6 +458,17 @@ TEST(Yolo, DistancesBeyondRegMaxAreClampedAndCounted) {
   const auto counters = m->counters();
   EXPECT_EQ(counters.at(0).first, "dfl_clamped_targets");
   EXPECT_GT(counters.at(0).second, 0);
+}
+
+// `detforge export --format onnx` runs Ultralytics' own exporter on the --format ultralytics
+// checkpoint: onnxruntime on a BCCD image gives detforge's decoded output0.
+TEST_F(YoloParity, OnnxExportMatchesDetforgeOnABccdImage) {
+  if (detforge::testing::shared_dataset("bccd").empty()) GTEST_SKIP() << "no shared/datasets/bccd";
+  detforge::testing::TempDir tmp;
+  const auto config = tmp.write("n.yaml", "model: {type: yolo, num_classes: 3, scale: n}\n");
+  auto m = model();
+  detforge::testing::expect_onnx_export_matches(*m, config, dir() + "/weights.pth",
+                                                /*imagenet_normalised=*/false, 1e-4);
 }
 
 }  // namespace

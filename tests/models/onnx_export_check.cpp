@@ -1,0 +1,48 @@
+#include "onnx_export_check.h"
+
+#include <torch/torch.h>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include "test_util.h"
+#include "weights/state_dict.h"
+
+namespace detforge::testing {
+
+void expect_onnx_export_matches(models::Detector& detector, const std::string& config,
+                                const std::string& weights, bool imagenet_normalised,
+                                double tolerance, const std::string& flags) {
+  const auto file = shared_dataset("bccd") + "/images/BloodImage_00000.jpg";
+  cv::Mat bgr = cv::imread(file, cv::IMREAD_COLOR);
+  ASSERT_FALSE(bgr.empty()) << file;
+  cv::Mat rgb;
+  cv::cvtColor(bgr, rgb, cv::COLOR_BGR2RGB);
+  cv::resize(rgb, rgb, cv::Size(512, 384), 0, 0, cv::INTER_LINEAR);
+  auto images = torch::from_blob(rgb.data, {1, rgb.rows, rgb.cols, 3}, torch::kUInt8)
+                    .permute({0, 3, 1, 2})
+                    .to(torch::kFloat32)
+                    .div(255)
+                    .contiguous();
+  if (imagenet_normalised) {
+    const auto mean = torch::tensor({0.485f, 0.456f, 0.406f}).view({1, 3, 1, 1});
+    const auto std = torch::tensor({0.229f, 0.224f, 0.225f}).view({1, 3, 1, 1});
+    images = ((images - mean) / std).contiguous();
+  }
+  detector.eval();
+  weights::NamedTensors io = {{"images", images}};
+  for (const auto& [name, t] : detector.export_outputs(images))
+    io.emplace_back(name, t.contiguous());
+  ASSERT_GT(io.size(), 1u) << "the detector has no export_outputs()";
+  TempDir dir;
+  const auto io_path = (dir.path() / "io.safetensors").string();
+  weights::write_safetensors(io, io_path);
+  const auto onnx = (dir.path() / "model.onnx").string();
+  const auto r =
+      run_command(detforge_binary() + " export --format onnx --imgsz 384,512 --config " + config +
+                  " --weights " + weights + " --python " + DETFORGE_PYTHON + " --out " + onnx);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  run_reference("tools/onnx_check.py",
+                onnx + " " + io_path + " " + std::to_string(tolerance) + " " + flags);
+}
+
+}  // namespace detforge::testing

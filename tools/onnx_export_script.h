@@ -1,0 +1,10 @@
+// tools/onnx_export.py as text, with scripts/versions.env's pins filled in: compiled into
+// detforge-torch (tools/CMakeLists.txt generates the definition), so that `detforge export
+// --format onnx` runs the script of its own version from anywhere, the bundle included.
+#pragma once
+
+namespace detforge::tools {
+
+extern const char* const kOnnxExportScript;
+
+}  // namespace detforge::tools
