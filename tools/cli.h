@@ -1,7 +1,8 @@
 // The detforge command line is one command on the PATH made of three executables, so that
 // commands which need no tensors never load LibTorch (about 0.5-0.8 s of start-up):
-//   detforge                   config, eval, launch, help, version (no OpenCV, no LibTorch)
-//   libexec/detforge-data      lint, synth, plot, augment (OpenCV, no LibTorch)
+//   detforge                   config, eval, plot, launch, help, version (cairo; no OpenCV, no
+//                              LibTorch)
+//   libexec/detforge-data      lint, synth, convert, augment (OpenCV, no LibTorch)
 //   libexec/detforge-torch     train, predict, export, bench (LibTorch)
 // The front (`detforge`) replaces itself with the helper that owns a command (execv, same
 // arguments), so exit codes, signals and output are the helper's own. Which executable runs

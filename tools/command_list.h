@@ -21,14 +21,14 @@ DETFORGE_COMMAND(launch, front,
                  "Start N ranks of a command with torchrun's variables: detforge launch "
                  "--nproc-per-node 2 -- CMD ...")
 DETFORGE_COMMAND(bench, torch, "Benchmarks against the peer frameworks, measured in the same run")
-DETFORGE_COMMAND(eval, data,
+DETFORGE_COMMAND(eval, front,
                  "COCO bbox evaluation of a results json (numbers identical to pycocotools); "
                  "--plots: confusion matrix, PR curves, label statistics")
 DETFORGE_COMMAND(predict, torch, "Run a detector on images; write COCO results json (and drawings)")
 DETFORGE_COMMAND(export, torch,
                  "Write a checkpoint's (or any loadable) weights as a torchvision-compatible "
                  "state dict")
-DETFORGE_COMMAND(plot, data,
+DETFORGE_COMMAND(plot, front,
                  "Draw a run's curves (loss terms, lr, mAP live and EMA, images/s) into a PNG, "
                  "SVG or PDF")
 DETFORGE_COMMAND(augment, data, "Draw training samples through a config's augmentations into PNGs")

@@ -470,20 +470,25 @@ void Trainer::end_of_epoch(int64_t epoch) {
 
 void Trainer::write_plots() {
   // A plot that cannot be drawn must not fail a finished training run.
-  try {
-    plot_run(o_.output_dir);
-    auto gt = r_.evaluator->ground_truth();
-    gt.image_ids = r_.evaluator->image_ids();
-    for (const std::string tag : {"live", "ema"}) {
-      const auto results = fs::path(o_.output_dir) / ("results_" + tag + ".json");
-      if (gt.image_ids.empty() || !fs::exists(results)) continue;
+  const auto attempt = [](const std::string& what, const auto& draw) {
+    try {
+      draw();
+    } catch (const std::exception& e) {
+      logging::warn(detforge::str(what, " not written: ", e.what()));
+    }
+  };
+  attempt("curves.png was", [&] { plot_run(o_.output_dir); });
+  auto gt = r_.evaluator->ground_truth();
+  gt.image_ids = r_.evaluator->image_ids();
+  for (const std::string tag : {"live", "ema"}) {
+    const auto results = fs::path(o_.output_dir) / ("results_" + tag + ".json");
+    if (gt.image_ids.empty() || !fs::exists(results)) continue;
+    attempt("the plots of the last evaluation were", [&] {
       const auto p = plot_evaluation(gt, eval::load_results(results.string(), gt),
                                      (fs::path(o_.output_dir) / "plots").string(), "_" + tag);
       logging::info(detforge::str("plots of the last evaluation (", tag,
                                   " weights): ", p.confusion_png, ", ", p.pr_curves_png));
-    }
-  } catch (const std::exception& e) {
-    logging::warn(detforge::str("the end-of-run plots were not written: ", e.what()));
+    });
   }
 }
 

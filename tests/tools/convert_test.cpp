@@ -64,10 +64,41 @@ TEST(Cli, ConvertsBccdToYoloAndVocThenLintsAndTrainsOnThem) {
             "/configs/yolo/bccd_yolov8n.yaml data.format=", format,
             " data.root=null data.train.ann=", train, " data.train.images=null data.val.ann=", val,
             " data.val.images=null data.min_size=96 data.max_size=128 data.workers=0 device=cpu",
-            " train.stop_at_step=1 output_dir=", (dir.path() / ("run_" + format)).string()));
+            " train.stop_at_step=1 train.log_interval=1 output_dir=",
+            (dir.path() / ("run_" + format)).string()));
     EXPECT_EQ(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find("291 images, 3 classes"), std::string::npos) << r.output;
+    // The run drew the training labels at its start and its curves at its end.
+    const fs::path run = dir.path() / ("run_" + format);
+    EXPECT_TRUE(fs::is_regular_file(run / "plots/labels.png")) << format;
+    EXPECT_TRUE(fs::is_regular_file(run / "curves.png")) << format;
   }
+
+  // The YOLO-format run's checkpoint: predicted on the converted validation set, evaluated with
+  // the plots, and exported to ONNX with its classes beside it.
+  const fs::path run = dir.path() / "run_yolo";
+  const std::string coco_val = (dir.path() / "coco/annotations/instances_val.json").string();
+  const auto predicted =
+      run_command(str(df(), " predict --config ", (run / "config.yaml").string(), " --weights ",
+                      (run / "last.ckpt").string(), " --ann ", coco_val, " --images ",
+                      (dir.path() / "coco/images/val").string(), " --out ",
+                      (run / "val.json").string(), " model.inference.score_threshold=0.001"));
+  ASSERT_EQ(predicted.exit_code, 0) << predicted.output;
+  const auto evaluated =
+      run_command(str(df(), " eval --gt ", coco_val, " --dt ", (run / "val.json").string(),
+                      " --plots ", (run / "eval_plots").string()));
+  ASSERT_EQ(evaluated.exit_code, 0) << evaluated.output;
+  for (const char* f :
+       {"confusion_matrix.png", "confusion_matrix.csv", "pr_curves.png", "labels.png"}) {
+    EXPECT_TRUE(fs::is_regular_file(run / "eval_plots" / f)) << f << "\n" << evaluated.output;
+  }
+  const auto exported =
+      run_command(str(df(), " export --config ", (run / "config.yaml").string(), " --weights ",
+                      (run / "last.ckpt").string(), " --format onnx --imgsz 128 --python ",
+                      DETFORGE_PYTHON, " --out ", (run / "model.onnx").string()));
+  ASSERT_EQ(exported.exit_code, 0) << exported.output;
+  EXPECT_NE(exported.output.find("output0 [1, 7, 336]"), std::string::npos) << exported.output;
+  EXPECT_TRUE(fs::is_regular_file(run / "model.categories.json"));
 
   // A broken label names its file and line, and lint exits with the data code.
   const fs::path label = dir.path() / "yolo/labels/val/BloodImage_00004.txt";
