@@ -1,4 +1,4 @@
-// detforge plot: draws the loss and mAP curves of a run directory (no LibTorch).
+// detforge plot: draws the curves of a run directory (cairo; no LibTorch, no OpenCV).
 #include <iostream>
 #include <memory>
 #include <string>
@@ -14,7 +14,7 @@ void add_plot_command(CLI::App& app) {
   auto out = std::make_shared<std::string>();
   auto* cmd = app.add_subcommand("plot", command_help("plot"));
   cmd->add_option("run_dir", *run_dir, "run directory (holds metrics.jsonl)")->required();
-  cmd->add_option("--out", *out, "PNG path (default RUN_DIR/curves.png)");
+  cmd->add_option("--out", *out, "output: .png (default RUN_DIR/curves.png), .svg or .pdf");
   cmd->callback([run_dir, out] { std::cout << engine::plot_run(*run_dir, *out) << "\n"; });
 }
 

@@ -64,14 +64,16 @@ TEST(Cli, ConvertsBccdToYoloAndVocThenLintsAndTrainsOnThem) {
             "/configs/yolo/bccd_yolov8n.yaml data.format=", format,
             " data.root=null data.train.ann=", train, " data.train.images=null data.val.ann=", val,
             " data.val.images=null data.min_size=96 data.max_size=128 data.workers=0 device=cpu",
-            " train.stop_at_step=1 train.log_interval=1 output_dir=",
+            " train.stop_at_step=1 train.log_interval=1 logging.tensorboard=true output_dir=",
             (dir.path() / ("run_" + format)).string()));
     EXPECT_EQ(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find("291 images, 3 classes"), std::string::npos) << r.output;
-    // The run drew the training labels at its start and its curves at its end.
+    // The run drew the training labels at its start and its curves at its end, and wrote its
+    // TensorBoard events.
     const fs::path run = dir.path() / ("run_" + format);
     EXPECT_TRUE(fs::is_regular_file(run / "plots/labels.png")) << format;
     EXPECT_TRUE(fs::is_regular_file(run / "curves.png")) << format;
+    EXPECT_FALSE(fs::is_empty(run / "tensorboard")) << format;
   }
 
   // The YOLO-format run's checkpoint: predicted on the converted validation set, evaluated with
