@@ -460,7 +460,8 @@ TEST_F(RetinaNetParity, OnnxExportMatchesDetforgeOnABccdImage) {
       << "model: {type: retinanet, num_classes: 1, backbone: {type: resnet18},\n"
          "        fpn: {p6_from: c5}, head: {norm_groups: 32}, loss: {box_loss: giou}}\n";
   detforge::testing::expect_onnx_export_matches(*model, config, file("weights_r18_v2.pth"),
-                                                /*imagenet_normalised=*/true, 1e-4, "--xyxy boxes");
+                                                /*imagenet_normalised=*/true, "1e-4",
+                                                "--xyxy boxes");
   const auto small_anchors = scratch("onnx_anchors.yaml");
   std::ofstream(small_anchors)
       << "model: {type: retinanet, num_classes: 1, backbone: {type: resnet18},\n"

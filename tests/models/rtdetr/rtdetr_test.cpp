@@ -483,16 +483,32 @@ TEST(RTDetr, UnmatchablePredictionsMakeEveryTermNonFiniteForTheGuard) {
 }
 
 // `detforge export --format onnx` opens the --format hf folder with transformers and runs torch's
-// exporter: onnxruntime on a BCCD image gives detforge's logits and boxes. Queries are matched as
-// a set: scores within float noise may trade places in the encoder's top-k.
-TEST_F(RTDetrParity, OnnxExportMatchesDetforgeOnABccdImage) {
+// exporter: onnxruntime on a BCCD image gives detforge's logits and boxes. The weights are the
+// small parity model's calibrated on a BCCD image (onnx_reference.py), so that the queries'
+// scores differ: random weights give every query the same score there, and any order would
+// match. Queries are still compared as a set (scores within float noise may trade places in the
+// encoder's top-k). Tolerance: 1e-4, but 2e-4 for the logits, measured: onnxruntime 1.32.0 and
+// LibTorch differ by 1.2e-4 there (9.9e-5 with onnxruntime's graph optimisations off), and
+// onnxruntime and transformers' own PyTorch model by 1.4e-4 on other weights, so the gap is the
+// two runtimes' float32 arithmetic through three decoder layers, not the export; the boxes agree
+// to 2.4e-7.
+TEST(RTDetrOnnx, ExportMatchesDetforgeOnABccdImage) {
   if (detforge::testing::shared_dataset("bccd").empty()) GTEST_SKIP() << "no shared/datasets/bccd";
+  const auto weights = detforge::testing::cached_reference(
+                           "rtdetr_onnx", "models/rtdetr/onnx_reference.py", /*is_dir=*/true) +
+                       "/weights.pth";
   detforge::testing::TempDir tmp;
   const auto config = tmp.write("small.yaml", kSmallModelYaml);
-  auto m = model();
-  detforge::testing::expect_onnx_export_matches(*m, config, dir() + "/weights.pth",
-                                                /*imagenet_normalised=*/false, 1e-4,
-                                                "--unordered logits,pred_boxes");
+  RTDetr m(small_options());
+  load_detector_weights(*m, weights);
+  weights::NamedTensors io;
+  detforge::testing::expect_onnx_export_matches(*m, config, weights, /*imagenet_normalised=*/false,
+                                                "1e-4,logits=2e-4", "--unordered logits,pred_boxes",
+                                                &io);
+  ASSERT_EQ(io.size(), 3u);
+  // The case is not degenerate: the best class score varies across the queries.
+  const auto best = io[1].second.sigmoid().amax(-1);
+  EXPECT_GT((best.max() - best.min()).item<float>(), 0.05f) << best;
 }
 
 }  // namespace

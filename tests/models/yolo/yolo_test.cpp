@@ -468,7 +468,7 @@ TEST_F(YoloParity, OnnxExportMatchesDetforgeOnABccdImage) {
   const auto config = tmp.write("n.yaml", "model: {type: yolo, num_classes: 3, scale: n}\n");
   auto m = model();
   detforge::testing::expect_onnx_export_matches(*m, config, dir() + "/weights.pth",
-                                                /*imagenet_normalised=*/false, 1e-4);
+                                                /*imagenet_normalised=*/false, "1e-4");
 }
 
 }  // namespace
