@@ -32,6 +32,7 @@ void step_panel(plot::Axes& ax, const std::string& title, const std::string& yla
   ax.title = title;
   ax.xlabel = "optimizer step";
   ax.ylabel = ylabel;
+  ax.y_from_zero = true;
   line.colour = colour;
   if (!line.x.empty()) ax.lines.push_back(std::move(line));
 }
@@ -112,6 +113,7 @@ std::string plot_run(const std::string& run_dir, const std::string& out) {
   ap_ax.xlabel = "epoch";
   ap_ax.ylabel = "AP";
   ap_ax.legend = "lower right";
+  ap_ax.x_from_zero = ap_ax.y_from_zero = true;
   size_t colour = 0;
   for (const char* m : {"AP", "AP50"}) {
     for (const char* w : {"live", "ema"}) {

@@ -77,9 +77,12 @@ Ticks axis_ticks(const std::optional<std::pair<double, double>>& lim, double lo,
   return nice_ticks(lo, hi);
 }
 
-void draw_frame(cairo_t* cr, const Axes& ax, const Mapping& m, bool grid) {
+// `left`: the panel's left edge, which the y-axis title stays right of.
+void draw_frame(cairo_t* cr, const Axes& ax, const Mapping& m, bool grid, double left) {
   cairo_set_line_width(cr, 0.8);
   font(cr, kFontSize - 1);
+  double widest = 0;
+  for (double v : m.ty.values) widest = std::max(widest, text_width(cr, tick_label(v, m.ty)));
   for (double v : m.tx.values) {
     const double x = m.px(v);
     if (grid) {
@@ -113,7 +116,9 @@ void draw_frame(cairo_t* cr, const Axes& ax, const Mapping& m, bool grid) {
   cairo_stroke(cr);
   font(cr, kFontSize);
   text(cr, ax.xlabel, m.x0 + m.w / 2, m.y0 + m.h + 28, 0.5, 0);
-  text(cr, ax.ylabel, m.x0 - 52, m.y0 + m.h / 2, 0.5, 0, -M_PI / 2);
+  // Beside the widest tick label, as far left as the panel allows.
+  text(cr, ax.ylabel, std::max(left + 4, m.x0 - 7 - widest - 18), m.y0 + m.h / 2, 0.5, 0,
+       -M_PI / 2);
 }
 
 void draw_legend(cairo_t* cr, const Axes& ax, const Mapping& m) {
@@ -171,8 +176,10 @@ void draw_lines(cairo_t* cr, const Axes& ax, double x0, double y0, double w, dou
   for (const auto& v : ax.vlines) xlo = std::min(xlo, v.first), xhi = std::max(xhi, v.first);
   const bool empty = !(xlo <= xhi);
   if (empty) xlo = 0, xhi = 1, ylo = 0, yhi = 1;
+  if (ax.x_from_zero) xlo = std::min(xlo, 0.0), xhi = std::max(xhi, 0.0);
+  if (ax.y_from_zero) ylo = std::min(ylo, 0.0), yhi = std::max(yhi, 0.0);
   const Mapping m{x0, y0, w, h, axis_ticks(ax.xlim, xlo, xhi), axis_ticks(ax.ylim, ylo, yhi)};
-  draw_frame(cr, ax, m, true);
+  draw_frame(cr, ax, m, true, x0 - kLeft);
   if (empty) {
     font(cr, kFontSize);
     set_colour(cr, kGrey);
@@ -260,7 +267,7 @@ void draw_bars(cairo_t* cr, const Axes& ax, double x0, double y0, double w, doub
   const Mapping m{x0, y0, w, h, tx, ty};
   Axes frame;  // no x ticks and no x title: the labels go under the bars
   frame.ylabel = ax.ylabel;
-  draw_frame(cr, frame, m, true);
+  draw_frame(cr, frame, m, true, x0 - kLeft);
   for (size_t i = 0; i < b.values.size(); ++i) {
     set_colour(cr, b.colour, 0.85);
     cairo_rectangle(cr, x0 + cell * (i + 0.15), m.py(b.values[i]), cell * 0.7,
@@ -333,8 +340,10 @@ Colour palette(size_t i) {
 
 Ticks nice_ticks(double lo, double hi, int max_ticks) {
   max_ticks = std::max(max_ticks, 2);
-  if (hi == lo) {
-    const double pad = lo == 0 ? 1 : std::abs(lo) * 0.1;
+  if (hi == lo && lo == 0) {
+    hi = 1;
+  } else if (hi == lo) {
+    const double pad = std::abs(lo) * 0.1;
     lo -= pad, hi += pad;
   }
   const double raw = (hi - lo) / (max_ticks - 1);

@@ -27,7 +27,8 @@ struct Ticks {
 };
 
 /// Round ticks covering [lo, hi] with at most `max_ticks` values (at least 2). A degenerate
-/// range (lo == hi) is widened around the value. REQUIRES: lo <= hi, both finite.
+/// range (lo == hi) is widened around the value, to [0, 1] at 0. REQUIRES: lo <= hi, both
+/// finite.
 Ticks nice_ticks(double lo, double hi, int max_ticks = 6);
 
 /// A tick's text: `ticks.decimals` digits ("0.25", "1.5"), thousands as "20k" and millions as
@@ -68,6 +69,8 @@ struct Axes {
   std::string title, xlabel, ylabel;
   /// Axis ranges; unset: the data's range rounded out to ticks.
   std::optional<std::pair<double, double>> xlim, ylim;
+  /// Without a limit, the range reaches 0 (epochs, AP, rates: quantities that start there).
+  bool x_from_zero = false, y_from_zero = false;
   std::vector<Line> lines;
   std::optional<Bars> bars;
   std::optional<Heatmap> heatmap;

@@ -38,13 +38,14 @@ TEST(NiceTicks, RoundStepsCoverTheData) {
   }
 }
 
-TEST(NiceTicks, ASingleValueGetsARange) {
+TEST(NiceTicks, ASingleValueGetsARangeAndZeroGetsZeroToOne) {
   const auto t = nice_ticks(0.5, 0.5);
   EXPECT_LT(t.lo, 0.5);
   EXPECT_GT(t.hi, 0.5);
+  // An AP of 0 everywhere: no negative ticks.
   const auto z = nice_ticks(0, 0);
-  EXPECT_LT(z.lo, 0);
-  EXPECT_GT(z.hi, 0);
+  EXPECT_DOUBLE_EQ(z.lo, 0);
+  EXPECT_DOUBLE_EQ(z.hi, 1);
 }
 
 TEST(Figure, WritesPngSvgAndPdfAndRefusesOtherExtensions) {
