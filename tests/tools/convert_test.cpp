@@ -2,8 +2,10 @@
 // converted to YOLO and VOC on the command line, linted, broken, and trained on.
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "core/errors.h"
 #include "test_util.h"
@@ -76,8 +78,9 @@ TEST(Cli, ConvertsBccdToYoloAndVocThenLintsAndTrainsOnThem) {
     EXPECT_FALSE(fs::is_empty(run / "tensorboard")) << format;
   }
 
-  // The YOLO-format run's checkpoint: predicted on the converted validation set, evaluated with
-  // the plots, and exported to ONNX with its classes beside it.
+  // The YOLO-format run's checkpoint: predicted on the converted validation set (as a COCO file,
+  // and as an image glob), evaluated with the plots, and exported to ONNX with its classes
+  // beside it.
   const fs::path run = dir.path() / "run_yolo";
   const std::string coco_val = (dir.path() / "coco/annotations/instances_val.json").string();
   const auto predicted =
@@ -86,6 +89,16 @@ TEST(Cli, ConvertsBccdToYoloAndVocThenLintsAndTrainsOnThem) {
                       (dir.path() / "coco/images/val").string(), " --out ",
                       (run / "val.json").string(), " model.inference.score_threshold=0.001"));
   ASSERT_EQ(predicted.exit_code, 0) << predicted.output;
+  // And on the YOLO tree's images as a glob, as a frame sequence is given: one image id each.
+  const auto globbed = run_command(str(
+      df(), " predict --config ", (run / "config.yaml").string(), " --weights ",
+      (run / "last.ckpt").string(), " --source '", (dir.path() / "yolo/images/val").string(),
+      "/*.jpg' --out ", (run / "glob.json").string(), " model.inference.score_threshold=0.001"));
+  ASSERT_EQ(globbed.exit_code, 0) << globbed.output;
+  std::set<int64_t> ids;
+  for (const auto& d : nlohmann::json::parse(testing::read_file(run / "glob.json")))
+    ids.insert(d.at("image_id").get<int64_t>());
+  EXPECT_EQ(ids.size(), 73u) << globbed.output;
   const auto evaluated =
       run_command(str(df(), " eval --gt ", coco_val, " --dt ", (run / "val.json").string(),
                       " --plots ", (run / "eval_plots").string()));
