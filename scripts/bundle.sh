@@ -85,10 +85,20 @@ build_detforge() {
 # The libraries the binaries load that the bundle must carry: not torch's (the host's torch brings
 # them and CUDA's), not glibc's (the host's: 2.34 or newer). libstdc++ and libgcc_s travel: GCC 12's
 # are newer than those of RHEL 9, and torch's libraries need only manylinux_2_28's.
+# torch_paths [DIR:]TORCH_LIB: those and the pip torch's CUDA libraries beside TORCH_LIB, as the
+# launcher puts them on the library path.
+torch_paths() {
+  local paths="$1" d
+  for d in "${1##*:}"/../../nvidia/*/lib; do
+    [ -d "$d" ] && paths="$paths:$(cd "$d" && pwd)"
+  done
+  echo "$paths"
+}
+
 bundled_libs() {
   local torch_lib="$1"
   shift
-  LD_LIBRARY_PATH="$torch_lib" ldd "$@" | awk '/=> \// {print $3}' | sort -u |
+  LD_LIBRARY_PATH="$(torch_paths "$torch_lib")" ldd "$@" | awk '/=> \// {print $3}' | sort -u |
     grep -v -E "/(torch|nvidia)/|/lib(c|m|dl|rt|pthread|util)\.so|/ld-linux" || true
 }
 
@@ -103,7 +113,7 @@ stage() {
   cp "$build/libexec/detforge-data" "$build/libexec/detforge-torch" "$dir/bin/libexec/"
   strip "$dir/bin/detforge" "$dir/bin/gpu_test" "$dir/bin/libexec/"*
   local missing
-  missing="$(LD_LIBRARY_PATH="$torch_lib" ldd "$dir/bin/libexec/"* "$dir/bin/gpu_test" | grep "not found" || true)"
+  missing="$(LD_LIBRARY_PATH="$(torch_paths "$torch_lib")" ldd "$dir/bin/libexec/"* "$dir/bin/gpu_test" | grep "not found" || true)"
   [ -z "$missing" ] || { echo "[bundle] unresolved libraries:" >&2; echo "$missing" >&2; exit 1; }
   for lib in $(bundled_libs "$torch_lib" "$dir/bin/detforge" "$dir/bin/gpu_test" "$dir/bin/libexec/"*); do
     cp -L "$lib" "$dir/lib/"

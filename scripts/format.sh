@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Formats every C++ file git knows (tracked, or new and not ignored) with .clang-format.
+# Formats every C++ and CUDA file git knows (tracked, or new and not ignored) with .clang-format.
 #   scripts/format.sh           rewrite the files in place
 #   scripts/format.sh --check   change nothing; list the files that are not formatted, exit 1 if any
 set -euo pipefail
@@ -7,9 +7,9 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 command -v clang-format >/dev/null || { echo "format.sh: clang-format not found (scripts/setup.sh installs it)" >&2; exit 2; }
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-  mapfile -t files < <(git ls-files --cached --others --exclude-standard -- '*.h' '*.cpp')
+  mapfile -t files < <(git ls-files --cached --others --exclude-standard -- '*.h' '*.cpp' '*.cu')
 else
-  mapfile -t files < <(find src tools tests bench cmake -name '*.h' -o -name '*.cpp' | sort)
+  mapfile -t files < <(find src tools tests bench cmake -name '*.h' -o -name '*.cpp' -o -name '*.cu' | sort)
 fi
 if [ "${1:-}" = "--check" ]; then
   bad=()

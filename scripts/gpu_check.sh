@@ -29,7 +29,8 @@
 # Environment: DETFORGE_PYTHON (the Python with torch; default: the source tree's .venv, else
 # python3), GPU_CHECK_PART_S, GPU_CHECK_TOTAL_S (a deadline for the whole visit: a part gets at
 # most the time left, and a part that would get under 10 s is skipped as out of time; default none),
-# GPU_CHECK_MLPERF_STEPS. Exit status: 0 when no part failed.
+# GPU_CHECK_MLPERF_STEPS, GPU_CHECK_ONLY (the parts to run, by name, space-separated, for a second
+# short visit; versions always runs; default: all). Exit status: 0 when no part failed.
 set -uo pipefail
 [ $# -eq 1 ] || { echo "usage: $0 OUT_DIR" >&2; exit 2; }
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -39,6 +40,7 @@ out="$(cd "$1" && pwd)"
 limit="${GPU_CHECK_PART_S:-480}"
 steps="${GPU_CHECK_MLPERF_STEPS:-300}"
 total="${GPU_CHECK_TOTAL_S:-0}"
+only="${GPU_CHECK_ONLY:-}"
 
 if [ -x "$here/detforge" ]; then  # a bundle: bin/detforge(-run), configs/, bench/, wheels/
   df="$here/detforge-run"
@@ -63,6 +65,10 @@ failed=0
 run_part() {
   local name="$1" log="$2" rc part_limit="$limit"
   shift 2
+  if [ -n "$only" ] && [ "$name" != versions ] && [[ " $only " != *" $name "* ]]; then
+    skip "$name" "not in GPU_CHECK_ONLY"
+    return 0
+  fi
   if [ "$total" -gt 0 ]; then
     local left=$((total - SECONDS))
     [ "$left" -ge 10 ] || { skip "$name" "out of time: GPU_CHECK_TOTAL_S=$total"; return 0; }
@@ -114,7 +120,8 @@ if ! "$py" -c 'import mlperf_logging, ultralytics' 2> /dev/null; then
 fi
 
 # The parts in the order of what a short visit must bring back first: the tests, the MLPerf
-# model's benchmark and profile, one model of each other family, the recipe, then the rest.
+# model's benchmark and profile, one model of each other family, the other two models, then the
+# recipe (the first visit ran it; its checker passed all but the accuracy rule).
 # Each test in its own process, so that one that crashes (a segfault loses what gtest had not
 # flushed yet) cannot hide the others.
 gpu_tests() {
@@ -188,13 +195,13 @@ bench bench_mlperf retinanet_x50_mlperf 32 800 device_peer.py
 profile
 bench bench_yolov8n yolov8n 16 640 yolo_peer.py
 bench bench_rtdetr rtdetr_r18vd 16 640 rtdetr_peer.py
+bench bench_r50 retinanet_r50_fpn 16 800 device_peer.py
+bench bench_yolov8s yolov8s 16 640 yolo_peer.py
 run_part mlperf "$out/mlperf/train.log" mlperf
 if [ -f "$out/mlperf/checker.txt" ]; then
   verdict="$(grep -E "SUCCESS|FAILED" "$out/mlperf/checker.txt" | tail -n 1)"
   echo "mlperf checker: ${verdict:-no verdict} ($out/mlperf/checker.txt)" >> "$summary"
 fi
-bench bench_r50 retinanet_r50_fpn 16 800 device_peer.py
-bench bench_yolov8s yolov8s 16 640 yolo_peer.py
 
 printf '[gpu_check] done: %s\n' "$summary"
 cat "$summary"

@@ -3,8 +3,10 @@
 // (bench/device_peer.py) on the same device, inputs, batch and size in the same run. Both sides
 // build the same model (FrozenBatchNorm2d ResNet-50 or ResNeXt-50 32x4d, 3 trainable stages, P6
 // from P5), feed normalised tensors (no input transform), run the losses under autocast as a
-// training loop does, and synchronise the device around the timed steps. With --profile, one
-// bf16 step runs under LibTorch's Kineto profiler (the chrome trace and a summary of it).
+// training loop does, and synchronise the device around the timed steps. On a device, the
+// classification loss is also timed alone: the fused pass against the composed one. With
+// --profile, one bf16 step runs under LibTorch's Kineto profiler (the chrome trace and a summary
+// of it).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -27,6 +29,7 @@
 #include "core/errors.h"
 #include "core/logging.h"
 #include "engine/amp.h"
+#include "losses/focal_loss.h"
 #include "models/module_state.h"
 #include "models/retinanet/retinanet.h"
 
@@ -79,6 +82,70 @@ Measured time_variant(models::RetinaNet& model, const Batch& batch, const Varian
   m.step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / a.iters;
   m.peak_mib = peak_device_mib(device);
   return m;
+}
+
+// RetinaNet's anchors at `size` x `size`: 9 per cell of P3 to P7 (strides 8 to 128, each level
+// rounding up as a stride-2 convolution does).
+int64_t retinanet_anchor_count(int64_t size) {
+  int64_t count = 0;
+  int64_t side = (size + 7) / 8;
+  for (int level = 3; level <= 7; ++level) {
+    count += 9 * side * side;
+    side = (side + 1) / 2;
+  }
+  return count;
+}
+
+// The classification loss alone, forward and backward on [batch, anchors, classes] logits of
+// bf16 and fp32 with 1% foreground anchors, on the device (the CPU has no composed row worth its
+// memory at these sizes): the fused pass (what the train step runs) against the same
+// loss composed from tensor ops (torchvision's). Milliseconds per call and peak MiB of each.
+void time_focal_loss(const BenchPeerArgs& a, int64_t classes, const torch::Device& device) {
+  const int64_t anchors = retinanet_anchor_count(a.size);
+  std::printf(
+      "\nclassification loss alone (focal, forward + backward), logits [%d, %lld, %lld]%s\n",
+      a.batch, static_cast<long long>(anchors), static_cast<long long>(classes),
+      losses::one_hot_focal_loss_has_cuda_kernel() || device.is_cpu()
+          ? ""
+          : " (this build has no CUDA kernel: both rows compose)");
+  std::printf("%-20s %12s %12s %9s %12s %12s\n", "ms per call", "fused", "composed", "speedup",
+              "fused MiB", "composed MiB");
+  torch::manual_seed(0);
+  const auto labels =
+      torch::where(torch::rand({a.batch, anchors}, device) < 0.01,
+                   torch::randint(classes, {a.batch, anchors},
+                                  torch::TensorOptions(device).dtype(torch::kInt64)),
+                   torch::full({}, -1, torch::TensorOptions(device).dtype(torch::kInt64)));
+  const auto weight =
+      torch::full({a.batch, anchors}, 1.0 / (0.01 * anchors), torch::TensorOptions(device));
+  for (const auto dtype : {torch::kBFloat16, torch::kFloat32}) {
+    const auto logits =
+        (torch::randn({a.batch, anchors, classes}, torch::TensorOptions(device)) * 3 - 4).to(dtype);
+    auto time = [&](bool fused) {
+      auto x = logits.clone().requires_grad_(true);
+      auto call = [&] {
+        x.mutable_grad() = torch::Tensor();
+        const auto loss = fused ? losses::one_hot_focal_loss_sum(x, labels, weight)
+                                : losses::one_hot_focal_loss_sum_composed(x, labels, weight);
+        loss.backward();
+      };
+      call();
+      synchronize(device);
+      reset_peak_memory(device);
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < a.iters; ++i) call();
+      synchronize(device);
+      Measured m;
+      m.step_s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / a.iters;
+      m.peak_mib = peak_device_mib(device);
+      return m;
+    };
+    const Measured fused = time(true), composed = time(false);
+    std::printf("%-20s %12.2f %12.2f %8.2fx %12.0f %12.0f\n", c10::toString(dtype),
+                fused.step_s * 1e3, composed.step_s * 1e3, composed.step_s / fused.step_s,
+                fused.peak_mib, composed.peak_mib);
+  }
 }
 
 // The `first` largest entries of name -> (total ns, count), as table rows with their share of
@@ -208,6 +275,7 @@ void run_bench_device(const BenchPeerArgs& a) {
                 ours[k].peak_mib, p.at("peak_mib").get<double>());
   }
   if (!note.empty()) std::printf("%s\n", note.c_str());
+  if (!device.is_cpu()) time_focal_loss(a, classes, device);
   if (!a.profile.empty()) profile_step(model, batch, device, a.profile);
 }
 

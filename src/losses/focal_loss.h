@@ -35,13 +35,27 @@ torch::Tensor sigmoid_focal_loss(const torch::Tensor& logits, const torch::Tenso
 /// logits: [B, A, K] float32 / float64 / bfloat16 / float16; labels: [B, A] int64, a value
 /// outside [0, K) means background (all-zero target); weight: [B, A] float, >= 0 (0: the anchor
 /// is ignored and costs nothing). Returns a 0-dim float32 (float64 for float64 logits).
-/// On the CPU the loss and its gradient come from one fused pass (no one-hot target and no
-/// intermediates, parallel over anchors; the sum is taken in a fixed order, so the result does
-/// not depend on the thread count); elsewhere it is sigmoid_focal_loss on a one-hot target.
-/// Equal to that composition up to float rounding. Gradients flow to logits only.
+/// On the CPU, and on CUDA in a build with the kernel (one_hot_focal_loss_has_cuda_kernel), the
+/// loss and its gradient come from one fused pass (no one-hot target and no intermediates; the
+/// sum is taken in a fixed order, so the result is the same every run and does not depend on the
+/// thread count); elsewhere it is sigmoid_focal_loss on a one-hot target. Equal to that
+/// composition up to float rounding. Gradients flow to logits only.
 torch::Tensor one_hot_focal_loss_sum(const torch::Tensor& logits, const torch::Tensor& labels,
                                      const torch::Tensor& weight,
                                      const FocalLossOptions& options = {});
+
+/// one_hot_focal_loss_sum composed from tensor ops (sigmoid_focal_loss on a one-hot target, as
+/// torchvision's RetinaNet computes it) on any device, with autograd's gradient: what devices
+/// without a fused pass run, and the reference the fused passes are checked and timed against.
+/// Shapes as one_hot_focal_loss_sum, unchecked.
+torch::Tensor one_hot_focal_loss_sum_composed(const torch::Tensor& logits,
+                                              const torch::Tensor& labels,
+                                              const torch::Tensor& weight,
+                                              const FocalLossOptions& options = {});
+
+/// Whether this build has the CUDA pass of one_hot_focal_loss_sum: it is built where nvcc and a
+/// CUDA LibTorch are found.
+bool one_hot_focal_loss_has_cuda_kernel();
 
 class FocalLossImpl : public torch::nn::Module {
  public:

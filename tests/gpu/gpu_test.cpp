@@ -44,6 +44,7 @@
 #include "engine/amp.h"
 #include "eval/coco_evaluator.h"
 #include "eval/coco_io.h"
+#include "losses/focal_loss.h"
 #include "models/retinanet/retinanet.h"
 #include "test_util.h"
 
@@ -395,6 +396,91 @@ TEST(Gpu, NcclWorldSizeOneThroughTheProcessGroup) {
       if (!p.requires_grad()) continue;
       EXPECT_TRUE(torch::allclose(p.grad().cpu(), step.grads[i++], 1e-5, 1e-6))
           << "world size 1 changes nothing, step " << s;
+    }
+  }
+}
+
+// The focal loss's CUDA pass (one kernel: loss and gradient from the logits, no one-hot target)
+// against two references on the same logits, rounded to each dtype first: the CPU pass (the same
+// arithmetic; LossParity.FusedOneHotFocalLoss* holds it to torchvision) and the loss composed from
+// tensor ops (one_hot_focal_loss_sum_composed: torchvision's sigmoid_focal_loss, op for op) in
+// float64. Logits up to +-60 (exp
+// underflows), labels -1 and K (background), anchors of weight 0 (ignored). Both passes compute
+// each element in float32, so the loss agrees to 1e-5 whatever the dtype; the gradient is stored
+// in the logits' dtype and scaled there by backward's factor, two roundings of up to 2^-9 (bf16)
+// or 2^-12 (fp16) relative each, or fp16's subnormal step 2^-24 for gradients under 6e-5 (on the
+// CPU, fp16 at 1e-3 and no floor failed by 2.4e-7 against the float64 composition), and 1 - p loses
+// float32 digits where p is near 1 (|d| up to 1e-7 of the largest gradient), hence the bounds. A
+// wrong row, label, weight or class weight in the kernel is off by the gradient's own size.
+TEST(Gpu, FusedFocalLossOnCudaMatchesTheCpuPassAndTheComposedLoss) {
+  SKIP_WITHOUT_CUDA();
+  ASSERT_TRUE(losses::one_hot_focal_loss_has_cuda_kernel())
+      << "this build has no CUDA focal loss (no nvcc, or a CPU-only LibTorch)";
+  torch::manual_seed(0);
+  const int64_t b = 3, a = 517, k = 91;
+  auto logits = torch::randn({b, a, k}, torch::kFloat64) * 4;
+  logits.index_put_({0, torch::indexing::Slice(0, 40)}, 60.0);
+  logits.index_put_({1, torch::indexing::Slice(0, 40)}, -60.0);
+  auto labels = torch::randint(-1, k + 1, {b, a}, torch::kInt64);
+  auto weight = torch::rand({b, a}, torch::kFloat32) * 0.01;
+  weight.masked_fill_(torch::rand({b, a}) < 0.2, 0.0);
+  std::vector<double> cw(static_cast<size_t>(k));
+  for (int64_t j = 0; j < k; ++j) cw[static_cast<size_t>(j)] = 0.5 + 0.01 * static_cast<double>(j);
+  const std::vector<std::pair<std::string, losses::FocalLossOptions>> cases = {
+      {"default", losses::FocalLossOptions()},
+      {"alpha off, gamma 1.5", losses::FocalLossOptions().alpha(-1).gamma(1.5)},
+      {"class weights", losses::FocalLossOptions().class_weights(cw)}};
+  // dtype, relative bound, absolute floor (fp16's subnormal step 2^-24, twice)
+  const std::vector<std::tuple<torch::ScalarType, double, double>> dtypes = {
+      {torch::kFloat32, 1e-4, 0.0},
+      {torch::kFloat64, 1e-4, 0.0},
+      {torch::kBFloat16, 8e-3, 0.0},
+      {torch::kFloat16, 2e-3, 0x1p-23}};
+  for (const auto& [name, options] : cases) {
+    for (const auto& [dtype, rtol, floor] : dtypes) {
+      SCOPED_TRACE(name + ", " + std::string(c10::toString(dtype)));
+      const auto rounded = logits.to(dtype);
+      // Each backward gets a scale, as RetinaNet's normalisation gives it.
+      auto run = [&](const torch::Device& device) {
+        auto x = rounded.to(device).clone().requires_grad_(true);
+        const auto loss =
+            losses::one_hot_focal_loss_sum(x, labels.to(device), weight.to(device), options);
+        (loss * 0.7).backward();
+        return std::make_pair(loss.detach().cpu().to(torch::kFloat64),
+                              x.grad().cpu().to(torch::kFloat64));
+      };
+      const auto [loss_gpu, grad_gpu] = run(kCuda);
+      const auto [loss_cpu, grad_cpu] = run(torch::kCPU);
+      auto xr = rounded.to(torch::kFloat64).clone().requires_grad_(true);
+      const auto composed = losses::one_hot_focal_loss_sum_composed(xr, labels, weight, options);
+      (composed * 0.7).backward();
+      const auto grad_ref = xr.grad();
+
+      const double expected = composed.item<double>();
+      EXPECT_NEAR(loss_gpu.item<double>(), expected, 1e-5 * std::abs(expected));
+      EXPECT_NEAR(loss_gpu.item<double>(), loss_cpu.item<double>(), 1e-5 * std::abs(expected));
+      const double scale = grad_ref.abs().max().item<double>();
+      for (const auto* ref : {&grad_cpu, &grad_ref}) {
+        const auto excess = (grad_gpu - *ref).abs() - (rtol * ref->abs() + 1e-6 * scale + floor);
+        EXPECT_LE(excess.max().item<double>(), 0.0)
+            << (ref == &grad_cpu ? "against the CPU pass" : "against the composed loss");
+      }
+      EXPECT_EQ(grad_gpu.index({weight == 0}).abs().max().item<double>(), 0.0);
+      EXPECT_FALSE(grad_gpu.isnan().any().item<bool>());
+      if (dtype == torch::kFloat16) {
+        // GradScaler's factor reaches the gradient before its rounding to fp16: scaled by 2^16,
+        // the gradients under fp16's normal range (6e-5) keep their digits.
+        auto x = rounded.to(kCuda).clone().requires_grad_(true);
+        (losses::one_hot_focal_loss_sum(x, labels.to(kCuda), weight.to(kCuda), options) * 65536.0)
+            .backward();
+        const auto scaled = x.grad().cpu().to(torch::kFloat64) / 65536.0;
+        const auto excess = (scaled - grad_ref / 0.7).abs() - 1e-3 * (grad_ref / 0.7).abs();
+        EXPECT_LE(excess.max().item<double>(), 1e-6 * scale) << "fp16 gradient scaled by 2^16";
+      }
+      // The same launch and summation order every run: bit-identical results.
+      const auto [loss_again, grad_again] = run(kCuda);
+      EXPECT_TRUE(torch::equal(loss_again, loss_gpu));
+      EXPECT_TRUE(torch::equal(grad_again, grad_gpu));
     }
   }
 }

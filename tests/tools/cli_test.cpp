@@ -173,6 +173,16 @@ TEST(Cli, GpuCheckRunsEveryPartAndSkipsTheGpuOnesWithoutCuda) {
   EXPECT_EQ(checker.find("Required"), std::string::npos) << checker;
   const std::string profile = testing::read_file(tmp.path() / "out" / "profile" / "summary.txt");
   EXPECT_NE(profile.find("aten::conv2d"), std::string::npos) << profile;
+
+  // A second, shorter call of a visit: GPU_CHECK_ONLY names the parts to run.
+  const auto only = run_command("GPU_CHECK_ONLY=profile bash " + std::string(DETFORGE_SOURCE_DIR) +
+                                "/scripts/gpu_check.sh " + (tmp.path() / "only").string());
+  ASSERT_EQ(only.exit_code, 0) << only.output;
+  const std::string short_summary = testing::read_file(tmp.path() / "only" / "summary.txt");
+  for (const char* part :
+       {"versions: ok", "profile: ok", "gpu_test: skipped (not in GPU_CHECK_ONLY)",
+        "mlperf: skipped (not in GPU_CHECK_ONLY)"})
+    EXPECT_NE(short_summary.find(part), std::string::npos) << part << "\n" << short_summary;
 }
 
 }  // namespace
