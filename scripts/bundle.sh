@@ -82,9 +82,6 @@ build_detforge() {
   cmake --build "$build" -j "${DETFORGE_JOBS:-2}" --target detforge gpu_test
 }
 
-# The libraries the binaries load that the bundle must carry: not torch's (the host's torch brings
-# them and CUDA's), not glibc's (the host's: 2.34 or newer). libstdc++ and libgcc_s travel: GCC 12's
-# are newer than those of RHEL 9, and torch's libraries need only manylinux_2_28's.
 # torch_paths [DIR:]TORCH_LIB: those and the pip torch's CUDA libraries beside TORCH_LIB, as the
 # launcher puts them on the library path.
 torch_paths() {
@@ -95,6 +92,9 @@ torch_paths() {
   echo "$paths"
 }
 
+# The libraries the binaries load that the bundle must carry: not torch's (the host's torch brings
+# them and CUDA's), not glibc's (the host's: 2.34 or newer). libstdc++ and libgcc_s travel: GCC 12's
+# are newer than those of RHEL 9, and torch's libraries need only manylinux_2_28's.
 bundled_libs() {
   local torch_lib="$1"
   shift

@@ -84,28 +84,21 @@ Measured time_variant(models::RetinaNet& model, const Batch& batch, const Varian
   return m;
 }
 
-// RetinaNet's anchors at `size` x `size`: 9 per cell of P3 to P7 (strides 8 to 128, each level
-// rounding up as a stride-2 convolution does).
-int64_t retinanet_anchor_count(int64_t size) {
-  int64_t count = 0;
-  int64_t side = (size + 7) / 8;
-  for (int level = 3; level <= 7; ++level) {
-    count += 9 * side * side;
-    side = (side + 1) / 2;
-  }
-  return count;
-}
-
 // The classification loss alone, forward and backward on [batch, anchors, classes] logits of
 // bf16 and fp32 with 1% foreground anchors, on the device (the CPU has no composed row worth its
 // memory at these sizes): the fused pass (what the train step runs) against the same
 // loss composed from tensor ops (torchvision's). Milliseconds per call and peak MiB of each.
-void time_focal_loss(const BenchPeerArgs& a, int64_t classes, const torch::Device& device) {
-  const int64_t anchors = retinanet_anchor_count(a.size);
+void time_focal_loss(models::RetinaNet& model, const Batch& batch, const BenchPeerArgs& a,
+                     int64_t classes, const torch::Device& device) {
+  const int64_t anchors = [&] {
+    torch::NoGradGuard no_grad;
+    const auto one = batch.images.narrow(0, 0, 1);
+    return model->anchors(one, model->features(one)).size(0);
+  }();
   std::printf(
       "\nclassification loss alone (focal, forward + backward), logits [%d, %lld, %lld]%s\n",
       a.batch, static_cast<long long>(anchors), static_cast<long long>(classes),
-      losses::one_hot_focal_loss_has_cuda_kernel() || device.is_cpu()
+      losses::one_hot_focal_loss_has_cuda_kernel()
           ? ""
           : " (this build has no CUDA kernel: both rows compose)");
   std::printf("%-20s %12s %12s %9s %12s %12s\n", "ms per call", "fused", "composed", "speedup",
@@ -275,7 +268,7 @@ void run_bench_device(const BenchPeerArgs& a) {
                 ours[k].peak_mib, p.at("peak_mib").get<double>());
   }
   if (!note.empty()) std::printf("%s\n", note.c_str());
-  if (!device.is_cpu()) time_focal_loss(a, classes, device);
+  if (!device.is_cpu()) time_focal_loss(model, batch, a, classes, device);
   if (!a.profile.empty()) profile_step(model, batch, device, a.profile);
 }
 
