@@ -5,11 +5,13 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <fstream>
 #include <functional>
 #include <sstream>
+#include <vector>
 
 #include <unistd.h>
 
@@ -89,7 +91,14 @@ std::string cached_reference(const std::string& name, const std::string& script,
   namespace fs = std::filesystem;
   const fs::path root = fs::path(DETFORGE_BINARY_DIR) / "test_reference";
   fs::create_directories(root);
-  const std::string text = read_file(fs::path(DETFORGE_SOURCE_DIR) / "tests" / script);
+  // The script and every Python file it could import (the references import each other).
+  std::string text = read_file(fs::path(DETFORGE_SOURCE_DIR) / "tests" / script);
+  std::vector<fs::path> sources;
+  for (const auto& e : fs::recursive_directory_iterator(fs::path(DETFORGE_SOURCE_DIR) / "tests")) {
+    if (e.path().extension() == ".py") sources.push_back(e.path());
+  }
+  std::sort(sources.begin(), sources.end());
+  for (const auto& source : sources) text += read_file(source);
   const fs::path final_path = root / (name + "." + std::to_string(std::hash<std::string>{}(text)));
   if (fs::exists(final_path)) return final_path.string();
   const fs::path tmp = root / (name + ".tmp" + std::to_string(::getpid()));

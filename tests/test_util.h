@@ -63,10 +63,11 @@ int free_port();
 void run_reference(const std::string& script, const std::string& args);
 
 /// The output of tests/<script> run with one argument, the output path (a file, or a folder
-/// when `is_dir`), kept under the build tree as test_reference/<name>.<hash of the script> and
-/// regenerated only when the script's text changes. ctest runs every test in its own process;
+/// when `is_dir`), kept under the build tree as test_reference/<name>.<hash> and regenerated
+/// only when the text of the script or of another Python file under tests/ (which it may
+/// import) changes. ctest runs every test in its own process;
 /// this keeps the reference run to once per build instead of once per test. The name holds the
-/// script's hash, so a finished output is never replaced or removed: two processes that both
+/// hash, so a finished output is never replaced or removed: two processes that both
 /// generate it (ctest -j on a fresh build) each rename a complete copy into place, and a reader
 /// never sees a half-written or deleted one.
 std::string cached_reference(const std::string& name, const std::string& script, bool is_dir);

@@ -32,6 +32,7 @@
 #include "models/build.h"
 #include "models/module_state.h"
 #include "onnx_export_script.h"
+#include "weights/hub_config.h"
 #include "weights/state_dict.h"
 
 namespace detforge::tools {
@@ -74,11 +75,21 @@ std::string shell_quote(const std::string& s) {
   return q + "'";
 }
 
-// --format hf: OUT/model.safetensors and OUT/config.json, the folder from_pretrained opens; the
-// class names are the checkpoint's (LABEL_i, transformers' default, without them).
+// What the weights go out with: their classes (a checkpoint's), the pixels they expect and the
+// resize of the config's evaluation.
+struct ExportContext {
+  std::optional<data::CategoryMap> classes;
+  PixelNorm pixels;
+  data::TransformOptions resize;
+};
+
+// --format hf: OUT/model.safetensors, OUT/config.json and OUT/preprocessor_config.json (the
+// pixels and resize), the folder from_pretrained and the image processor open; the class names
+// are the checkpoint's (LABEL_i, transformers' default, without them).
 void export_hub_folder(const models::Detector& detector, const std::string& type,
-                       const models::NamedTensors& state,
-                       const std::optional<data::CategoryMap>& classes, const std::string& out) {
+                       const models::NamedTensors& state, const ExportContext& c,
+                       const std::string& out) {
+  const auto& classes = c.classes;
   std::vector<std::string> names;
   for (int64_t k = 0; k < detector.num_classes(); ++k)
     names.push_back(classes ? classes->names()[static_cast<size_t>(k)] : str("LABEL_", k));
@@ -90,14 +101,19 @@ void export_hub_folder(const models::Detector& detector, const std::string& type
   std::filesystem::create_directories(out);
   weights::write_safetensors(state, (std::filesystem::path(out) / "model.safetensors").string());
   write_text_atomic((std::filesystem::path(out) / "config.json").string(), config);
+  weights::HubResize resize{0, 0, c.resize.min_size.back(), c.resize.max_size};
+  if (c.resize.fixed_size) resize = {(*c.resize.fixed_size)[1], (*c.resize.fixed_size)[0], 0, 0};
+  write_text_atomic((std::filesystem::path(out) / "preprocessor_config.json").string(),
+                    weights::hub_preprocessor_config(c.pixels, resize));
 }
 
 // --format ultralytics: OUT.pt, which YOLO(OUT) opens: Ultralytics' own DetectionModel built
 // from its model file, with these weights and the checkpoint's class names (Ultralytics' "0",
 // "1", ... without them).
 void export_ultralytics(const models::Detector& detector, const std::string& type,
-                        const models::NamedTensors& state,
-                        const std::optional<data::CategoryMap>& classes, const std::string& out) {
+                        const models::NamedTensors& state, const ExportContext& c,
+                        const std::string& out) {
+  const auto& classes = c.classes;
   std::string file;
   try {
     file = detector.ultralytics_model_file();
@@ -111,6 +127,11 @@ void export_ultralytics(const models::Detector& detector, const std::string& typ
   if (std::filesystem::path(out).extension() != ".pt")
     throw ConfigError(str("--format ultralytics: --out ", out,
                           " must end in .pt (YOLO() opens only .pt files as checkpoints)"));
+  // Ultralytics feeds every model v / 255 and has no setting for other pixels.
+  if (!c.pixels.same_as(PixelNorm::unit()))
+    throw ConfigError(str("--format ultralytics: these weights expect input pixels ",
+                          c.pixels.describe(), ", but Ultralytics feeds v / 255; train with ",
+                          PixelNorm::unit().overrides(), " (the YOLO family's own) to export"));
   weights::UltralyticsModel model{file, detector.num_classes(), {}};
   if (classes) model.names = classes->names();
   weights::write_ultralytics_checkpoint(state, model, out);
@@ -121,8 +142,7 @@ void export_ultralytics(const models::Detector& detector, const std::string& typ
 
 // --format onnx: the reference layout in a scratch folder, then tools/onnx_export.py on it.
 void export_onnx(models::Detector& detector, const std::string& type,
-                 const models::NamedTensors& state, const std::optional<data::CategoryMap>& classes,
-                 const ExportArgs& a) {
+                 const models::NamedTensors& state, const ExportContext& c, const ExportArgs& a) {
   auto args = detector.onnx_export_args();
   if (args.size() < 2)
     throw ConfigError(str("--format onnx: model.type ", type, " has no ONNX export"));
@@ -136,10 +156,10 @@ void export_onnx(models::Detector& detector, const std::string& type,
   std::string weights;
   if (family == "rtdetr") {
     weights = (scratch.path() / "hf").string();
-    export_hub_folder(detector, type, state, classes, weights);
+    export_hub_folder(detector, type, state, c, weights);
   } else if (family == "yolo") {
     weights = (scratch.path() / "model.pt").string();
-    export_ultralytics(detector, type, state, classes, weights);
+    export_ultralytics(detector, type, state, c, weights);
   } else {
     weights = (scratch.path() / "model.pth").string();
     weights::write_state_dict(state, weights);
@@ -165,20 +185,20 @@ void run_export(const ExportArgs& a) {
   const auto spec =
       engine::read_run_spec(Config::load(a.config, a.overrides), engine::RunPurpose::kInference,
                             engine::DeviceEnv::current(std::nullopt));
-  auto detector = models::build_detector(spec.detector);
-  load_weights(*detector, a.weights, a.ema);
+  const auto [detector, pixels] = load_detector(spec, a.weights, a.ema);
   const auto state = models::export_state(*detector);
-  std::optional<data::CategoryMap> classes;
-  if (engine::is_checkpoint(a.weights)) classes = engine::read_checkpoint_classes(a.weights);
+  ExportContext c{std::nullopt, pixels, engine::inference_loader_options(spec, pixels).transforms};
+  if (engine::is_checkpoint(a.weights)) c.classes = engine::read_checkpoint_classes(a.weights);
+  const auto& classes = c.classes;
   int64_t values = 0;
   for (const auto& [name, t] : state) values += t.numel();
   if (a.format == "hf") {
-    export_hub_folder(*detector, spec.detector.type, state, classes, a.out);
+    export_hub_folder(*detector, spec.detector.type, state, c, a.out);
   } else if (a.format == "ultralytics") {
-    export_ultralytics(*detector, spec.detector.type, state, classes, a.out);
+    export_ultralytics(*detector, spec.detector.type, state, c, a.out);
   } else {
     if (a.format == "onnx") {
-      export_onnx(*detector, spec.detector.type, state, classes, a);
+      export_onnx(*detector, spec.detector.type, state, c, a);
     } else {
       weights::write_state_dict(state, a.out);
     }
@@ -190,7 +210,8 @@ void run_export(const ExportArgs& a) {
     }
   }
   logging::info(str("export: ", state.size(), " tensors (", values, " values) from ", a.weights,
-                    a.ema ? " (EMA weights)" : "", " -> ", a.out));
+                    a.ema ? " (EMA weights)" : "", " -> ", a.out, "; they expect input pixels ",
+                    pixels.describe()));
 }
 
 }  // namespace
@@ -226,10 +247,13 @@ void add_export_command(CLI::App& app) {
       ->check(CLI::Range(17, 20))
       ->capture_default_str();
   const char* env_python = std::getenv("DETFORGE_PYTHON");
-  a->python = env_python && *env_python ? env_python : "python3";
+  a->python = env_python && *env_python               ? env_python
+              : std::filesystem::exists(kBuildPython) ? kBuildPython
+                                                      : "python3";
   cmd->add_option("--python", a->python,
                   "--format onnx: the Python with torch, onnx and the family's library "
-                  "(default: $DETFORGE_PYTHON, else python3)");
+                  "(default: $DETFORGE_PYTHON, else the project's .venv the build used, else "
+                  "python3)");
   cmd->add_option("overrides", a->overrides, "config overrides a.b=value");
   cmd->callback([a] { run_export(*a); });
 }

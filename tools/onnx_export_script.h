@@ -7,4 +7,9 @@ namespace detforge::tools {
 
 extern const char* const kOnnxExportScript;
 
+/// The Python the build was configured with (DETFORGE_PYTHON: scripts/setup.sh's project .venv,
+/// which has torch, onnx and the references): `export --format onnx` runs the script with it
+/// when it exists.
+extern const char* const kBuildPython;
+
 }  // namespace detforge::tools

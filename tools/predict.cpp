@@ -194,11 +194,7 @@ void run_predict(const PredictArgs& a) {
   const auto spec =
       engine::read_run_spec(Config::load(a.config, a.overrides), engine::RunPurpose::kInference,
                             engine::DeviceEnv::current(std::nullopt));
-  // The config's seed, as training seeds the initialisation: weights that --weights and
-  // model.weights leave untouched are the same in every run.
-  torch::manual_seed(spec.trainer.seed);
-  auto detector = models::build_detector(spec.detector);
-  if (!a.weights.empty()) load_weights(*detector, a.weights, a.ema);
+  const auto [detector, pixels] = load_detector(spec, a.weights, a.ema);
   engine::make_current(spec.device);
   if (a.images.empty() == a.source.empty())
     throw ConfigError(
@@ -219,7 +215,8 @@ void run_predict(const PredictArgs& a) {
   const auto& categories = classes.map;
   logging::info(str("predict: categories ", categories.describe(), " from ", classes.source));
   const std::vector<int64_t>& label_to_category = categories.category_ids();
-  const engine::Predictor predictor(detector, engine::inference_loader_options(spec), spec.device);
+  const engine::Predictor predictor(detector, engine::inference_loader_options(spec, pixels),
+                                    spec.device);
   std::vector<eval::Detection> results;
   const int64_t frames = video ? predict_video(a, predictor, categories, results) : 0;
   for (size_t start = 0; start < inputs.size(); start += a.batch_size) {

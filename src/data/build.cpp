@@ -189,6 +189,8 @@ DataOptions data_options(const ConfigNode& n, std::optional<int64_t> num_classes
   base.loader.collate.num_classes = out.num_classes;
   read_validation(n, base);
   read_loader(n, base.loader);
+  if (n.has("mean")) out.mean = base.loader.collate.mean;
+  if (n.has("std")) out.std = base.loader.collate.std;
   if (n.read("batch_size", base.sampler.batch_size))
     at_least(n, "batch_size", base.sampler.batch_size, 1);
   // One data.seed drives both the shuffle and the augmentations.

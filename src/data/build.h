@@ -59,6 +59,9 @@ struct SplitOptions {
 
 struct DataOptions {
   int64_t num_classes = 0;
+  /// `data.mean` and `data.std` where the config sets them (both splits' collate holds them);
+  /// nullopt leaves the detector family's own (engine::read_run_spec).
+  std::optional<std::array<float, 3>> mean, std;
   std::optional<SplitOptions> train;
   std::optional<SplitOptions> val;
 };

@@ -72,6 +72,8 @@ std::vector<ParamGroupRule> read_param_groups(const ConfigNode& n) {
     if (g.read("lr_mult", r.lr_mult)) positive(g, "lr_mult", r.lr_mult, /*allow_zero=*/true);
     r.weight_decay = g.optional<double>("weight_decay");
     if (r.weight_decay) positive(g, "weight_decay", *r.weight_decay, /*allow_zero=*/true);
+    r.warmup_start_lr = g.optional<double>("warmup_start_lr");
+    if (r.warmup_start_lr) positive(g, "warmup_start_lr", *r.warmup_start_lr, true);
     r.where = str(g.where("pattern"), " ", g.path());
     g.reject_unused();
     rules.push_back(r);
@@ -105,7 +107,8 @@ void read_schedule(const ConfigNode& n, TrainerOptions& o) {
     n.fail("warmup_epochs", "give warmup_steps or warmup_epochs, not both");
   read_count(n, "warmup_steps", s.warmup_steps, /*allow_zero=*/true);
   if (n.read("warmup_epochs", o.warmup_epochs)) positive(n, "warmup_epochs", o.warmup_epochs, true);
-  if (n.read("warmup_factor", s.warmup_factor)) positive(n, "warmup_factor", s.warmup_factor);
+  if (n.read("warmup_factor", s.warmup_factor))
+    positive(n, "warmup_factor", s.warmup_factor, /*allow_zero=*/true);
   if (n.has("policy"))
     s.policy =
         located(n, "policy", [&] { return parse_policy(n.required<std::string>("policy")); });
@@ -115,6 +118,7 @@ void read_schedule(const ConfigNode& n, TrainerOptions& o) {
   n.read("milestone_epochs", o.milestone_epochs);
   n.read("gamma", s.gamma);
   n.read("min_lr_ratio", s.min_lr_ratio);
+  if (n.has("decay_by")) o.decay_per_epoch = n.one_of("decay_by", {"step", "epoch"}, "") == "epoch";
 }
 
 void read_mlperf(const ConfigNode& n, MlperfOptions& m) {
@@ -378,10 +382,16 @@ RunSpec read_run_spec(const Config& given, RunPurpose purpose, const DeviceEnv& 
   }
   if (spec.trainer.mlperf.benchmark.empty()) spec.trainer.mlperf.benchmark = spec.detector.type;
 
-  // Padded sizes must be multiples of the detector's coarsest stride: derived when not set.
+  // The family's pixels unless data.mean / data.std say otherwise; padded sizes must be
+  // multiples of the detector's coarsest stride (derived when not set).
+  spec.pixels = {spec.data.mean.value_or(spec.detector.pixels.mean),
+                 spec.data.std.value_or(spec.detector.pixels.std)};
+  spec.detector.input_pixels = spec.pixels;
   const int64_t stride = spec.detector.size_divisibility;
   for (auto* split : {&spec.data.train, &spec.data.val}) {
     if (!*split) continue;
+    (*split)->loader.collate.mean = spec.pixels.mean;
+    (*split)->loader.collate.std = spec.pixels.std;
     auto& divisible = (*split)->loader.collate.size_divisible;
     if (!data_node->has("size_divisible")) {
       divisible = stride;
@@ -430,10 +440,11 @@ Run build_run(const RunSpec& spec) {
 
   run.config_yaml = spec.config_yaml;
   run.config_hash = spec.config_hash;
+  run.pixels = spec.pixels;
   logging::add_file((fs::path(o.output_dir) / str("train_rank", run.pg->rank(), ".log")).string());
   logging::info(str("run directory ", o.output_dir, "; config hash ", spec.config_hash, "; device ",
                     run.device.str(), "; ", run.pg->world_size(), " process(es), backend ",
-                    run.pg->backend_name()));
+                    run.pg->backend_name(), "; input pixels ", spec.pixels.describe()));
 
   // The instances files read for the `auto` values serve the datasets and the evaluator.
   auto loader = [&](data::SplitOptions split) {
@@ -466,9 +477,10 @@ Run build_run(const RunSpec& spec) {
   std::ostringstream table;
   table << "optimizer parameter groups:";
   for (const auto& g : groups) {
-    run.lr_multipliers.push_back(g.lr_mult);
+    run.group_rates.push_back({g.lr_mult, g.warmup_start_lr});
     table << "\n  " << g.name << ": " << g.tensors << " tensors, " << g.values << " values, lr x"
           << g.lr_mult << ", weight_decay " << g.weight_decay;
+    if (g.warmup_start_lr) table << ", warmup from lr " << *g.warmup_start_lr;
   }
   // Parameters without gradients (model.freeze, frozen stages, fixed layers) stay out of every
   // group; the table says how many.
@@ -494,6 +506,7 @@ Run build_run(const RunSpec& spec) {
       s.milestones.push_back(static_cast<int64_t>(std::llround(e * steps_per_epoch)));
   }
   s.total_steps = std::max<int64_t>(1, steps_per_epoch * o.epochs);
+  if (o.decay_per_epoch) s.decay_period = steps_per_epoch;
   run.schedule = std::make_unique<LrSchedule>(s);
   return run;
 }

@@ -39,6 +39,9 @@ struct RunSpec {
   /// `train --resume`: "" (a new run), "auto" (output_dir/last.ckpt when it exists, else a new
   /// run) or a checkpoint path. build_run() resolves it into Run::resume.
   std::string resume;
+  /// The pixels the model is fed: data.mean / data.std where set, else the family's
+  /// (models::DetectorSpec::pixels).
+  PixelNorm pixels;
   /// The resolved config text and its hash.
   std::string config_yaml;
   std::string config_hash;

@@ -182,6 +182,11 @@ void save_checkpoint(const std::string& path, const CheckpointParts& parts, cons
     for (const auto& n : parts.classes->names()) names.push_back(n);
     archive.write("category_names", names);
   }
+  if (parts.pixels) {
+    const auto& m = parts.pixels->mean;
+    const auto& s = parts.pixels->std;
+    archive.write("pixel_norm", c10::List<double>({m[0], m[1], m[2], s[0], s[1], s[2]}));
+  }
   // Without per-rank states from the caller, this process's CPU state is stored as rank 0's.
   if (rank_rng.empty()) rank_rng.push_back(capture_rng_state(torch::kCPU));
   archive.write("rng_ranks", c10::IValue(static_cast<int64_t>(rank_rng.size())));
@@ -242,6 +247,23 @@ std::optional<data::CategoryMap> read_checkpoint_classes(const std::string& path
   return data::CategoryMap(ids.toIntVector(), std::move(name_list));
 }
 
+std::optional<ExpectedPixels> read_checkpoint_pixels(const std::string& path) {
+  torch::serialize::InputArchive archive;
+  open_checkpoint(path, archive);
+  c10::IValue norm;
+  if (!archive.try_read("pixel_norm", norm)) return std::nullopt;
+  const auto v = norm.toDoubleVector();
+  if (v.size() != 6)
+    throw IoError(detforge::str(path, ": pixel_norm record has ", v.size(),
+                                " values, expected 6 (mean and std)"));
+  PixelNorm p;
+  for (size_t c = 0; c < 3; ++c) {
+    p.mean[c] = static_cast<float>(v[c]);
+    p.std[c] = static_cast<float>(v[3 + c]);
+  }
+  return ExpectedPixels{p, "the run's checkpoint"};
+}
+
 weights::WeightFile read_checkpoint_weight_file(const std::string& path) {
   torch::serialize::InputArchive archive;
   open_checkpoint(path, archive);
@@ -255,6 +277,7 @@ weights::WeightFile read_checkpoint_weight_file(const std::string& path) {
   }
   if (out.tensors.empty()) throw IoError(detforge::str(path, ": checkpoint holds no weights"));
   if (const auto classes = read_checkpoint_classes(path)) out.class_names = classes->names();
+  out.pixels = read_checkpoint_pixels(path);
   return out;
 }
 

@@ -11,6 +11,7 @@
 
 #include <torch/torch.h>
 
+#include "core/pixels.h"
 #include "data/coco.h"
 #include "weights/state_dict.h"
 
@@ -56,6 +57,8 @@ struct CheckpointParts {
   /// The classes the model was trained on (label i = category_ids()[i], with its name): what
   /// `predict` writes. Saved when set.
   const data::CategoryMap* classes = nullptr;
+  /// The pixels the model was trained on (predict and export feed them). Saved when set.
+  const PixelNorm* pixels = nullptr;
 };
 
 /// One process's random-number generator states as bytes (for gathering across ranks): the
@@ -77,6 +80,11 @@ void save_checkpoint(const std::string& path, const CheckpointParts& parts,
 /// The classes a checkpoint was trained on (CheckpointParts::classes); nullopt for a checkpoint
 /// saved without them. Throws IoError for a file that is not a detforge checkpoint.
 std::optional<data::CategoryMap> read_checkpoint_classes(const std::string& path);
+
+/// The pixels a checkpoint's model was trained on (CheckpointParts::pixels); nullopt for a
+/// checkpoint saved without them (before detforge stored them). Throws IoError for a file that is
+/// not a detforge checkpoint.
+std::optional<ExpectedPixels> read_checkpoint_pixels(const std::string& path);
 
 /// The process that restores a checkpoint: its rank and device, and the run's world size.
 struct RestoreTarget {
@@ -109,7 +117,8 @@ void check_resume_config(const std::string& stored_yaml, const std::string& curr
 bool is_checkpoint(const std::string& path);
 
 /// A checkpoint's weights as a weight file, to fine-tune from (`model.weights`): the EMA's when it
-/// has them, else the live model's, with the classes it was trained on as class names. Throws
+/// has them, else the live model's, with the classes it was trained on as class names and the
+/// pixels it was trained on. Throws
 /// IoError for a file that is not a detforge checkpoint.
 weights::WeightFile read_checkpoint_weight_file(const std::string& path);
 

@@ -84,8 +84,12 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(
       auto options = group_options(o, group_wd);
       options->set_lr(o.lr * (rule ? rule->lr_mult : 1.0));
       if (infos) {
-        ParamGroupInfo info{rule ? rule->pattern : "default", static_cast<int64_t>(members.size()),
-                            0, rule ? rule->lr_mult : 1.0, group_wd};
+        ParamGroupInfo info{rule ? rule->pattern : "default",
+                            static_cast<int64_t>(members.size()),
+                            0,
+                            rule ? rule->lr_mult : 1.0,
+                            group_wd,
+                            rule ? rule->warmup_start_lr : std::nullopt};
         for (const auto& t : members) info.values += t.numel();
         if (no_decay) info.name += " (no decay)";
         infos->push_back(info);
@@ -136,6 +140,13 @@ void set_lr(torch::optim::Optimizer& optimizer, double lr, const std::vector<dou
               "set_lr: ", multipliers.size(), " multipliers for ", groups.size(), " groups");
   for (size_t i = 0; i < groups.size(); ++i)
     groups[i].options().set_lr(multipliers.empty() ? lr : lr * multipliers[i]);
+}
+
+void set_group_lrs(torch::optim::Optimizer& optimizer, const std::vector<double>& lrs) {
+  auto& groups = optimizer.param_groups();
+  TORCH_CHECK(lrs.size() == groups.size(), "set_group_lrs: ", lrs.size(), " rates for ",
+              groups.size(), " groups");
+  for (size_t i = 0; i < groups.size(); ++i) groups[i].options().set_lr(lrs[i]);
 }
 
 double clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm) {

@@ -26,6 +26,8 @@ struct ParamGroupRule {
   std::optional<double> weight_decay;
   /// Where the rule was written ("x.yaml:12 optimizer.param_groups[0]"), for messages.
   std::string where;
+  /// The rate its linear warmup starts from (GroupRate::warmup_start_lr). Default: none
+  std::optional<double> warmup_start_lr;
 };
 
 /// What a built optimizer group holds, for the start-up table.
@@ -36,6 +38,7 @@ struct ParamGroupInfo {
   int64_t values = 0;
   double lr_mult = 1.0;
   double weight_decay = 0.0;
+  std::optional<double> warmup_start_lr;
 };
 
 struct OptimizerOptions {
@@ -75,6 +78,9 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(
 /// `multipliers` is empty).
 void set_lr(torch::optim::Optimizer& optimizer, double lr,
             const std::vector<double>& multipliers = {});
+
+/// Sets the learning rate of group i to lrs[i] (LrSchedule::group_lrs).
+void set_group_lrs(torch::optim::Optimizer& optimizer, const std::vector<double>& lrs);
 
 /// Gradient clipping by global L2 norm; returns the norm before clipping. max_norm <= 0: no-op
 /// that still returns the norm.

@@ -4,6 +4,7 @@
 
 #include "core/atomic_file.h"
 #include "core/errors.h"
+#include "core/logging.h"
 #include "data/loader.h"
 
 namespace detforge::engine {
@@ -54,7 +55,19 @@ void write_categories(const data::CategoryMap& classes, const std::string& path)
   write_text_atomic(path, out.dump(2) + "\n");
 }
 
-data::LoaderOptions inference_loader_options(const RunSpec& spec) {
+PixelNorm weights_pixels(const PixelNorm& configured, const std::optional<ExpectedPixels>& expected,
+                         const std::string& weights) {
+  if (!expected) return configured;
+  if (!expected->pixels.same_as(configured)) {
+    logging::warn(str(weights, " expects input pixels ", expected->pixels.describe(), " (",
+                      expected->source, "); the config says ", configured.describe(),
+                      ": feeding the weights' (", expected->pixels.overrides(),
+                      " makes the config agree)"));
+  }
+  return expected->pixels;
+}
+
+data::LoaderOptions inference_loader_options(const RunSpec& spec, const PixelNorm& pixels) {
   data::LoaderOptions o;
   if (spec.data.val) {
     o = spec.data.val->loader;
@@ -65,6 +78,8 @@ data::LoaderOptions inference_loader_options(const RunSpec& spec) {
     o.collate.size_divisible = spec.detector.size_divisibility;
   }
   o.transforms.train = false;
+  o.collate.mean = pixels.mean;
+  o.collate.std = pixels.std;
   o.collate.num_classes = spec.detector.num_classes;
   o.collate.pin_memory = false;
   return o;

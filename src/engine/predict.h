@@ -33,8 +33,15 @@ struct ImageInput {
 };
 
 /// The loader options of the evaluation in `spec`: the val split's (else the train split's
-/// without augmentation, else the detector's stride alone), never training-mode transforms.
-data::LoaderOptions inference_loader_options(const RunSpec& spec);
+/// without augmentation, else the detector's stride alone), never training-mode transforms,
+/// feeding `pixels`.
+data::LoaderOptions inference_loader_options(const RunSpec& spec, const PixelNorm& pixels);
+
+/// The pixels to feed the weights of `weights` (predict, export): those the file says it expects
+/// (`expected`: a detforge checkpoint, an Ultralytics model, a Hugging Face folder), logged with a
+/// warning naming both when they differ from the config's `configured`; else `configured`.
+PixelNorm weights_pixels(const PixelNorm& configured, const std::optional<ExpectedPixels>& expected,
+                         const std::string& weights);
 
 /// The classes predictions are written with, and where they came from (for the log).
 struct PredictionClasses {

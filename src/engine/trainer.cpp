@@ -377,7 +377,7 @@ bool Trainer::optimizer_step(int64_t epoch) {
     return false;
   }
   if (o_.clip_grad_norm > 0) clip_grad_norm(params_, o_.clip_grad_norm);
-  set_lr(*r_.optimizer, r_.schedule->lr_at(progress_.step), r_.lr_multipliers);
+  set_group_lrs(*r_.optimizer, r_.schedule->group_lrs(progress_.step, r_.group_rates));
   r_.optimizer->step();
   zero_grad();
   if (ema_) ema_->update(*r_.model);
@@ -509,7 +509,7 @@ void Trainer::save(const std::vector<std::string>& names) {
   const auto& data = r_.train_data ? r_.train_data : r_.val_data;
   save_checkpoint(path(names.front()),
                   {r_.model.get(), r_.ema_model.get(), r_.optimizer.get(),
-                   data ? &data->dataset().categories() : nullptr},
+                   data ? &data->dataset().categories() : nullptr, &r_.pixels},
                   progress_, r_.config_yaml, std::move(rng));
   // The other names get the same bytes without a second serialisation.
   for (size_t i = 1; i < names.size(); ++i) link_atomic(path(names.front()), path(names[i]));

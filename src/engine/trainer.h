@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/pixels.h"
 #include "data/loader.h"
 #include "distributed/process_group.h"
 #include "engine/amp.h"
@@ -71,10 +72,12 @@ struct TrainerOptions {
   EmaOptions ema_options;
   OptimizerOptions optimizer;
   /// Schedule; warmup_epochs / milestone_epochs (when set) are converted with the number of
-  /// optimizer steps per epoch.
+  /// optimizer steps per epoch, which is also the decay period with decay_per_epoch
+  /// (schedule.decay_by: epoch).
   LrScheduleOptions schedule;
   double warmup_epochs = -1;
   std::vector<double> milestone_epochs;
+  bool decay_per_epoch = false;
   MlperfOptions mlperf;
   /// Distributed: backend (auto | gloo | nccl), collective timeout, gradient bucket size, and
   /// whether the gradient engine looks for parameters a step leaves unused (dist::DdpSync).
@@ -120,8 +123,8 @@ struct Run {
   /// A copy of `model` that holds the EMA weights; null without EMA.
   std::shared_ptr<models::Detector> ema_model;
   std::unique_ptr<torch::optim::Optimizer> optimizer;
-  /// Per optimizer group: the factor its learning rate has over the schedule's.
-  std::vector<double> lr_multipliers;
+  /// Per optimizer group: its rate relative to the schedule's.
+  std::vector<GroupRate> group_rates;
   std::unique_ptr<LrSchedule> schedule;
   std::shared_ptr<data::DataLoader> train_data;
   std::shared_ptr<data::DataLoader> val_data;
@@ -133,6 +136,8 @@ struct Run {
   /// The resolved config (run directory, checkpoints) and its hash.
   std::string config_yaml;
   std::string config_hash;
+  /// The pixels the model is fed (RunSpec::pixels), stored in every checkpoint.
+  PixelNorm pixels;
 };
 
 /// Trains `run`. `resume`: a checkpoint to continue from (its config is checked against

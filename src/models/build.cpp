@@ -93,7 +93,7 @@ std::shared_ptr<Detector> build_detector(const DetectorSpec& spec) {
     load_pretrained_weights(
         *detector, *spec.weights,
         {spec.weights_strict, spec.class_map_by_name && !spec.class_names.empty(), spec.class_names,
-         spec.read_weights});
+         spec.read_weights, spec.input_pixels});
   } else if (spec.backbone_weights) {
     import_backbone_weights(*detector, *spec.backbone_weights);
   }
@@ -308,14 +308,25 @@ void map_classes(Detector& detector, const weights::WeightFile& file,
 
 }  // namespace
 
-void load_detector_weights(Detector& detector, const std::string& path) {
-  const auto report = load_named_tensors(detector, detector_tensors(detector, path).tensors, path);
+std::optional<ExpectedPixels> load_detector_weights(Detector& detector, const std::string& path) {
+  const auto file = detector_tensors(detector, path);
+  const auto report = load_named_tensors(detector, file.tensors, path);
   logging::info(str("loaded ", report.loaded, " tensors from ", path));
+  return file.pixels;
 }
 
 PretrainedReport load_pretrained_weights(Detector& detector, const std::string& path,
                                          const PretrainedOptions& options) {
   const auto file = detector_tensors(detector, path, options.read_weights);
+  if (options.input_pixels && file.pixels && !file.pixels->pixels.same_as(*options.input_pixels)) {
+    const PixelNorm& expected = file.pixels->pixels;
+    throw ConfigError(str("model.weights: ", path, " expects pixels ", expected.describe(), " (",
+                          file.pixels->source, "), but this run feeds ",
+                          options.input_pixels->describe(),
+                          "; its first layers would see other values than they were trained on. "
+                          "Set ",
+                          expected.overrides(), " (docs/models.md, \"Input pixels\")"));
+  }
   // The class layers' init, kept for by_name before the load overwrites those of equal shape.
   std::map<std::string, torch::Tensor> fresh;
   if (options.class_map_by_name) {

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/pixels.h"
 #include "losses/target_checks.h"
 #include "models/detector.h"
 #include "models/module_state.h"
@@ -30,6 +31,12 @@ struct DetectorSpec {
   int64_t num_classes = 0;
   /// The detector's coarsest stride: padded image sizes must be multiples of it.
   int64_t size_divisibility = 1;
+  /// The pixels the family's reference feeds its weights (docs/models.md, "Input pixels"): what a
+  /// run feeds unless data.mean / data.std say otherwise.
+  PixelNorm pixels;
+  /// The pixels the run feeds (engine/build.cpp sets them): a `weights` file that says it
+  /// expects others is refused (load_pretrained_weights()). nullopt: not checked.
+  std::optional<PixelNorm> input_pixels;
   /// A freshly initialised detector of this config (random init, no weights loaded).
   std::function<std::shared_ptr<Detector>()> create;
   /// `model.weights`: whole-model weights to start from (load_pretrained_weights()).
@@ -72,7 +79,8 @@ std::shared_ptr<Detector> build_detector(const ConfigNode& model);
 
 /// Loads a whole-model state dict file (torch.save or safetensors) into `detector`: every tensor
 /// required, no extras; the detector's weight_aliases() may stand for the names it holds.
-void load_detector_weights(Detector& detector, const std::string& path);
+/// Returns the pixels the file says its weights expect (weights::WeightFile::pixels).
+std::optional<ExpectedPixels> load_detector_weights(Detector& detector, const std::string& path);
 
 /// A file that covers less than this fraction of a model's parameter values is refused as
 /// `model.weights` (another architecture, or a backbone-only file), unless weights_strict is off.
@@ -108,6 +116,9 @@ struct PretrainedOptions {
   std::vector<std::string> class_names;
   /// Reads the file: weights::read_weight_file unless set (DetectorSpec::read_weights).
   std::function<weights::WeightFile(const std::string&)> read_weights;
+  /// The pixels the model will be fed (DetectorSpec::input_pixels); a file expecting others is
+  /// refused with a ConfigError naming both and the data.mean / data.std that fit the file.
+  std::optional<PixelNorm> input_pixels;
 };
 
 /// Loads the weights of a model to fine-tune (`model.weights`): every tensor whose name (after the

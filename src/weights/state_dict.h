@@ -4,11 +4,14 @@
 // File formats only: loading into a module is models/module_state.h.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <torch/torch.h>
+
+#include "core/pixels.h"
 
 namespace detforge::weights {
 
@@ -26,6 +29,10 @@ struct WeightFile {
   /// Where the weights were found: "state dict", "safetensors", or the path inside a
   /// checkpoint, e.g. "['ema'] (ultralytics.nn.tasks.DetectionModel)", "['ema']['module']".
   std::string source;
+  /// The pixels the weights expect, where the file says so: an Ultralytics model (v / 255), a
+  /// Hugging Face folder's preprocessor_config.json, a detforge checkpoint; nullopt for a plain
+  /// state dict.
+  std::optional<ExpectedPixels> pixels;
 };
 
 /// Reads the weights of a torch.save zip file or a safetensors file. A zip file may hold a state

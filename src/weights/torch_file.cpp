@@ -13,10 +13,10 @@
 #include <unordered_map>
 
 #include <caffe2/serialize/inline_container.h>
-#include <nlohmann/json.hpp>
 
 #include "core/atomic_file.h"
 #include "core/errors.h"
+#include "weights/hub_config.h"
 
 namespace detforge::weights {
 
@@ -517,31 +517,6 @@ bool find_weights(const Obj& o, std::string& where, WeightFile& out, int depth =
   return false;
 }
 
-// The class names of a Hugging Face checkpoint folder: `id2label` of the config.json beside its
-// model.safetensors ({"0": "person", ...}); empty when there is none or it is not dense.
-std::vector<std::string> hub_class_names(const std::string& safetensors_path) {
-  const auto config = std::filesystem::path(safetensors_path).parent_path() / "config.json";
-  std::ifstream in(config);
-  if (!in) return {};
-  const auto json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!json.is_object() || !json.contains("id2label") || !json["id2label"].is_object()) return {};
-  std::map<int64_t, std::string> by_id;
-  for (const auto& [key, value] : json["id2label"].items()) {
-    if (!value.is_string()) return {};
-    try {
-      by_id[std::stoll(key)] = value.get<std::string>();
-    } catch (const std::exception&) {
-      return {};
-    }
-  }
-  std::vector<std::string> out;
-  for (const auto& [id, name] : by_id) {
-    if (id != static_cast<int64_t>(out.size())) return {};
-    out.push_back(name);
-  }
-  return out;
-}
-
 }  // namespace
 
 WeightFile read_weight_file(const std::string& path) {
@@ -551,7 +526,7 @@ WeightFile read_weight_file(const std::string& path) {
   in.read(magic, 9);
   // safetensors: an 8-byte header length, then the JSON header.
   if (in.gcount() == 9 && std::memcmp(magic, "PK\x03\x04", 4) != 0 && magic[8] == '{') {
-    return {read_safetensors(path), hub_class_names(path), "safetensors"};
+    return {read_safetensors(path), hub_class_names(path), "safetensors", hub_pixels(path)};
   }
   if (in.gcount() < 4 || std::memcmp(magic, "PK\x03\x04", 4) != 0) {
     throw IoError(detforge::str(path,
@@ -576,6 +551,9 @@ WeightFile read_weight_file(const std::string& path) {
                                 "or 'module'"));
   }
   out.source = where.empty() ? "state dict" : where;
+  // Ultralytics' models (every task) feed v / 255, as its LetterBox and trainer make them.
+  if (out.source.find("(ultralytics.") != std::string::npos)
+    out.pixels = ExpectedPixels{PixelNorm::unit(), "an Ultralytics model"};
   return out;
 }
 

@@ -57,6 +57,54 @@ TEST(RunSpec, SizeDivisibleFollowsOrMatchesTheDetectorStride) {
                     "detector's stride 32");
 }
 
+// Each family feeds its reference's pixels (docs/models.md, "Input pixels"); data.mean and
+// data.std replace them one by one, for both splits and for predict without a data section.
+TEST(RunSpec, InputPixelsAreTheFamilysUnlessTheDataSectionSetsThem) {
+  const auto expect_pixels = [](const RunSpec& s, const PixelNorm& p) {
+    EXPECT_TRUE(s.pixels.same_as(p)) << s.pixels.describe() << " vs " << p.describe();
+    ASSERT_TRUE(s.detector.input_pixels.has_value());
+    EXPECT_TRUE(s.detector.input_pixels->same_as(p));
+    if (s.data.val) {
+      EXPECT_EQ(s.data.val->loader.collate.mean, p.mean);
+      EXPECT_EQ(s.data.val->loader.collate.std, p.std);
+    }
+  };
+  expect_pixels(spec_of(kModel + kData, {"model.num_classes=3"}), PixelNorm::imagenet());
+  expect_pixels(spec_of("model: {type: yolo, num_classes: 3}\n" + kData), PixelNorm::unit());
+  expect_pixels(spec_of("model: {type: yolo, num_classes: 3}\n"), PixelNorm::unit());
+  expect_pixels(spec_of("model: {type: rtdetr, num_classes: 3, backbone: {type: r18vd}}\n" + kData),
+                PixelNorm::unit());
+  const auto std_only =
+      spec_of("model: {type: yolo, num_classes: 3}\n" + kData, {"data.std=[0.5,0.5,0.5]"});
+  expect_pixels(std_only, {{0, 0, 0}, {0.5f, 0.5f, 0.5f}});
+  EXPECT_EQ(std_only.pixels.describe(), "v / 255 / [0.5, 0.5, 0.5]");
+  EXPECT_EQ(PixelNorm::imagenet().describe(),
+            "(v / 255 - [0.485, 0.456, 0.406]) / [0.229, 0.224, 0.225]");
+  EXPECT_EQ(PixelNorm::unit().overrides(), "data.mean=[0,0,0] data.std=[1,1,1]");
+}
+
+// Every shipped config feeds its family's reference's pixels (the YOLO configs once fed
+// v / 255 / 255).
+TEST(RunSpec, ShippedConfigsFeedTheirReferencesPixels) {
+  const std::string bccd = testing::shared_dataset("bccd");
+  if (bccd.empty()) GTEST_SKIP() << "shared/datasets/bccd not found";
+  for (const char* family : {"retinanet", "rtdetr", "yolo"}) {
+    for (const auto& e : std::filesystem::directory_iterator(
+             std::filesystem::path(DETFORGE_SOURCE_DIR) / "configs" / family)) {
+      const bool data =
+          static_cast<bool>(Config::load(e.path().string()).root().optional_child("data"));
+      // On this machine's CPU (the MLPerf config asks for CUDA and fp16).
+      std::vector<std::string> overrides = {"device=cpu", "train.precision=fp32"};
+      if (data) overrides.push_back("data.root=" + bccd);
+      const auto s = read_run_spec(Config::load(e.path().string(), overrides),
+                                   RunPurpose::kInference, kCpuOnly);
+      const auto expected =
+          std::string(family) == "retinanet" ? PixelNorm::imagenet() : PixelNorm::unit();
+      EXPECT_TRUE(s.pixels.same_as(expected)) << e.path() << ": " << s.pixels.describe();
+    }
+  }
+}
+
 TEST(RunSpec, DevicePrecisionAndBackendErrorsHaveTheirLocation) {
   const std::string yaml = "device: cuda:1\ntrain: {precision: fp16}\n" + kModel;
   EXPECT_THROW_WITH(spec_of(yaml, {"model.num_classes=3"}), ConfigError,
@@ -76,12 +124,13 @@ TEST(RunSpec, DevicePrecisionAndBackendErrorsHaveTheirLocation) {
 }
 
 TEST(RunSpec, TrainerSectionsAreReadWithDefaultsFromTheOptions) {
-  const auto s = spec_of(
-      kModel +
-          "optimizer:\n  type: adamw\n  param_groups:\n"
-          "    - {pattern: backbone, lr_mult: 0.1}\n    - {pattern: 'norm|bias', weight_decay: 0}\n"
-          "eval: {best_metric: AP50}\n",
-      {"model.num_classes=3"});
+  const auto s =
+      spec_of(kModel +
+                  "optimizer:\n  type: adamw\n  param_groups:\n"
+                  "    - {pattern: backbone, lr_mult: 0.1}\n"
+                  "    - {pattern: 'norm|bias', weight_decay: 0, warmup_start_lr: 0.1}\n"
+                  "eval: {best_metric: AP50}\nschedule: {policy: linear, decay_by: epoch}\n",
+              {"model.num_classes=3"});
   const TrainerOptions defaults;
   EXPECT_EQ(s.trainer.epochs, defaults.epochs);
   EXPECT_EQ(s.trainer.optimizer.type, OptimizerType::kAdamW);
@@ -92,6 +141,11 @@ TEST(RunSpec, TrainerSectionsAreReadWithDefaultsFromTheOptions) {
   EXPECT_FALSE(s.trainer.optimizer.param_groups[0].weight_decay.has_value());
   EXPECT_EQ(s.trainer.optimizer.param_groups[1].weight_decay, 0.0);
   EXPECT_EQ(s.trainer.optimizer.param_groups[1].where, "run.yaml:6 optimizer.param_groups[1]");
+  EXPECT_FALSE(s.trainer.optimizer.param_groups[0].warmup_start_lr.has_value());
+  EXPECT_EQ(s.trainer.optimizer.param_groups[1].warmup_start_lr, 0.1);
+  EXPECT_EQ(s.trainer.schedule.policy, DecayPolicy::kLinear);
+  EXPECT_TRUE(s.trainer.decay_per_epoch);
+  EXPECT_FALSE(defaults.decay_per_epoch);
   EXPECT_EQ(s.trainer.best_metric, "AP50");
   EXPECT_THROW_WITH(spec_of(kModel, {"model.num_classes=3", "eval.best_metric=AP5"}), ConfigError,
                     "eval.best_metric: unknown 'AP5'; known: AP, AP50, AP75, APs, APm, APl, AR1, "

@@ -116,7 +116,8 @@ TEST(Optimizer, ParamGroupsMatchTorchOptim) {
     o.beta2 = 0.99;
     o.weight_decay = 0.02;
     o.no_decay_norm_bias = true;
-    o.param_groups = {{"^fc1\\.", 0.1, std::nullopt, "rule 0"}, {"bn", 1.0, 0.0, "rule 1"}};
+    o.param_groups = {{"^fc1\\.", 0.1, std::nullopt, "rule 0", std::nullopt},
+                      {"bn", 1.0, 0.0, "rule 1", std::nullopt}};
     std::vector<ParamGroupInfo> infos;
     std::vector<std::pair<std::string, torch::Tensor>> ours;
     for (const auto& [name, p] : params)
@@ -150,11 +151,12 @@ TEST(Optimizer, ParamGroupsMatchTorchOptim) {
     EXPECT_DOUBLE_EQ(infos[4].weight_decay, 0.0);
   }
   OptimizerOptions bad;
-  bad.param_groups = {{"^backbone\\.", 0.1, std::nullopt, "x.yaml:4 optimizer.param_groups[0]"}};
+  bad.param_groups = {
+      {"^backbone\\.", 0.1, std::nullopt, "x.yaml:4 optimizer.param_groups[0]", std::nullopt}};
   EXPECT_THROW_WITH(
       make_optimizer(named(*net), bad), ConfigError,
       "x.yaml:4 optimizer.param_groups[0].pattern: '^backbone\\.' matches no trainable parameter");
-  bad.param_groups = {{"(", 0.1, std::nullopt, "x.yaml:4 optimizer.param_groups[0]"}};
+  bad.param_groups = {{"(", 0.1, std::nullopt, "x.yaml:4 optimizer.param_groups[0]", std::nullopt}};
   EXPECT_THROW_WITH(make_optimizer(named(*net), bad), ConfigError,
                     "'(' is not a valid regular expression");
 }
@@ -264,7 +266,9 @@ TEST(Checkpoint, RoundTripRestoresEverything) {
   p.scaler_scale = 1024;
   const auto path = (dir.path() / "last.ckpt").string();
   const data::CategoryMap classes({3, 1, 7}, {"rectangle", "circle", "triangle"});
-  save_checkpoint(path, {net.get(), shadow.get(), opt.get(), &classes}, p, "train: {epochs: 3}\n");
+  const PixelNorm pixels{{0.1f, 0.2f, 0.3f}, {0.5f, 0.25f, 2.0f}};
+  save_checkpoint(path, {net.get(), shadow.get(), opt.get(), &classes, &pixels}, p,
+                  "train: {epochs: 3}\n");
   const auto rng_next = torch::rand({4});
 
   torch::manual_seed(99);
@@ -295,8 +299,15 @@ TEST(Checkpoint, RoundTripRestoresEverything) {
   ASSERT_TRUE(read.has_value());
   EXPECT_EQ(read->category_ids(), classes.category_ids());
   EXPECT_EQ(read->names(), classes.names());
+  // So do the pixels the model was trained on, which fine-tuning from it must feed too.
+  const auto stored = read_checkpoint_pixels(path);
+  ASSERT_TRUE(stored.has_value());
+  EXPECT_EQ(stored->pixels.mean, pixels.mean);
+  EXPECT_EQ(stored->pixels.std, pixels.std);
+  EXPECT_TRUE(read_checkpoint_weight_file(path).pixels->pixels.same_as(pixels));
   save_checkpoint(path, {net.get()}, p, "");
   EXPECT_FALSE(read_checkpoint_classes(path).has_value()) << "saved without classes";
+  EXPECT_FALSE(read_checkpoint_pixels(path).has_value()) << "saved without pixels";
 }
 
 // predict's category ids: the checkpoint's classes (checked against an --ann file), else the

@@ -75,6 +75,69 @@ TEST(LrSchedule, ConstantWarmupAndConstantPolicy) {
   EXPECT_DOUBLE_EQ(s.lr_at(1000), 1.0);
 }
 
+// Ultralytics' schedule, one batch per optimizer step (nominal batch 64): its own linear lf
+// (BaseTrainer._setup_scheduler, cos_lr false, run live), stepped once per epoch, and the warmup
+// of BaseTrainer._do_train: every group's lr is np.interp(ni, [0, nw], [start, lr0 * lf(epoch)]),
+// the biases starting from warmup_bias_lr and the other groups from 0. Per line: bias, weights.
+std::vector<double> ultralytics_rates(double lr0, double lrf, int epochs, int nb, int nw,
+                                      double bias_lr) {
+  testing::TempDir dir;
+  const auto script = dir.write(
+      "u.py", str("import os, tempfile, types\n"
+                  "os.environ.setdefault('YOLO_CONFIG_DIR', tempfile.mkdtemp())\n"
+                  "import numpy as np, torch\n"
+                  "from ultralytics.engine.trainer import BaseTrainer\n"
+                  "lr0, nb, nw = ",
+                  lr0, ", ", nb, ", ", nw,
+                  "\n"
+                  "t = types.SimpleNamespace(args=types.SimpleNamespace(cos_lr=False, lrf=",
+                  lrf, "), epochs=", epochs,
+                  ", optimizer=torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=lr0))\n"
+                  "BaseTrainer._setup_scheduler(t)\n"
+                  "print('rates:')\n"
+                  "for epoch in range(t.epochs):\n"
+                  "    for i in range(nb):\n"
+                  "        ni, end = i + nb * epoch, lr0 * t.lf(epoch)\n"
+                  "        if ni <= nw:\n"
+                  "            print(repr(float(np.interp(ni, [0, nw], [",
+                  bias_lr,
+                  ", end]))), repr(float(np.interp(ni, [0, nw], [0.0, end]))))\n"
+                  "        else:\n"
+                  "            print(repr(end), repr(end))\n"));
+  const auto r = testing::run_command(std::string(DETFORGE_PYTHON) + " " + script);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  std::vector<double> out;
+  // After what importing Ultralytics prints.
+  const auto start = r.output.find("rates:\n");
+  if (start == std::string::npos) return out;
+  std::istringstream in(r.output.substr(start + 7));
+  for (double v; in >> v;) out.push_back(v);
+  return out;
+}
+
+TEST(LrSchedule, LinearPerEpochWithBiasWarmupMatchesUltralytics) {
+  constexpr int kEpochs = 6, kBatches = 7, kWarmup = 17;
+  LrScheduleOptions o;
+  o.base_lr = 0.01;
+  o.warmup = WarmupType::kLinear;
+  o.warmup_steps = kWarmup;
+  o.warmup_factor = 0.0;
+  o.policy = DecayPolicy::kLinear;
+  o.min_lr_ratio = 0.01;
+  o.total_steps = kEpochs * kBatches;
+  o.decay_period = kBatches;
+  const LrSchedule s(o);
+  const std::vector<GroupRate> groups = {{1.0, 0.1}, {1.0, std::nullopt}};
+  const auto expected = ultralytics_rates(0.01, 0.01, kEpochs, kBatches, kWarmup, 0.1);
+  ASSERT_EQ(expected.size(), 2u * kEpochs * kBatches);
+  for (int64_t step = 0; step < kEpochs * kBatches; ++step) {
+    const auto lrs = s.group_lrs(step, groups);
+    EXPECT_NEAR(lrs[0], expected[2 * step], 1e-12) << "bias group, step " << step;
+    EXPECT_NEAR(lrs[1], expected[2 * step + 1], 1e-12) << "step " << step;
+    EXPECT_DOUBLE_EQ(lrs[1], s.lr_at(step));
+  }
+}
+
 TEST(LrSchedule, BadOptionsAreRefused) {
   LrScheduleOptions o;
   o.milestones = {5, 3};
@@ -83,7 +146,7 @@ TEST(LrSchedule, BadOptionsAreRefused) {
   o.base_lr = 0;
   EXPECT_THROW_WITH(LrSchedule{o}, ConfigError, "base lr must be > 0");
   EXPECT_THROW_WITH(parse_policy("step"), ConfigError,
-                    "'step' is not one of constant, multistep, cosine");
+                    "'step' is not one of constant, multistep, cosine, linear");
   EXPECT_THROW_WITH(parse_warmup("exp"), ConfigError, "'exp' is not one of none, linear, constant");
 }
 

@@ -41,9 +41,11 @@ void expect_onnx_export_matches(models::Detector& detector, const std::string& c
   const auto io_path = (dir.path() / "io.safetensors").string();
   weights::write_safetensors(io, io_path);
   const auto onnx = (dir.path() / "model.onnx").string();
-  const auto r =
-      run_command(detforge_binary() + " export --format onnx --imgsz 384,512 --config " + config +
-                  " --weights " + weights + " --python " + DETFORGE_PYTHON + " --out " + onnx);
+  // Neither --python nor DETFORGE_PYTHON, and Debian's python3 (no torch) first on PATH: the
+  // exporter runs with the Python the build was configured with, as for a user of a fresh clone.
+  const auto r = run_command("env -u DETFORGE_PYTHON PATH=/usr/bin:/bin " + detforge_binary() +
+                             " export --format onnx --imgsz 384,512 --config " + config +
+                             " --weights " + weights + " --out " + onnx);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   // onnx_check prints each output's difference: kept in the test log.
   const auto check = run_command(std::string(DETFORGE_PYTHON) + " " + DETFORGE_SOURCE_DIR +

@@ -137,6 +137,7 @@ void retinanet_spec(const ConfigNode& model, DetectorSpec& spec) {
     return std::make_shared<RetinaNetImpl>(o);
   };
   spec.size_divisibility = RetinaNetImpl::kSizeDivisibility;
+  spec.pixels = PixelNorm::imagenet();  // torchvision's GeneralizedRCNNTransform
 }
 
 }  // namespace detforge::models

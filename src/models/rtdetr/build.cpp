@@ -116,6 +116,7 @@ void rtdetr_spec(const ConfigNode& model, DetectorSpec& spec) {
     return std::make_shared<RTDetrImpl>(o);
   };
   spec.size_divisibility = RTDetrImpl::kSizeDivisibility;
+  spec.pixels = PixelNorm::unit();  // RTDetrImageProcessor: rescale only, do_normalize false
 }
 
 }  // namespace detforge::models

@@ -80,6 +80,7 @@ void yolo_spec(const ConfigNode& model, DetectorSpec& spec) {
     return std::make_shared<YoloImpl>(o);
   };
   spec.size_divisibility = YoloImpl::kSizeDivisibility;
+  spec.pixels = PixelNorm::unit();  // Ultralytics' LetterBox output divided by 255
 }
 
 }  // namespace detforge::models

@@ -21,6 +21,7 @@
 #include "ops/py_reference.h"
 #include "ops/set_matcher.h"
 #include "test_util.h"
+#include "weights/hub_config.h"
 #include "weights/state_dict.h"
 
 namespace detforge::models {
@@ -289,6 +290,11 @@ TEST_F(RTDetrParity, HubExportOpensWithFromPretrained) {
   EXPECT_LE(max_abs_diff(python.at("boxes_per_layer"), ref("boxes_per_layer")), kTol);
   EXPECT_EQ(nlohmann::json::parse(detforge::testing::read_file(out + ".labels.json")),
             (nlohmann::json{{"0", "LABEL_0"}, {"1", "LABEL_1"}, {"2", "LABEL_2"}}));
+  // Its preprocessor_config.json says the pixels the weights expect (RT-DETR's v / 255), which
+  // detforge reads back from the folder as it reads a released one.
+  const auto pixels = weights::hub_pixels(folder + "/model.safetensors");
+  ASSERT_TRUE(pixels.has_value());
+  EXPECT_TRUE(pixels->pixels.same_as(PixelNorm::unit())) << pixels->pixels.describe();
   // The same state dict written as safetensors reads back bit for bit.
   const auto back = weights::read_safetensors(folder + "/model.safetensors");
   auto m = model();
@@ -509,6 +515,30 @@ TEST(RTDetrOnnx, ExportMatchesDetforgeOnABccdImage) {
   // The case is not degenerate: the best class score varies across the queries.
   const auto best = io[1].second.sigmoid().amax(-1);
   EXPECT_GT((best.max() - best.min()).item<float>(), 0.05f) << best;
+}
+
+// preprocessor_config.json, as transformers' image processors write it: other pixels than
+// v / 255 round-trip through the file detforge writes; pixels detforge's loader cannot make are
+// refused naming the file.
+TEST(HubPixels, PreprocessorConfigRoundTripsAndOddRescalesAreRefused) {
+  detforge::testing::TempDir tmp;
+  const auto model = (tmp.path() / "model.safetensors").string();
+  EXPECT_FALSE(weights::hub_pixels(model).has_value());
+  const PixelNorm imagenet = PixelNorm::imagenet();
+  tmp.write("preprocessor_config.json",
+            weights::hub_preprocessor_config(imagenet, {0, 0, 384, 512}));
+  const auto read = weights::hub_pixels(model);
+  ASSERT_TRUE(read.has_value());
+  EXPECT_TRUE(read->pixels.same_as(imagenet)) << read->pixels.describe();
+  const auto text = detforge::testing::read_file(tmp.path() / "preprocessor_config.json");
+  EXPECT_NE(text.find("\"shortest_edge\": 384"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"do_normalize\": true"), std::string::npos) << text;
+  tmp.write("preprocessor_config.json", "{\"do_rescale\": false}");
+  EXPECT_THROW_WITH(weights::hub_pixels(model), IoError,
+                    "preprocessor_config.json: pixels rescaled by 1; detforge feeds v / 255");
+  tmp.write("preprocessor_config.json", "{\"image_mean\": [0.5, 0.5]}");
+  EXPECT_THROW_WITH(weights::hub_pixels(model), IoError,
+                    "image_mean must be 3 numbers (R, G, B), got [0.5,0.5]");
 }
 
 }  // namespace

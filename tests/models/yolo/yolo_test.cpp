@@ -288,6 +288,28 @@ TEST_F(YoloCheckpoint, ModelSaveAndTrainerCheckpointsGiveUltralyticsOutputs) {
   }
 }
 
+// An Ultralytics file says its weights expect v / 255: fine-tuning it under other pixels is
+// refused, naming the file, both pixels and the overrides that fit (the old YOLO configs fed
+// v / 255 / 255 and lost the pretrained features).
+TEST_F(YoloCheckpoint, FineTuningUnderOtherPixelsIsRefused) {
+  const auto path = dir() + "/saved.pt";
+  const auto file = weights::read_weight_file(path);
+  ASSERT_TRUE(file.pixels.has_value());
+  EXPECT_TRUE(file.pixels->pixels.same_as(PixelNorm::unit()));
+  EXPECT_EQ(file.pixels->source, "an Ultralytics model");
+  Yolo m(YoloOptions(3));
+  PretrainedOptions options;
+  options.input_pixels = PixelNorm{{0, 0, 0}, {255, 255, 255}};
+  EXPECT_THROW_WITH(load_pretrained_weights(*m, path, options), ConfigError,
+                    "model.weights: " + path +
+                        " expects pixels v / 255 (an Ultralytics model), but this run feeds v / "
+                        "255 / [255, 255, 255]");
+  EXPECT_THROW_WITH(load_pretrained_weights(*m, path, options), ConfigError,
+                    "Set data.mean=[0,0,0] data.std=[1,1,1]");
+  options.input_pixels = PixelNorm::unit();
+  EXPECT_DOUBLE_EQ(load_pretrained_weights(*m, path, options).loaded_fraction(), 1.0);
+}
+
 // Fine-tuning the 3-class checkpoint to 5 classes: backbone, neck and box branches load; the last
 // conv of each class branch keeps the new head's init (its bias prior), and the model trains.
 // model.backbone.weights: an Ultralytics yolov8n-cls checkpoint fills layers 0-8 (the backbone

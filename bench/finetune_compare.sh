@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Fine-tuning one Ultralytics-trained checkpoint in Ultralytics (its defaults) and in detforge
+# (configs/yolo/finetune_yolov8n_bccd.yaml), two seeds each, measured by one evaluator (detforge
+# predict + eval, which equal Ultralytics' predict and pycocotools: tests/tools/
+# predict_parity_test.cpp, tests/eval). docs/models.md, "Fine-tuning as Ultralytics does", has the
+# results.
+#
+#   bash bench/finetune_compare.sh [OUT_DIR] [PRETRAIN_EPOCHS] [FINETUNE_EPOCHS]
+#
+# BCCD (shared/datasets/bccd): Ultralytics trains yolov8n from scratch on the 291 training photos
+# for PRETRAIN_EPOCHS (default 12) at 512 px: the checkpoint. Both frameworks then fine-tune it
+# for FINETUNE_EPOCHS (default 6) with seeds 0 and 1, and the final EMA weights of each run are
+# evaluated on the 73 validation photos (COCO AP, AP50). About 35 min on the 2-core development
+# VM. Run from the repository root after scripts/setup.sh.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+out="$(realpath -m "${1:-runs/finetune_compare}")"
+pre_epochs="${2:-12}"
+ft_epochs="${3:-6}"
+df="$root/build/detforge"
+py="$root/.venv/bin/python"
+bccd="$root/../shared/datasets/bccd"
+mkdir -p "$out"
+
+if [[ ! -f "$out/yolo/train/data.yaml" ]]; then
+  for split in train val; do
+    "$df" convert --from coco --to yolo --ann "$bccd/annotations/instances_$split.json" \
+      --images "$bccd/images" --split "$split" --out "$out/yolo/$split"
+  done
+fi
+data="$out/bccd.yaml"
+printf 'train: %s\nval: %s\nnames: {0: Platelets, 1: RBC, 2: WBC}\n' \
+  "$out/yolo/train/images/train" "$out/yolo/val/images/val" > "$data"
+
+[[ -f "$out/pretrain/last.pt" ]] || "$py" "$root/bench/finetune_ultralytics.py" pretrain "$data" \
+  "$pre_epochs" "$out/pretrain"
+
+evaluate() {  # weights, name: detforge predict + eval on BCCD val -> $out/<name>.metrics.json
+  "$df" predict --config "$root/configs/yolo/bccd_yolov8n.yaml" "data.root=$bccd" \
+    --weights "$1" ${3:+--ema} --images "$bccd/images" \
+    --ann "$bccd/annotations/instances_val.json" --out "$out/$2.results.json"
+  "$df" eval --gt "$bccd/annotations/instances_val.json" --dt "$out/$2.results.json" \
+    --out "$out/$2.metrics.json" | head -2
+}
+
+for seed in 0 1; do
+  start=$(date +%s)
+  "$py" "$root/bench/finetune_ultralytics.py" finetune "$data" "$ft_epochs" "$out/pretrain/last.pt" \
+    "$seed" "$out/ultralytics_$seed"
+  echo "ultralytics seed $seed: $(( $(date +%s) - start )) s"
+  start=$(date +%s)
+  "$df" train --config "$root/configs/yolo/finetune_yolov8n_bccd.yaml" "data.root=$bccd" \
+    "model.weights=$out/pretrain/last.pt" "train.epochs=$ft_epochs" "seed=$seed" \
+    "data.seed=$seed" "eval.interval=0" "output_dir=$out/detforge_$seed"
+  echo "detforge seed $seed: $(( $(date +%s) - start )) s"
+  evaluate "$out/ultralytics_$seed/last.pt" "ultralytics_$seed"
+  evaluate "$out/detforge_$seed/last.ckpt" "detforge_$seed" ema
+done
+evaluate "$out/pretrain/last.pt" pretrain
+for run in pretrain ultralytics_0 ultralytics_1 detforge_0 detforge_1; do
+  "$py" -c "import json, sys; s = json.load(open(sys.argv[1])); print(sys.argv[2], 'AP %.3f AP50 %.3f' % tuple(s['stats'][:2]))" \
+    "$out/$run.metrics.json" "$run"
+done

@@ -1,0 +1,270 @@
+// detforge predict beside each family's reference run as its users run it, from the same JPEG
+// files to final boxes: Ultralytics' YOLO(path).predict, transformers' image processor + model +
+// post_process_object_detection, torchvision's RetinaNet with its own transform. The weights are
+// the references' own: trained a few steps and saved by them (tests/tools/predict_reference_*.py,
+// batch-norm statistics taken from real photos as the reference feeds them), so a detector fed
+// other pixels than its reference's gives other boxes, which each test also shows.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/errors.h"
+#include "test_util.h"
+
+namespace detforge {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::run_command;
+using testing::TempDir;
+
+struct Det {
+  std::array<double, 4> box;  // xyxy, original-image pixels
+  double score = 0;
+  int64_t label = 0;
+};
+using ImageDets = std::map<std::string, std::vector<Det>>;
+
+double iou(const std::array<double, 4>& a, const std::array<double, 4>& b) {
+  const double w = std::min(a[2], b[2]) - std::max(a[0], b[0]);
+  const double h = std::min(a[3], b[3]) - std::max(a[1], b[1]);
+  if (w <= 0 || h <= 0) return 0;
+  const double inter = w * h;
+  return inter / ((a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter);
+}
+
+// A reference's json: per image file, [x1, y1, x2, y2, score, label] rows.
+ImageDets read_reference_file(const std::string& path, std::vector<std::string>& images) {
+  const auto j = nlohmann::json::parse(testing::read_file(path));
+  images = j.at("images").get<std::vector<std::string>>();
+  ImageDets out;
+  for (const auto& [file, rows] : j.at("detections").items()) {
+    auto& dets = out[file];
+    for (const auto& r : rows)
+      dets.push_back({{r[0], r[1], r[2], r[3]}, r[4].get<double>(), r[5].get<int64_t>()});
+  }
+  return out;
+}
+
+// detforge's COCO results of predict --source on a folder of `images` (image id = position in
+// the sorted listing; without the classes of a detforge checkpoint, category id = label + 1).
+ImageDets read_results(const std::string& path, const std::vector<std::string>& images) {
+  ImageDets out;
+  for (const auto& r : nlohmann::json::parse(testing::read_file(path))) {
+    const auto b = r.at("bbox").get<std::vector<double>>();
+    out[images.at(r.at("image_id").get<size_t>())].push_back(
+        {{b[0], b[1], b[0] + b[2], b[1] + b[3]},
+         r.at("score").get<double>(),
+         r.at("category_id").get<int64_t>() - 1});
+  }
+  return out;
+}
+
+// Of each image's `top` best reference detections, the share detforge has too: a detection of
+// the same class whose box overlaps it at IoU >= 0.9 with a score within `score_tol`. `miss`
+// describes the first one it lacks.
+double matched_share(const ImageDets& ref, const ImageDets& ours, size_t top, double score_tol,
+                     std::string& miss) {
+  size_t asked = 0, found = 0;
+  for (const auto& [file, dets] : ref) {
+    const auto it = ours.find(file);
+    for (size_t i = 0; i < std::min(top, dets.size()); ++i, ++asked) {
+      const Det& d = dets[i];
+      const bool has =
+          it != ours.end() && std::any_of(it->second.begin(), it->second.end(), [&](const Det& o) {
+            return o.label == d.label && std::abs(o.score - d.score) <= score_tol &&
+                   iou(o.box, d.box) >= 0.9;
+          });
+      found += has;
+      if (!has && miss.empty()) {
+        miss = str(file, " #", i, ": label ", d.label, " score ", d.score, " box [", d.box[0], ", ",
+                   d.box[1], ", ", d.box[2], ", ", d.box[3], "]");
+      }
+    }
+  }
+  return asked ? static_cast<double>(found) / static_cast<double>(asked) : 0.0;
+}
+
+class PredictParity : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    bccd_ = testing::shared_dataset("bccd");
+    if (bccd_.empty())
+      GTEST_SKIP() << "BCCD (shared/datasets/bccd) not present beside the repository";
+  }
+
+  // The reference's output folder (run once per build, tests/test_util.h) and its detections.
+  std::string reference(const std::string& family) {
+    const auto dir = testing::cached_reference("predict_" + family,
+                                               "tools/predict_reference_" + family + ".py", true);
+    ref_ = read_reference_file(dir + "/reference.json", images_);
+    for (const auto& file : images_) fs::create_symlink(bccd_ + "/images/" + file, photos() / file);
+    return dir;
+  }
+
+  fs::path photos() const {
+    fs::create_directories(tmp_.path() / "photos");
+    return tmp_.path() / "photos";
+  }
+
+  // A config of `model_yaml` whose `data` section has `data_yaml` (BCCD's val split when it
+  // names none).
+  std::string config(const std::string& model_yaml, const std::string& data_yaml) const {
+    const bool split = data_yaml.find("  val:") != std::string::npos;
+    return tmp_.write("config.yaml", model_yaml + "data:\n  num_classes: 3\n" +
+                                         (split ? ""
+                                                : "  val: {ann: " + bccd_ +
+                                                      "/annotations/instances_val.json, images: " +
+                                                      bccd_ + "/images}\n") +
+                                         data_yaml);
+  }
+
+  // detforge predict on the photos; its detections, and its output (the log) through `log`.
+  ImageDets predict(const std::string& config, const std::string& weights,
+                    const std::string& overrides, std::string* log = nullptr) {
+    const auto out = (tmp_.path() / "results.json").string();
+    const auto r =
+        run_command(testing::detforge_binary() + " predict --config " + config + " --weights " +
+                    weights + " --source " + photos().string() + " --out " + out + " " + overrides);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    if (log) *log = r.output;
+    return r.exit_code == 0 ? read_results(out, images_) : ImageDets{};
+  }
+
+  std::string bccd_;
+  TempDir tmp_;
+  std::vector<std::string> images_;
+  ImageDets ref_;
+};
+
+constexpr size_t kTop = 20;
+
+// Ultralytics' last.pt as its trainer saved it, letterboxed to 512x384 and fed RGB / 255.
+TEST_F(PredictParity, YoloEqualsUltralyticsPredictOnItsCheckpoint) {
+  const auto dir = reference("yolo");
+  const auto cfg = config(
+      "_base_: " + std::string(DETFORGE_SOURCE_DIR) + "/configs/yolo/yolov8n.yaml" +
+          "\nmodel: {num_classes: 3, inference: {score_threshold: 0.05, nms_threshold: 0.7}}\n",
+      "  min_size: 384\n  max_size: 512\n");
+  std::string miss, log;
+  EXPECT_EQ(matched_share(ref_, predict(cfg, dir + "/last.pt", ""), kTop, 2e-3, miss), 1.0) << miss;
+
+  // The checkpoint says which pixels it expects: a config that says otherwise is named and
+  // overruled.
+  miss.clear();
+  const auto overruled = predict(cfg, dir + "/last.pt", "data.std=[255,255,255]", &log);
+  EXPECT_EQ(matched_share(ref_, overruled, kTop, 2e-3, miss), 1.0) << miss;
+  EXPECT_NE(log.find(dir + "/last.pt expects input pixels v / 255 (an Ultralytics model); the "
+                           "config says v / 255 / [255, 255, 255]: feeding the weights'"),
+            std::string::npos)
+      << log;
+
+  // The same weights as a plain state dict say nothing: the config's pixels are fed, and the
+  // double division by 255 of the old YOLO configs loses every box.
+  const auto plain = (tmp_.path() / "plain.pth").string();
+  const auto e = run_command(testing::detforge_binary() + " export --config " + cfg +
+                             " --weights " + dir + "/last.pt --out " + plain);
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  miss.clear();
+  EXPECT_EQ(matched_share(ref_, predict(cfg, plain, ""), kTop, 2e-3, miss), 1.0) << miss;
+  EXPECT_LT(matched_share(ref_, predict(cfg, plain, "data.std=[255,255,255]"), kTop, 2e-3, miss),
+            0.5);
+}
+
+// A YOLO that detforge trained (two steps from Ultralytics' last.pt on its 16 photos), exported
+// for Ultralytics (.pt) and as ONNX, gives the same detections in Ultralytics' own predict (the
+// ONNX file through onnxruntime) as detforge predict gives with the run's checkpoint.
+TEST_F(PredictParity, YoloExportsGiveDetforgesDetectionsInUltralyticsAndOnnxruntime) {
+  const auto dir = reference("yolo");
+  const auto run = (tmp_.path() / "run").string();
+  const auto cfg = config(
+      "_base_: " + std::string(DETFORGE_SOURCE_DIR) + "/configs/yolo/yolov8n.yaml\noutput_dir: " +
+          run + "\nmodel: {num_classes: 3, weights: " + dir +
+          "/last.pt, inference: {score_threshold: 0.05, nms_threshold: 0.7}}\n"
+          "train: {epochs: 1}\noptimizer: {type: sgd, lr: 0.001, momentum: 0.9}\n"
+          "schedule: {warmup_epochs: 0}\n",
+      "  format: yolo\n  train: {ann: " + dir + "/data/data.yaml}\n  val: {ann: " + dir +
+          "/data/data.yaml, split: train}\n  batch_size: 8\n  min_size: 384\n  max_size: 512\n");
+  const auto df = testing::detforge_binary();
+  const auto t = run_command(df + " train --config " + cfg);
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  const auto ckpt = run + "/last.ckpt";
+  const auto ours = predict(cfg, ckpt, "");
+  std::string photos_args;
+  for (const auto& file : images_) photos_args += " " + (photos() / file).string();
+  for (const std::string format : {"ultralytics", "onnx"}) {
+    const auto model = (tmp_.path() / (format == "onnx" ? "model.onnx" : "model.pt")).string();
+    const auto e = run_command(df + " export --config " + cfg + " --weights " + ckpt +
+                               " --format " + format + " --imgsz 384,512 --out " + model);
+    ASSERT_EQ(e.exit_code, 0) << e.output;
+    const auto out = (tmp_.path() / (format + ".json")).string();
+    testing::run_reference("tools/predict_check_ultralytics.py",
+                           model + " 512 " + out + photos_args);
+    std::vector<std::string> images;
+    const auto theirs = read_reference_file(out, images);
+    std::string miss;
+    EXPECT_EQ(matched_share(theirs, ours, kTop, 2e-3, miss), 1.0) << format << ": " << miss;
+  }
+}
+
+// transformers' save_pretrained folder: RTDetrImageProcessor (640x640, RGB / 255) + model +
+// post_process_object_detection.
+TEST_F(PredictParity, RTDetrEqualsTransformersPipelineOnItsFolder) {
+  const auto dir = reference("rtdetr");
+  const auto cfg = config(
+      "model: {type: rtdetr, num_classes: 3, backbone: {type: r18vd},\n"
+      "        encoder: {hidden_dim: 64, ffn_dim: 128, heads: 4, expansion: 0.5},\n"
+      "        decoder: {d_model: 64, ffn_dim: 128, heads: 4, layers: 3, num_queries: 40},\n"
+      "        denoising: {num_queries: 20}}\n",
+      "  fixed_size: [640, 640]\n");
+  // The two resizers round differently (PIL's bilinear in transformers, OpenCV's here: at most
+  // 1/255 apart, on 1.8% of the pixels of these photos). These barely trained weights amplify
+  // that to score differences up to 0.011, and the two-stage query selection then picks another
+  // query at its margin for a few boxes.
+  constexpr double kScoreTol = 0.02, kShare = 0.85;
+  std::string miss;
+  EXPECT_GE(
+      matched_share(ref_, predict(cfg, dir + "/hf/model.safetensors", ""), kTop, kScoreTol, miss),
+      kShare)
+      << miss;
+
+  // Without its preprocessor_config.json the file says nothing; ImageNet statistics (what
+  // detforge's RT-DETR configs fed before) give other boxes.
+  fs::create_directories(tmp_.path() / "bare");
+  const auto bare = (tmp_.path() / "bare" / "model.safetensors").string();
+  fs::copy_file(dir + "/hf/model.safetensors", bare);
+  miss.clear();
+  EXPECT_GE(matched_share(ref_, predict(cfg, bare, ""), kTop, kScoreTol, miss), kShare) << miss;
+  EXPECT_LT(
+      matched_share(
+          ref_, predict(cfg, bare, "data.mean=[0.485,0.456,0.406] data.std=[0.229,0.224,0.225]"),
+          kTop, kScoreTol, miss),
+      0.5);
+}
+
+// torchvision's state dict, resized by GeneralizedRCNNTransform (min 384, max 512) and fed
+// ImageNet statistics.
+TEST_F(PredictParity, RetinaNetEqualsTorchvisionWithItsTransform) {
+  const auto dir = reference("retinanet");
+  const auto cfg = config("_base_: " + std::string(DETFORGE_SOURCE_DIR) +
+                              "/configs/_base_/models/retinanet_r50_fpn.yaml" +
+                              "\nmodel: {num_classes: 3, backbone: {type: resnet18}}\n",
+                          "  min_size: 384\n  max_size: 512\n  resize: torchvision\n");
+  std::string miss;
+  EXPECT_EQ(matched_share(ref_, predict(cfg, dir + "/weights.pth", ""), kTop, 2e-3, miss), 1.0)
+      << miss;
+  EXPECT_LT(
+      matched_share(ref_, predict(cfg, dir + "/weights.pth", "data.mean=[0,0,0] data.std=[1,1,1]"),
+                    kTop, 2e-3, miss),
+      0.5);
+}
+
+}  // namespace
+}  // namespace detforge

@@ -1,0 +1,82 @@
+"""Ultralytics' whole inference path on weights Ultralytics trained and saved, for detforge
+predict's end-to-end parity (tests/tools/predict_parity_test.cpp).
+
+Usage: predict_reference_yolo.py OUT_DIR. Under OUT_DIR:
+  start.pt        yolov8n (3 classes) whose batch-norm statistics are those of 8 BCCD training
+                  photos fed as Ultralytics feeds them (RGB / 255, letterboxed): real statistics,
+                  so that other pixels give other results, and class biases spread so that scores
+                  are not all alike; saved with Ultralytics' Model.save();
+  last.pt         Ultralytics' own trainer on 16 BCCD training photos (YOLO labels written under
+                  data/) from start.pt, two epochs, as the trainer saves it (EMA in float16);
+  reference.json  `YOLO(last.pt).predict(imgsz=512)` on predict_reference_common.TEST_IMAGES
+                  (640x480, letterboxed to 512x384 without padding): {"images": [file, ...],
+                  "detections": {file: [[x1, y1, x2, y2, score, label], ...]}} in original-image
+                  pixels, best first.
+"""
+import os
+import shutil
+import sys
+import tempfile
+
+os.environ.setdefault("YOLO_CONFIG_DIR", tempfile.mkdtemp())
+os.environ.setdefault("YOLO_OFFLINE", "1")
+
+import cv2  # noqa: E402
+import torch  # noqa: E402
+from predict_reference_common import (TEST_IMAGES, bccd, detection_rows,  # noqa: E402
+                                      training_photos, write_reference, write_yolo_copy)
+from ultralytics import YOLO  # noqa: E402
+from ultralytics.data.augment import LetterBox  # noqa: E402
+from ultralytics.nn.tasks import DetectionModel  # noqa: E402
+
+IMGSZ = 512
+CONF, IOU, MAX_DET = 0.05, 0.7, 300
+
+
+def calibrated_model():
+    torch.manual_seed(0)
+    model = DetectionModel("yolov8n.yaml", nc=3, verbose=False)
+    with torch.no_grad():
+        for i in range(3):
+            model.model[22].cv3[i][2].bias.normal_(-3.0, 1.0)
+    letterbox = LetterBox((320, 320), auto=False)
+    images = []
+    for path in training_photos(8):
+        rgb = letterbox(image=cv2.imread(path))[..., ::-1].copy()
+        images.append(torch.from_numpy(rgb).permute(2, 0, 1).float() / 255)
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    for m in norms:
+        m.momentum = 1.0  # the running statistics become this batch's
+    model.train()
+    with torch.no_grad():
+        model(torch.stack(images))
+    for m in norms:
+        m.momentum = 0.03
+    return model.eval()
+
+
+def main():
+    out = sys.argv[1]
+    wrapper = YOLO("yolov8n.yaml")
+    wrapper.model = calibrated_model()
+    start = os.path.join(out, "start.pt")
+    wrapper.save(start)
+    data = write_yolo_copy(os.path.join(out, "data"), count=16)
+    YOLO(start).train(data=data, epochs=2, imgsz=320, batch=8, workers=0, device="cpu", seed=0,
+                      deterministic=True, val=False, plots=False, amp=False, project=out,
+                      name="train", exist_ok=True, verbose=False, optimizer="SGD", lr0=1e-3,
+                      warmup_epochs=0, mosaic=0.0)
+    weights = os.path.join(out, "last.pt")
+    shutil.copy(os.path.join(out, "train", "weights", "last.pt"), weights)
+    trained = YOLO(weights)
+    detections = {}
+    for name in TEST_IMAGES:
+        result = trained.predict(os.path.join(bccd(), "images", name), imgsz=IMGSZ, conf=CONF,
+                                 iou=IOU, max_det=MAX_DET, device="cpu", verbose=False)[0]
+        b = result.boxes
+        detections[name] = detection_rows(b.xyxy.tolist(), b.conf.tolist(), b.cls.tolist())
+    write_reference(os.path.join(out, "reference.json"), detections)
+
+
+if __name__ == "__main__":
+    main()
