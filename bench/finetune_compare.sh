@@ -10,8 +10,8 @@
 # BCCD (shared/datasets/bccd): Ultralytics trains yolov8n from scratch on the 291 training photos
 # for PRETRAIN_EPOCHS (default 12) at 512 px: the checkpoint. Both frameworks then fine-tune it
 # for FINETUNE_EPOCHS (default 6) with seeds 0 and 1, and the final EMA weights of each run are
-# evaluated on the 73 validation photos (COCO AP, AP50). About 35 min on the 2-core development
-# VM. Run from the repository root after scripts/setup.sh.
+# evaluated on the 73 validation photos (COCO AP, AP50). 38 min on the 2-core development VM
+# (the pretraining 15 min). Run from the repository root after scripts/setup.sh.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="$(realpath -m "${1:-runs/finetune_compare}")"

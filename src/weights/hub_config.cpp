@@ -15,7 +15,8 @@ namespace {
 
 using nlohmann::json;
 
-// The JSON object in `dir`/`name`; nullopt when the file does not exist.
+// The JSON text of `file` (a discarded value when it does not parse); nullopt when the file
+// cannot be opened.
 std::optional<json> read_json(const std::filesystem::path& file) {
   std::ifstream in(file);
   if (!in) return std::nullopt;
