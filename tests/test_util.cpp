@@ -53,12 +53,25 @@ CommandResult run_command(const std::string& command_line) {
 std::string detforge_binary() { return std::string(DETFORGE_BINARY_DIR) + "/detforge"; }
 
 std::string shared_dataset(const std::string& name) {
-  for (const auto& base : {std::filesystem::path(DETFORGE_SOURCE_DIR) / ".." / "shared",
-                           std::filesystem::path("/work/shared")}) {
-    const auto dir = base / "datasets" / name;
-    if (std::filesystem::exists(dir)) return std::filesystem::weakly_canonical(dir).string();
+  namespace fs = std::filesystem;
+  const char* env = std::getenv("DETFORGE_SHARED");
+  std::vector<fs::path> bases;
+  if (env && *env) {
+    bases = {env};
+  } else {
+    bases = {fs::path(DETFORGE_SOURCE_DIR) / "shared",
+             fs::path(DETFORGE_SOURCE_DIR) / ".." / "shared"};
+  }
+  for (const auto& base : bases) {
+    if (fs::exists(base / "datasets" / name))
+      return fs::weakly_canonical(base / "datasets" / name).string();
   }
   return "";
+}
+
+std::string shared_missing(const std::string& name) {
+  return "shared dataset " + name +
+         " not found ($DETFORGE_SHARED, or shared/ in or beside the repository)";
 }
 
 std::string read_file(const std::filesystem::path& path) {

@@ -48,9 +48,13 @@ CommandResult run_command(const std::string& command_line);
 /// Path of the built detforge binary.
 std::string detforge_binary();
 
-/// Path of shared/datasets/<name> (the project's shared folder sits beside the repository;
-/// /work/shared on development machines); empty if neither exists.
+/// Path of <shared>/datasets/<name>, where <shared> is $DETFORGE_SHARED when set, else the
+/// repository's shared/ or the shared/ beside the repository (the first that holds it); empty
+/// when none does. tests/tools/predict_reference_common.py follows the same rule.
 std::string shared_dataset(const std::string& name);
+/// The reason a test skips when shared_dataset(name) is empty (one text, so the suite's skip
+/// report counts them together).
+std::string shared_missing(const std::string& name);
 
 /// Reads a whole file.
 std::string read_file(const std::filesystem::path& path);

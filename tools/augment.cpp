@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "core/atomic_file.h"
 #include "core/config_node.h"
 #include "core/errors.h"
 #include "data/build.h"
@@ -76,7 +77,7 @@ void run_augment(const AugmentArgs& a) {
   lo.pipeline.total_epochs = epochs;
   const data::Pipeline pipeline = data::make_pipeline(lo);
 
-  fs::create_directories(a.out);
+  make_directories(a.out, "--out");
   std::vector<cv::Mat> drawn;
   std::vector<std::string> captions;
   int64_t dropped = 0, emptied = 0;

@@ -98,7 +98,7 @@ void export_hub_folder(const models::Detector& detector, const std::string& type
     throw ConfigError(
         str("--format hf: model.type ", type,
             " has no Hugging Face transformers layout (rtdetr has); use --format pth"));
-  std::filesystem::create_directories(out);
+  make_directories(out, "--out");
   weights::write_safetensors(state, (std::filesystem::path(out) / "model.safetensors").string());
   write_text_atomic((std::filesystem::path(out) / "config.json").string(), config);
   weights::HubResize resize{0, 0, c.resize.min_size.back(), c.resize.max_size};

@@ -18,6 +18,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "core/atomic_file.h"
 #include "core/config_node.h"
 #include "core/errors.h"
 #include "core/logging.h"
@@ -132,7 +133,7 @@ void draw(const engine::ImageInput& in, const Detections& det, const data::Categ
   draw_detections(img, det, categories, a);
   auto out = fs::path(a.draw) / in.file_name;
   out.replace_extension(".jpg");
-  fs::create_directories(out.parent_path());
+  make_directories(out.parent_path().string(), "--draw");
   if (!cv::imwrite(out.string(), img)) throw IoError(str(out.string(), ": cannot write image"));
 }
 
@@ -149,7 +150,7 @@ int64_t predict_video(const PredictArgs& a, const engine::Predictor& predictor,
   cv::VideoWriter writer;
   std::string written;
   const auto open_writer = [&](const cv::Size& size) {
-    fs::create_directories(a.draw);
+    make_directories(a.draw, "--draw");
     const auto stem = fs::path(a.draw) / fs::path(a.source).stem();
     written = stem.string() + ".mp4";
     if (writer.open(written, cv::VideoWriter::fourcc('m', 'p', '4', 'v'), fps, size)) return;

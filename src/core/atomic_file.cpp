@@ -90,4 +90,12 @@ void link_atomic(const std::string& existing, const std::string& path) {
   }
 }
 
+void make_directories(const std::string& dir, const std::string& what) {
+  std::error_code ec;
+  if (fs::is_directory(dir, ec)) return;
+  if (fs::exists(dir, ec)) throw IoError(str(what, " ", dir, ": a file, not a folder"));
+  fs::create_directories(dir, ec);
+  if (ec) throw IoError(str(what, " ", dir, ": cannot create the folder: ", ec.message()));
+}
+
 }  // namespace detforge

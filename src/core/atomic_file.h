@@ -22,6 +22,11 @@ void write_file_atomic(const std::string& path,
 /// write_file_atomic of one string.
 void write_text_atomic(const std::string& path, const std::string& text);
 
+/// Creates the folder `dir` and its parents (nothing when it exists). Throws IoError naming
+/// `what` (the key or flag `dir` came from: "output_dir", "--draw") and `dir` with the reason: a
+/// path under a regular file, a file where the folder should be, no permission, a full disk.
+void make_directories(const std::string& dir, const std::string& what);
+
 /// Makes `path` a second name of the file `existing` (same folder: a hard link, else a copy),
 /// replacing `path` atomically. Later atomic writes to either name leave the other intact.
 /// Throws IoError naming both files.

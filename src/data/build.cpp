@@ -9,6 +9,7 @@
 
 #include "core/config_node.h"
 #include "core/errors.h"
+#include "core/run_keys.h"
 #include "data/augment/keys.h"
 
 namespace fs = std::filesystem;
@@ -59,6 +60,7 @@ void read_validation(const ConfigNode& n, SplitOptions& base) {
   if (n.read("bbox_tolerance", v.bbox_tolerance) && !(v.bbox_tolerance >= 0))
     n.fail("bbox_tolerance", "must be >= 0");
   n.read("near_duplicate_iou", v.near_duplicate_iou);
+  n.read("tiny_box_px", v.tiny_box_px);
 }
 
 void read_loader(const ConfigNode& n, LoaderOptions& l) {
@@ -171,11 +173,15 @@ void read_augmentations(const ConfigNode& s, LoaderOptions& l) {
 
 }  // namespace
 
+namespace {
+
 int64_t data_num_classes(const ConfigNode& n) {
   const auto num_classes = n.required<int64_t>("num_classes");
   at_least(n, "num_classes", num_classes, 1);
   return num_classes;
 }
+
+}  // namespace
 
 DataOptions data_options(const ConfigNode& n, std::optional<int64_t> num_classes) {
   DataOptions out;
@@ -253,17 +259,9 @@ DataOptions data_options(const ConfigNode& n, std::optional<int64_t> num_classes
 TrainPreview train_preview(const Config& config) {
   const ConfigNode root = config.root();
   const ConfigNode data = root.child("data");
-  std::optional<int64_t> num_classes;
-  if (!data.has("num_classes")) {
-    if (const auto model = root.optional_child("model"))
-      num_classes = model->optional<int64_t>("num_classes");
-  }
-  auto options = data_options(data, num_classes);
+  auto options = data_options(data, read_num_classes(root));
   if (!options.train) data.fail("train", "augment draws the train split; this config has none");
-  TrainPreview preview{*options.train};
-  if (const auto train = root.optional_child("train"))
-    preview.epochs = train->get<int64_t>("epochs", 0);
-  return preview;
+  return {*options.train, read_train_epochs(root)};
 }
 
 }  // namespace detforge::data

@@ -66,25 +66,22 @@ struct DataOptions {
   std::optional<SplitOptions> val;
 };
 
-/// Reads `data.num_classes` (required, >= 1).
-int64_t data_num_classes(const ConfigNode& data);
-
-/// Reads the `data` section; `num_classes`, when given, was resolved by the caller (and
-/// `data.num_classes`, if present, already read). Throws ConfigError naming file:line and key
-/// for a missing, mistyped or unknown key (reject_unused) or a bad value (on_invalid 'dropp':
-/// allowed values listed).
+/// Reads the `data` section; `num_classes`, when given, was resolved by the caller from the whole
+/// config (core/run_keys.h, read_num_classes), else `data.num_classes` is required (>= 1). Throws
+/// ConfigError naming file:line and key for a missing, mistyped or unknown key (reject_unused) or a
+/// bad value (on_invalid 'dropp': allowed values listed).
 DataOptions data_options(const ConfigNode& data, std::optional<int64_t> num_classes = std::nullopt);
 
 /// What `detforge augment` draws: the train split of `config`'s data section and the run's
-/// train.epochs (0 when absent, so data.train.close_mosaic never applies).
+/// train.epochs (core/run_keys.h: 12 when absent, as training reads it).
 struct TrainPreview {
   SplitOptions train;
   int64_t epochs = 0;
 };
 
-/// Reads TrainPreview from `config`; the classes come from data.num_classes or else
-/// model.num_classes. Throws ConfigError (file:line) for an error in the data section or a
-/// config without data.train. The other sections are not checked (the trainer does that).
+/// Reads TrainPreview from `config`; the classes as training resolves them (read_num_classes).
+/// Throws ConfigError (file:line) for an error in the data section or a config without data.train.
+/// The other sections are not checked (the trainer does that).
 TrainPreview train_preview(const Config& config);
 
 }  // namespace detforge::data

@@ -62,11 +62,7 @@ fs::path common_dir(const CocoFile& f) {
   return common;
 }
 
-void make_dirs(const fs::path& dir) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw IoError(str(dir.string(), ": cannot create the folder: ", ec.message()));
-}
+void make_dirs(const fs::path& dir) { make_directories(dir.string(), "convert --out"); }
 
 void transfer(const fs::path& from, const fs::path& to, ImageTransfer how) {
   std::error_code ec;

@@ -11,6 +11,7 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "core/atomic_file.h"
 #include "core/errors.h"
 
 namespace fs = std::filesystem;
@@ -224,9 +225,7 @@ std::vector<SplitSummary> generate_synthetic(const SynthOptions& o) {
   if (!(o.empty_fraction >= 0 && o.empty_fraction <= 1)) {
     throw ConfigError(str("synth: --empty-fraction ", o.empty_fraction, " is outside [0, 1]"));
   }
-  std::error_code ec;
-  fs::create_directories(o.out_dir, ec);
-  if (ec) throw IoError(str("synth: cannot create ", o.out_dir, ": ", ec.message()));
+  make_directories(o.out_dir, "synth --out");
   int64_t next_ann_id = 1;
   std::vector<SplitSummary> out;
   out.push_back(write_split(o, "train", o.num_train, 1, next_ann_id));

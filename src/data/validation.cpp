@@ -141,6 +141,7 @@ const std::vector<std::pair<std::string, Severity>>& all_codes() {
       {codes::kBboxOutOfImage, Severity::kError},
       {codes::kImageCrowdOnly, Severity::kWarning},
       {codes::kLabelMissingFile, Severity::kWarning},
+      {codes::kBboxTiny, Severity::kWarning},
       {codes::kImageNoAnnotations, Severity::kInfo},
       {codes::kLabelEmpty, Severity::kInfo},
       {codes::kBboxNearDuplicate, Severity::kInfo},
@@ -292,6 +293,12 @@ std::vector<Issue> validate(const CocoFile& f, const ValidationOptions& o) {
                      b[1] + b[3], "]) is outside the ", im->width, "x", im->height,
                      " image by more than ", t, " px")));
       }
+    }
+    if (!an.iscrowd && (b[2] > 0 && b[3] > 0) && std::min(b[2], b[3]) < o.tiny_box_px) {
+      ann_issues.push_back(
+          make(codes::kBboxTiny, an.image_id, an.id, file,
+               str("bbox=", fmt_box(b), ": ", b[2] < b[3] ? "width" : "height", " under ",
+                   o.tiny_box_px, " px (data.validation.tiny_box_px)")));
     }
   }
 

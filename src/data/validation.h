@@ -49,6 +49,7 @@ constexpr const char* kBboxOutOfImage = "bbox.out_of_image";
 // Warnings: usable, but probably not what was meant.
 constexpr const char* kImageCrowdOnly = "image.crowd_only";
 constexpr const char* kLabelMissingFile = "label.missing_file";
+constexpr const char* kBboxTiny = "bbox.tiny";
 // Information.
 constexpr const char* kImageNoAnnotations = "image.no_annotations";
 constexpr const char* kLabelEmpty = "label.empty";
@@ -90,6 +91,10 @@ struct ValidationOptions {
   /// Same-category boxes of one image with IoU >= this are bbox.near_duplicate (info); <= 0
   /// turns the rule off. Default: 0.8
   double near_duplicate_iou = 0.8;
+  /// A box (not iscrowd) whose width or height is under this many pixels is bbox.tiny (warning):
+  /// usually a stray click rather than an object, and Ultralytics' augmentations drop boxes under
+  /// 2 px a side (`box_candidates`, wh_thr=2); <= 0 turns the rule off. Default: 2
+  double tiny_box_px = 2;
   /// If set, the number of categories must equal it (category.count_mismatch otherwise).
   std::optional<int64_t> num_classes;
   /// Category ids used as labels; empty = all. Annotations of other categories are

@@ -5,16 +5,17 @@
 #include <filesystem>
 #include <sstream>
 
+#include "core/atomic_file.h"
 #include "core/config_node.h"
 #include "core/errors.h"
 #include "core/logging.h"
+#include "core/run_keys.h"
 #include "core/stop_signal.h"
-#include "data/size_stats.h"
 #include "distributed/collectives.h"
 #include "distributed/dist_env.h"
+#include "engine/build_auto.h"
 #include "engine/checkpoint.h"
-#include "engine/report.h"
-#include "eval/coco_io.h"
+#include "eval/coco_eval.h"
 
 namespace fs = std::filesystem;
 
@@ -49,7 +50,6 @@ void read_train(const ConfigNode& t, const torch::Device& device, TrainerOptions
       return parse_precision(t.required<std::string>("precision"), device);
     });
   }
-  read_count(t, "epochs", o.epochs);
   read_count(t, "accumulate", o.accumulate);
   if (t.read("clip_grad_norm", o.clip_grad_norm))
     positive(t, "clip_grad_norm", o.clip_grad_norm, true);
@@ -158,6 +158,7 @@ TrainerOptions trainer_options(const ConfigNode& root, const torch::Device& devi
   TrainerOptions o;
   root.read("output_dir", o.output_dir);
   if (auto seed = root.optional<int64_t>("seed")) o.seed = static_cast<uint64_t>(*seed);
+  o.epochs = read_train_epochs(root);
   section(root, "train", [&](const ConfigNode& n) { read_train(n, device, o); });
   section(root, "optimizer", [&](const ConfigNode& n) { read_optimizer(n, o.optimizer); });
   section(root, "schedule", [&](const ConfigNode& n) { read_schedule(n, o); });
@@ -184,169 +185,6 @@ TrainerOptions trainer_options(const ConfigNode& root, const torch::Device& devi
   return o;
 }
 
-// model.num_classes and data.num_classes: either may be left out (the other gives it); both
-// given must agree.
-std::optional<int64_t> resolve_num_classes(const ConfigNode& root) {
-  const auto model = root.optional_child("model");
-  const auto data = root.optional_child("data");
-  std::optional<int64_t> from_model, from_data;
-  if (model && model->has("num_classes")) {
-    from_model = model->required<int64_t>("num_classes");
-    if (*from_model < 1) model->fail("num_classes", str(*from_model, " must be >= 1"));
-  }
-  if (data && data->has("num_classes")) from_data = data::data_num_classes(*data);
-  if (from_model && from_data && *from_model != *from_data) {
-    model->fail("num_classes",
-                str(*from_model, " but data.num_classes is ", *from_data, " (",
-                    data->where("num_classes"), "); set one of them, or both to the same value"));
-  }
-  if (!from_model && !from_data && model) {
-    model->fail("num_classes",
-                "required key is missing (give model.num_classes or data.num_classes)");
-  }
-  return from_model ? from_model : from_data;
-}
-
-bool is_auto(const std::optional<ConfigNode>& n, const std::string& key) {
-  if (!n || !n->has(key)) return false;
-  try {
-    return n->required<std::string>(key) == "auto";
-  } catch (const ConfigError&) {
-    return false;  // a list or a map: not the word auto
-  }
-}
-
-std::string fixed(double v) { return str(std::llround(v * 10) / 10.0); }
-
-// The `auto` values (data.min_size / max_size, model.anchors.base_sizes, eval.interval,
-// model.loss.class_weights) computed
-// from the training set, logged with the numbers they came from, and returned as a config where
-// they are concrete values (so the run's config.yaml holds them). Others are left as they are.
-// The instances files are read through `files`, which the loaders use afterwards.
-Config resolve_auto(const Config& config, data::DatasetFiles& files) {
-  const ConfigNode root = config.root();
-  const auto data = root.optional_child("data");
-  const auto model = root.optional_child("model");
-  const auto anchors = model ? model->optional_child("anchors") : std::nullopt;
-  const auto eval = root.optional_child("eval");
-  const auto loss = model ? model->optional_child("loss") : std::nullopt;
-  const bool input = is_auto(data, "min_size") || is_auto(data, "max_size");
-  const bool anchor_sizes = is_auto(anchors, "base_sizes");
-  const bool interval = is_auto(eval, "interval");
-  const bool class_weights = is_auto(loss, "class_weights");
-  if (!input && !anchor_sizes && !interval && !class_weights) return config;
-  const auto needs = [&](const std::string& key) {
-    return str(key, ": auto is computed from the training set; this config has no data.train");
-  };
-  std::vector<std::string> overrides;
-  if (input) {
-    if (!data || !data->optional_child("train")) root.fail("data", needs("data.min_size"));
-    // Image sizes only: any numbers in place of `auto` do.
-    const Config probe = config.with_overrides({"data.min_size=800", "data.max_size=1333"});
-    const auto options =
-        data::data_options(probe.root().child("data"), resolve_num_classes(probe.root()));
-    const auto& split = options.train->dataset;
-    const auto stats =
-        data::size_stats(files.get(split.source()), options.train->loader.transforms);
-    const auto [min_size, max_size] = data::auto_input_size(stats);
-    for (const auto& [key, value] :
-         {std::pair<std::string, int64_t>{"min_size", min_size}, {"max_size", max_size}}) {
-      if (!is_auto(data, key)) continue;
-      overrides.push_back(str("data.", key, "=", value));
-      logging::info(str("data.", key, ": auto -> ", value, " (", stats.images,
-                        " training images: median shorter side ", fixed(stats.median_short),
-                        " px, longer ", fixed(stats.median_long), " px)"));
-    }
-  }
-  if (anchor_sizes || interval || class_weights) {
-    const Config sized = config.with_overrides(overrides);
-    const ConfigNode sized_root = sized.root();
-    if (!sized_root.optional_child("data") || !sized_root.child("data").optional_child("train")) {
-      root.fail("data", needs(anchor_sizes ? "model.anchors.base_sizes"
-                              : interval   ? "eval.interval"
-                                           : "model.loss.class_weights"));
-    }
-    const auto options =
-        data::data_options(sized_root.child("data"), resolve_num_classes(sized_root));
-    const auto& split = options.train->dataset;
-    const auto& file = files.get(split.source());
-    if (anchor_sizes) {
-      auto resize = options.train->loader.transforms;
-      resize.train = false;
-      const auto stats = data::size_stats(file, resize);
-      const auto sizes = data::auto_anchor_sizes(stats);
-      std::string list;
-      for (const int64_t v : sizes) list += (list.empty() ? "" : ", ") + std::to_string(v);
-      overrides.push_back("model.anchors.base_sizes=[" + list + "]");
-      logging::info(str("model.anchors.base_sizes: auto -> [", list, "] (", stats.boxes,
-                        " training boxes at the evaluation size: sqrt(area) 5th percentile ",
-                        fixed(stats.box_p5), " px, median ", fixed(stats.box_median),
-                        " px, 99th percentile ", fixed(stats.box_p99), " px)"));
-    }
-    if (interval) {
-      const auto train_node = sized_root.optional_child("train");
-      const int64_t epochs = train_node
-                                 ? train_node->get<int64_t>("epochs", TrainerOptions{}.epochs)
-                                 : TrainerOptions{}.epochs;
-      int64_t val_images = 0;
-      if (options.val) {
-        const auto& val = options.val->dataset;
-        val_images = static_cast<int64_t>(files.get(val.source()).images.size());
-      }
-      const auto train_images = static_cast<int64_t>(file.images.size());
-      const int64_t every = data::auto_eval_interval(train_images, val_images, epochs);
-      overrides.push_back(str("eval.interval=", every));
-      logging::info(str("eval.interval: auto -> ", every, " (", train_images, " training and ",
-                        val_images, " validation images, ", epochs,
-                        " epochs: evaluation within about a tenth of the training time, at most "
-                        "about 20 evaluations)"));
-    }
-    if (class_weights) {
-      const auto& subset = split.validation.category_subset;
-      const auto categories = subset.empty() ? data::CategoryMap::from_file(file)
-                                             : data::CategoryMap::subset(file, subset);
-      const auto counts = data::class_box_counts(file, categories);
-      std::vector<double> weights;
-      try {
-        weights = data::auto_class_weights(counts);
-      } catch (const std::invalid_argument& e) {
-        loss->fail("class_weights", str("auto: ", e.what(), " (", split.annotation_file, ")"));
-      }
-      std::string list, counted;
-      for (size_t k = 0; k < weights.size(); ++k) {
-        list += str(k ? ", " : "", weights[k]);
-        counted += str(k ? ", " : "", categories.names()[k], " ", counts[k]);
-      }
-      overrides.push_back("model.loss.class_weights=[" + list + "]");
-      logging::info(str("model.loss.class_weights: auto -> [", list, "] (balanced: boxes / (",
-                        weights.size(), " classes x the class's boxes); training boxes: ", counted,
-                        ")"));
-    }
-  }
-  return config.with_overrides(overrides);
-}
-
-// plots/labels.png: what the training set's labels hold (rank 0, before the first step). A plot
-// that cannot be drawn is a warning: it must not stop the run.
-void plot_training_labels(const data::CocoFile& file, const TrainerOptions& o) {
-  LabelStats stats;
-  for (const auto& c : file.categories) stats.categories.push_back({c.id, c.name});
-  stats.images = static_cast<int64_t>(file.images.size());
-  for (const auto& a : file.annotations) {
-    if (a.iscrowd) continue;
-    stats.category_id.push_back(a.category_id);
-    stats.width.push_back(a.bbox[2]);
-    stats.height.push_back(a.bbox[3]);
-  }
-  try {
-    const auto path = plot_labels(stats, "Training labels (" + file.annotation_file + ")",
-                                  (fs::path(o.output_dir) / "plots" / "labels.png").string());
-    logging::info("label statistics of the training set: " + path);
-  } catch (const std::exception& e) {
-    logging::warn(str("plots/labels.png was not written: ", e.what()));
-  }
-}
-
 }  // namespace
 
 RunSpec read_run_spec(const Config& given, RunPurpose purpose, const DeviceEnv& env) {
@@ -362,7 +200,7 @@ RunSpec read_run_spec(const Config& given, RunPurpose purpose, const DeviceEnv& 
                                 " (use gloo or auto for CPU training)"));
   }
 
-  const auto num_classes = resolve_num_classes(root);
+  const auto num_classes = read_num_classes(root);
   const auto data_node = root.optional_child("data");
   if (data_node) spec.data = data::data_options(*data_node, num_classes);
   if (purpose == RunPurpose::kTrain && (!spec.data.train || !spec.data.val)) {
@@ -420,7 +258,7 @@ Run build_run(const RunSpec& spec) {
                                     : dist::ProcessGroup::single(run.device);
   logging::set_rank(run.pg->rank(), run.pg->world_size());
   run.resume = resolve_resume(*run.pg, o.output_dir, spec.resume);
-  fs::create_directories(o.output_dir);
+  make_directories(o.output_dir, "output_dir");
   if (o.mlperf.enabled) {
     // MLPerf's init interval covers building the model and indexing the data.
     run.mlperf = MlperfLogger((fs::path(o.output_dir) / "mlperf.log").string(), run.pg->rank(),
@@ -455,7 +293,8 @@ Run build_run(const RunSpec& spec) {
   data::SplitOptions train_split = *spec.data.train;
   train_split.loader.pipeline.total_epochs = o.epochs;  // for data.train.close_mosaic
   run.train_data = loader(train_split);
-  if (run.pg->rank() == 0) plot_training_labels(spec.files->get(train_split.dataset.source()), o);
+  if (run.pg->rank() == 0)
+    plot_training_labels(spec.files->get(train_split.dataset.source()), o.output_dir);
   run.val_data = loader(*spec.data.val);
   const auto& val = spec.data.val->dataset;
   const auto& val_file = spec.files->get(val.source());
@@ -511,37 +350,6 @@ Run build_run(const RunSpec& spec) {
   return run;
 }
 
-std::string resolve_resume(dist::ProcessGroup& pg, const std::string& output_dir,
-                           const std::string& resume) {
-  const fs::path dir(output_dir);
-  const std::string last = (dir / "last.ckpt").string();
-  const bool has_last = fs::exists(last);
-  const bool has_metrics = fs::exists(dir / "metrics.jsonl");
-  // One all-reduce: whether any rank sees each file, and whether any rank misses last.ckpt.
-  const auto seen = dist::any_true(pg, {has_last, !has_last, has_metrics}, "run directory check");
-  if (seen[0] && seen[1]) {
-    throw DistError(str(pg.where(), " ", last, " exists for some ranks but not for others (here: ",
-                        has_last ? "yes" : "no",
-                        "): on several nodes output_dir must be a folder every node shares"));
-  }
-  if (resume == "auto") {
-    if (seen[0]) {
-      logging::info(str("--resume auto: resuming from ", last));
-      return last;
-    }
-    logging::info(str("--resume auto: no ", last, " yet; starting a new run"));
-    return "";
-  }
-  if (resume.empty() && (seen[0] || seen[2])) {
-    throw ConfigError(str("output_dir ", output_dir, " already holds a run (",
-                          seen[0] ? "last.ckpt" : "", seen[0] && seen[2] ? ", " : "",
-                          seen[2] ? "metrics.jsonl" : "",
-                          "); a new run there would overwrite its checkpoints. Continue it with "
-                          "--resume auto, or give a new directory: output_dir=..."));
-  }
-  return resume;
-}
-
 TrainResult train(const Config& config, const std::string& resume, const TrainHooks& hooks) {
   const auto dist_env = dist::DistEnv::from_env();
   const auto env =
@@ -554,23 +362,6 @@ TrainResult train(const Config& config, const std::string& resume, const TrainHo
   Run run = build_run(spec);
   spec.files.reset();  // the datasets and the evaluator hold what they need of the files
   return train_run(run, run.resume, hooks);
-}
-
-eval::GroundTruthSet ground_truth(const data::CocoFile& file) {
-  eval::GroundTruthSet gt;
-  for (const auto& im : file.images) gt.image_ids.push_back(im.id);
-  for (const auto& c : file.categories) gt.categories.push_back({c.id, c.name});
-  for (size_t i = 0; i < file.annotations.size(); ++i) {
-    const auto& a = file.annotations[i];
-    if (!a.area) {
-      throw DataError(str("[data:ann.missing_key] ", file.annotation_file, " ann_id=", a.id,
-                          " image_id=", a.image_id,
-                          ": no 'area' (COCO area ranges are tested on it)"));
-    }
-    gt.annotations.push_back({a.id, a.image_id, a.category_id, a.bbox[0], a.bbox[1], a.bbox[2],
-                              a.bbox[3], *a.area, a.iscrowd});
-  }
-  return gt;
 }
 
 }  // namespace detforge::engine

@@ -15,6 +15,7 @@
 #include "data/loader.h"
 #include "distributed/dist_env.h"
 #include "engine/device.h"
+#include "engine/run_files.h"
 #include "engine/trainer.h"
 #include "models/build.h"
 
@@ -63,27 +64,9 @@ RunSpec read_run_spec(const Config& config, RunPurpose purpose, const DeviceEnv&
 /// (printed) and the schedule.
 Run build_run(const RunSpec& spec);
 
-/// What `resume` means for a run writing to `output_dir`, decided on every rank alike (a
-/// collective on `pg`):
-/// - "auto": output_dir/last.ckpt when it exists (logged "resuming from ..."), else "" (logged
-///   "starting a new run");
-/// - "": "" when output_dir holds no run; a ConfigError offering `--resume auto` or a new
-///   output_dir when it holds last.ckpt or metrics.jsonl (a new run would overwrite one and
-///   append to the other);
-/// - a path: that path.
-/// Throws DistError when last.ckpt exists for some ranks only (output_dir not shared by the
-/// nodes).
-std::string resolve_resume(dist::ProcessGroup& pg, const std::string& output_dir,
-                           const std::string& resume);
-
 /// read_run_spec(kTrain) for this process's launcher environment, build_run(), train_run().
 /// `resume` as RunSpec::resume.
 TrainResult train(const Config& config, const std::string& resume = "",
                   const TrainHooks& hooks = {});
-
-/// The evaluation ground truth of an instances file the data pipeline has read: what
-/// eval::load_ground_truth() returns for the same file (ids, categories, boxes, `area`,
-/// crowd flags, file order). Throws DataError naming the annotation for a missing `area`.
-eval::GroundTruthSet ground_truth(const data::CocoFile& file);
 
 }  // namespace detforge::engine

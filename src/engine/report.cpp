@@ -90,7 +90,7 @@ void pr_panel(plot::Axes& ax, const eval::Accumulated& acc, bool iou_range,
   ax.ylabel = "precision";
   ax.xlim = std::make_pair(0.0, 1.0);
   ax.ylim = std::make_pair(0.0, 1.0);
-  ax.legend = "lower left";
+  ax.legend = "outside";
   const size_t classes = curves.size() - 1;
   for (size_t k = 0; k < classes; ++k) {
     const auto& c = curves[k];
@@ -200,7 +200,7 @@ std::string plot_labels(const LabelStats& stats, const std::string& title,
     }
   }
   fs::path p(path);
-  if (p.has_parent_path()) fs::create_directories(p.parent_path());
+  if (p.has_parent_path()) make_directories(p.parent_path().string(), "plot folder");
   fig.save(path);
   return path;
 }
@@ -209,7 +209,7 @@ EvaluationPlots plot_evaluation(const eval::GroundTruthSet& gt,
                                 const std::vector<eval::Detection>& detections,
                                 const std::string& dir, const std::string& suffix,
                                 const eval::ConfusionOptions& options) {
-  fs::create_directories(dir);
+  make_directories(dir, "plot folder");
   EvaluationPlots out;
   const auto cm = eval::confusion_matrix(gt, detections, options);
   const auto names = class_names(gt.categories, cm.category_ids);
@@ -220,7 +220,7 @@ EvaluationPlots plot_evaluation(const eval::GroundTruthSet& gt,
 
   const auto acc = eval::evaluate(gt, detections);
   const auto curve_names = class_names(gt.categories, acc.params.category_ids);
-  plot::Figure fig(2, 1, 520, 480);
+  plot::Figure fig(2, 1, 680, 480);
   pr_panel(fig.at(0, 0), acc, false, curve_names);
   pr_panel(fig.at(1, 0), acc, true, curve_names);
   out.pr_curves_png = (fs::path(dir) / ("pr_curves" + suffix + ".png")).string();

@@ -1,7 +1,8 @@
 // The training loop over a built Run (engine/build.h turns a config into one): gradient
 // accumulation and clipping, AMP, EMA, a non-finite guard decided by all ranks together,
-// evaluation of live and EMA weights, best/last checkpoints that resume exactly, metrics.jsonl
-// and MLPerf logs. Knows nothing of YAML or of any detector family.
+// evaluation of live and EMA weights, best/last checkpoints that resume exactly. What the run
+// writes besides checkpoints (metrics.jsonl, TensorBoard, the MLPerf log, plots) are observers
+// of the loop (engine/observer.h). Knows nothing of YAML or of any detector family.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +18,7 @@
 #include "engine/amp.h"
 #include "engine/ema.h"
 #include "engine/mlperf_log.h"
+#include "engine/observer.h"
 #include "engine/optim.h"
 #include "engine/schedule.h"
 #include "eval/coco_evaluator.h"
@@ -111,6 +113,9 @@ struct TrainResult {
 struct TrainHooks {
   /// After each forward, before the losses are reduced: may change the terms (fault injection).
   std::function<void(LossDict& losses, int64_t step)> after_forward;
+  /// Called after the run's standard observers (engine/observers/observers.h), with the same
+  /// events.
+  std::vector<std::shared_ptr<RunObserver>> observers;
 };
 
 /// Everything a training run is made of, built by engine/build.h (build_run) from a config.

@@ -121,19 +121,30 @@ void draw_frame(cairo_t* cr, const Axes& ax, const Mapping& m, bool grid, double
        -M_PI / 2);
 }
 
-void draw_legend(cairo_t* cr, const Axes& ax, const Mapping& m) {
+std::vector<const Line*> legend_entries(const Axes& ax) {
   std::vector<const Line*> entries;
   for (const auto& l : ax.lines) {
     if (l.in_legend && !l.label.empty()) entries.push_back(&l);
   }
-  if (entries.empty()) return;
+  return entries;
+}
+
+// The legend box's width: its widest label, the sample line and the padding.
+double legend_width(cairo_t* cr, const std::vector<const Line*>& entries) {
   font(cr, kFontSize - 1);
   double width = 0;
   for (const auto* l : entries) width = std::max(width, text_width(cr, l->label));
-  const double row = 15, box_w = width + 38, box_h = row * entries.size() + 8;
+  return width + 38;
+}
+
+void draw_legend(cairo_t* cr, const Axes& ax, const Mapping& m) {
+  const auto entries = legend_entries(ax);
+  if (entries.empty()) return;
+  const double row = 15, box_w = legend_width(cr, entries), box_h = row * entries.size() + 8;
+  const bool outside = ax.legend == "outside";
   const bool right = ax.legend.find("right") != std::string::npos;
-  const bool upper = ax.legend.find("upper") != std::string::npos;
-  const double bx = right ? m.x0 + m.w - box_w - 6 : m.x0 + 6;
+  const bool upper = outside || ax.legend.find("upper") != std::string::npos;
+  const double bx = outside ? m.x0 + m.w + 10 : right ? m.x0 + m.w - box_w - 6 : m.x0 + 6;
   const double by = upper ? m.y0 + 6 : m.y0 + m.h - box_h - 6;
   cairo_set_source_rgba(cr, 1, 1, 1, 0.85);
   cairo_rectangle(cr, bx, by, box_w, box_h);
@@ -304,19 +315,38 @@ void draw_heatmap(cairo_t* cr, const Axes& ax, double x0, double y0, double w, d
   cairo_stroke(cr);
   column_labels(cr, hm.col_labels, x0, cw, y0 + h + 6);
   font(cr, kFontSize - 2);
-  for (size_t r = 0; r < rows; ++r) text(cr, hm.row_labels[r], x0 - 5, y0 + (r + 0.5) * ch, 1, 0.5);
+  double widest = 0;
+  for (size_t r = 0; r < rows; ++r) {
+    text(cr, hm.row_labels[r], x0 - 5, y0 + (r + 0.5) * ch, 1, 0.5);
+    widest = std::max(widest, text_width(cr, hm.row_labels[r]));
+  }
   font(cr, kFontSize);
   text(cr, ax.xlabel, x0 + w / 2, y0 + h + 6 + 40, 0.5, 0);
-  text(cr, ax.ylabel, x0 - 58, y0 + h / 2, 0.5, 0, -M_PI / 2);
+  // Left of the widest row label (draw_axes left that much room).
+  text(cr, ax.ylabel, x0 - 5 - widest - 20, y0 + h / 2, 0.5, 0, -M_PI / 2);
+}
+
+// The room left of a heatmap: its row labels and the axis title beside them.
+double heatmap_left(cairo_t* cr, const Heatmap& hm) {
+  font(cr, kFontSize - 2);
+  double widest = 0;
+  for (const auto& label : hm.row_labels) widest = std::max(widest, text_width(cr, label));
+  return std::max(kLeft + 28, widest + 5 + 20 + kFontSize + 8);
 }
 
 void draw_axes(cairo_t* cr, const Axes& ax, double x, double y, double w, double h) {
   font(cr, kTitleSize, true);
   set_colour(cr, kBlack);
   text(cr, ax.title, x + w / 2, y + 12, 0.5, 0);
-  // Heatmaps need room for upright column labels and long row labels.
-  const double left = ax.heatmap ? kLeft + 28 : kLeft, bottom = ax.heatmap ? kBottom + 30 : kBottom;
-  const double ax0 = x + left, ay0 = y + kTop, aw = w - left - kRight, ah = h - kTop - bottom;
+  // Heatmaps need room for upright column labels and long row labels; a legend outside, for
+  // itself.
+  const double left = ax.heatmap ? heatmap_left(cr, *ax.heatmap) : kLeft;
+  const double bottom = ax.heatmap ? kBottom + 30 : kBottom;
+  const auto entries = legend_entries(ax);
+  const double right = ax.legend == "outside" && !ax.heatmap && !ax.bars && !entries.empty()
+                           ? kRight + legend_width(cr, entries) + 4
+                           : kRight;
+  const double ax0 = x + left, ay0 = y + kTop, aw = w - left - right, ah = h - kTop - bottom;
   if (ax.heatmap) {
     draw_heatmap(cr, ax, ax0, ay0, aw, ah);
   } else if (ax.bars) {

@@ -74,7 +74,8 @@ struct Axes {
   std::vector<Line> lines;
   std::optional<Bars> bars;
   std::optional<Heatmap> heatmap;
-  /// Legend corner: "upper right" (default), "lower left", "upper left", "lower right".
+  /// Legend corner: "upper right" (default), "lower left", "upper left", "lower right"; or
+  /// "outside": right of the panel, which narrows the plot to make room, so no curve is covered.
   std::string legend = "upper right";
   /// Vertical reference lines (x, label), dotted grey, labelled at the top.
   std::vector<std::pair<double, std::string>> vlines;

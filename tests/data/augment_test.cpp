@@ -489,7 +489,7 @@ TEST(AugmentConfig, EveryTransformFileIsListed) {
 
 TEST(AugmentLoader, BatchesCountDroppedBoxesAndEmptiedImages) {
   const std::string root = testing::shared_dataset("bccd");
-  if (root.empty()) GTEST_SKIP() << "shared/datasets/bccd not found";
+  if (root.empty()) GTEST_SKIP() << detforge::testing::shared_missing("bccd");
   auto o = parse(R"(data:
   root: )" + root +
                  R"(
@@ -614,7 +614,7 @@ TEST(Truncation, LintAndDatasetNameTheImage) {
 // BCCD's statistics at 320 / 427 (a 2/3 scale), against numpy computing the same from the json.
 TEST(SizeStats, MatchNumpyOnBccd) {
   const std::string root = testing::shared_dataset("bccd");
-  if (root.empty()) GTEST_SKIP() << "shared/datasets/bccd not found";
+  if (root.empty()) GTEST_SKIP() << detforge::testing::shared_missing("bccd");
   const std::string ann = root + "/annotations/instances_train.json";
   TransformOptions resize;
   resize.min_size = {320};

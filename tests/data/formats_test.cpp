@@ -56,7 +56,7 @@ std::vector<const Issue*> with_code(const std::vector<Issue>& issues, const std:
 }
 
 TEST(Formats, BccdConvertedToYoloAndVocGivesTheSameBatches) {
-  if (bccd().empty()) GTEST_SKIP() << "BCCD not present beside the repository";
+  if (bccd().empty()) GTEST_SKIP() << detforge::testing::shared_missing("bccd");
   TempDir tmp;
   convert_bccd(tmp.path() / "yolo", DatasetFormat::kYolo);
   convert_bccd(tmp.path() / "voc", DatasetFormat::kVoc);
@@ -101,7 +101,7 @@ TEST(Formats, BccdConvertedToYoloAndVocGivesTheSameBatches) {
 }
 
 TEST(Formats, ConvertingBackGivesTheCocoFileAgain) {
-  if (bccd().empty()) GTEST_SKIP() << "BCCD not present beside the repository";
+  if (bccd().empty()) GTEST_SKIP() << detforge::testing::shared_missing("bccd");
   TempDir tmp;
   convert_bccd(tmp.path() / "voc", DatasetFormat::kVoc);
   const CocoFile original = bccd_split("val");
@@ -128,7 +128,7 @@ TEST(Formats, ConvertingBackGivesTheCocoFileAgain) {
 }
 
 TEST(Formats, YoloReadAsUltralyticsReadsIt) {
-  if (bccd().empty()) GTEST_SKIP() << "BCCD not present beside the repository";
+  if (bccd().empty()) GTEST_SKIP() << detforge::testing::shared_missing("bccd");
   TempDir tmp;
   convert_bccd(tmp.path(), DatasetFormat::kYolo);
   const std::string yaml = (tmp.path() / "data.yaml").string();

@@ -336,7 +336,7 @@ TEST(Collate, LastLineCheckNamesImageValueAndRange) {
 }
 
 TEST(Collate, PinnedWhenCuda) {
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA";
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   Sample s;
   s.image = cv::Mat(20, 30, CV_8UC3, cv::Scalar::all(1));
   s.original_size = s.image_size = {20, 30};
@@ -404,7 +404,7 @@ TEST(DataConfig, ShippedDatasetConfigsParse) {
   std::shared_ptr<DataLoader> loader;
   if (present) loader = build_loader(*bccd.val, 0, 1);
   fs::current_path(before);
-  if (!present) GTEST_SKIP() << "BCCD not present beside the repository";
+  if (!present) GTEST_SKIP() << detforge::testing::shared_missing("bccd");
   EXPECT_EQ(loader->dataset().size(), 73);
   EXPECT_EQ(loader->dataset().categories().names(),
             (std::vector<std::string>{"Platelets", "RBC", "WBC"}));

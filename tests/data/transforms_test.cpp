@@ -249,7 +249,7 @@ TEST(Transforms, NormalizeWritesRgbChwIntoPaddedBuffer) {
 // float resize computes source positions in double and differs by up to 3e-5.)
 TEST(TransformsParity, TorchvisionResizeModeEqualsTorchvisionOnRealJpegs) {
   const std::string root = testing::shared_dataset("bccd");
-  if (root.empty()) GTEST_SKIP() << "shared/datasets/bccd not found";
+  if (root.empty()) GTEST_SKIP() << detforge::testing::shared_missing("bccd");
   struct Case {
     const char* file;
     int64_t min_size, max_size;

@@ -139,7 +139,9 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"json_bad_field.json", codes::kJsonBadField, 3, std::nullopt, std::nullopt},
         Case{"image_no_annotations.json", codes::kImageNoAnnotations, 1, 2, std::nullopt},
         Case{"image_crowd_only.json", codes::kImageCrowdOnly, 1, 2, std::nullopt},
-        Case{"bbox_near_duplicate.json", codes::kBboxNearDuplicate, 1, 2, 12}),
+        Case{"bbox_near_duplicate.json", codes::kBboxNearDuplicate, 1, 2, 12},
+        // A 1x1 px box warns; a 2x2 px box and a crowd region of any size do not.
+        Case{"bbox_tiny.json", codes::kBboxTiny, 1, 2, 11}),
     [](const ::testing::TestParamInfo<Case>& info) {
       std::string n = info.param.fixture;
       n = n.substr(0, n.find('.'));
@@ -359,7 +361,7 @@ TEST(Lint, BrokenSetHitsEveryCode) {
 // 00013 (val); 1131 boxes touch the border; RBC is absent from 15 images.
 TEST(Lint, BccdIsCleanAndReportsItsKnownAnomalies) {
   const std::string root = testing::shared_dataset("bccd");
-  if (root.empty()) GTEST_SKIP() << "shared/datasets/bccd not present beside the repository";
+  if (root.empty()) GTEST_SKIP() << detforge::testing::shared_missing("bccd");
   std::set<std::string> near_files;
   int64_t touching = 0, rbc_absent = 0;
   for (const std::string split : {"train", "val"}) {

@@ -203,6 +203,64 @@ TEST_F(TrainerTest, AccumulateStepsOncePerNBatchesOnTheMeanLoss) {
     EXPECT_TRUE(torch::equal(manual[i].second.detach(), trained[i])) << manual[i].first;
 }
 
+// The loop's events reach an observer given through TrainHooks, in order, with the numbers the
+// run logs; an observer that reports its goal reached ends the run after that epoch.
+TEST_F(TrainerTest, ObserversSeeTheLoopsEventsAndMayEndTheRun) {
+  struct Recorder : RunObserver {
+    std::vector<std::string> events;
+    std::map<int64_t, double> losses;
+    std::map<std::string, double> ap;
+    void on_run_start() override { events.push_back("start"); }
+    void on_epoch_start(int64_t e) override { events.push_back(str("epoch ", e)); }
+    void on_step(const StepEvent& e) override {
+      events.push_back(str("step ", e.step));
+      losses[e.step] = e.loss;
+    }
+    void on_epoch_trained(const EpochTrainedEvent& e) override {
+      events.push_back(str("trained ", e.epoch, " at ", e.step));
+    }
+    void on_evaluation_start(int64_t e) override { events.push_back(str("eval ", e)); }
+    void on_evaluation(const EvalEvent& e) override {
+      events.push_back(e.weights);
+      ap[e.weights] = e.metrics.at("AP");
+    }
+    bool on_epoch_end(const EpochEndEvent& e) override {
+      events.push_back(str("end ", e.epoch, e.evaluated ? " evaluated" : ""));
+      return e.evaluated;
+    }
+    void on_run_end(const RunEndEvent& e) override {
+      events.push_back(
+          str("run end ", e.epochs_done, " ", e.steps_done, e.reached_target ? " target" : ""));
+    }
+  };
+  auto recorder = std::make_shared<Recorder>();
+  TrainHooks hooks;
+  hooks.observers.push_back(recorder);
+  const auto out = dir_.path() / "observed";
+  const auto r =
+      train(config(out, {"train.epochs=4", "eval.interval=2", "train.log_interval=2"}), "", hooks);
+  EXPECT_TRUE(r.reached_target);
+  EXPECT_EQ(r.epochs_done, 2);
+  const std::vector<std::string> expected = {
+      "start",  "epoch 0", "step 2", "step 4",          "trained 0 at 4",
+      "end 0",  "epoch 1", "step 6", "step 8",          "trained 1 at 8",
+      "eval 1", "live",    "ema",    "end 1 evaluated", "run end 2 8 target"};
+  EXPECT_EQ(recorder->events, expected);
+  // The same numbers as metrics.jsonl's records.
+  std::istringstream lines(testing::read_file(out / "metrics.jsonl"));
+  int train_records = 0;
+  for (std::string line; std::getline(lines, line);) {
+    const auto record = nlohmann::json::parse(line);
+    if (record["type"] == "train") {
+      ++train_records;
+      EXPECT_EQ(record["loss"].get<double>(), recorder->losses.at(record["step"].get<int64_t>()));
+    } else if (record["type"] == "eval") {
+      EXPECT_EQ(record["AP"].get<double>(), recorder->ap.at(record["weights"].get<std::string>()));
+    }
+  }
+  EXPECT_EQ(train_records, 4);
+}
+
 TEST_F(TrainerTest, NonFiniteLossSkipsTheStepOnly) {
   TrainHooks hooks;
   int calls = 0;
@@ -612,6 +670,30 @@ TEST_F(TrainerTest, BadRunsFailWithClearMessages) {
   EXPECT_THROW_WITH(
       train(config(dir_.path() / "c", {"model.num_classes=4"})), ConfigError,
       "<command line> model.num_classes: 4 but data.num_classes is 3 (trainer_test.yaml:6)");
+
+  // A folder to write that lies under a regular file: an io error naming the flag and the path,
+  // from every command that writes one.
+  const auto under = dir_.write("blocker", "a file") + "/sub";
+  const std::string ckpt = (base / "last.ckpt").string();
+  const std::string predict = df + " predict --config " + cfg + " --weights " + ckpt +
+                              " --images " + (data_dir() / "val").string() + " --out ";
+  const std::vector<std::pair<std::string, std::string>> writers = {
+      {df + " train -c " + cfg + " output_dir=" + under, "output_dir " + under},
+      {predict + (dir_.path() / "p.json").string() + " --draw " + under, "--draw " + under},
+      {predict + under + "/p.json", under + "/p.json"},
+      {df + " augment -c " + cfg + " --n 1 --out " + under, "--out " + under},
+      {df + " export --config " + cfg + " --weights " + ckpt + " --out " + under + "/w.pth",
+       under + "/w.pth"},
+      {df + " eval --gt " + (data_dir() / "annotations" / "instances_val.json").string() +
+           " --dt " + (base / "results_live.json").string() + " --plots " + under,
+       "plot folder " + under}};
+  for (const auto& [command, named] : writers) {
+    r = testing::run_command(command);
+    EXPECT_EQ(r.exit_code, static_cast<int>(ExitCode::kIo)) << command << "\n" << r.output;
+    EXPECT_NE(r.output.find("io error: "), std::string::npos) << command << "\n" << r.output;
+    EXPECT_NE(r.output.find(named), std::string::npos) << command << "\n" << r.output;
+    EXPECT_EQ(r.output.find("internal error"), std::string::npos) << command << "\n" << r.output;
+  }
 }
 
 // `detforge augment` draws the train split through its pipeline: the requested number of samples

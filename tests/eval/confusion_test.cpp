@@ -48,7 +48,7 @@ class ConfusionTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const auto bccd = detforge::testing::shared_dataset("bccd");
-    if (bccd.empty()) GTEST_SKIP() << "shared/datasets/bccd not found";
+    if (bccd.empty()) GTEST_SKIP() << detforge::testing::shared_missing("bccd");
     gt_path_ = bccd + "/annotations/instances_val.json";
     gt_ = load_ground_truth(gt_path_);
     // Written and read back, so both sides score the same (float32-rounded) boxes.

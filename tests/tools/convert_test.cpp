@@ -33,7 +33,7 @@ void convert_bccd(const std::string& bccd, const fs::path& out, const std::strin
 
 TEST(Cli, ConvertsBccdToYoloAndVocThenLintsAndTrainsOnThem) {
   const std::string bccd = testing::shared_dataset("bccd");
-  if (bccd.empty()) GTEST_SKIP() << "BCCD not present beside the repository";
+  if (bccd.empty()) GTEST_SKIP() << detforge::testing::shared_missing("bccd");
   TempDir dir;
   convert_bccd(bccd, dir.path() / "yolo", "yolo");
   convert_bccd(bccd, dir.path() / "voc", "voc");

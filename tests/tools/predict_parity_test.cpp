@@ -96,8 +96,7 @@ class PredictParity : public ::testing::Test {
  protected:
   void SetUp() override {
     bccd_ = testing::shared_dataset("bccd");
-    if (bccd_.empty())
-      GTEST_SKIP() << "BCCD (shared/datasets/bccd) not present beside the repository";
+    if (bccd_.empty()) GTEST_SKIP() << detforge::testing::shared_missing("bccd");
   }
 
   // The reference's output folder (run once per build, tests/test_util.h) and its detections.

@@ -11,13 +11,16 @@ TEST_IMAGES = ["BloodImage_00004.jpg", "BloodImage_00113.jpg", "BloodImage_00265
 
 
 def bccd():
-    """shared/datasets/bccd beside the repository (tests/test_util.cpp's shared_dataset rule)."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    for root in (os.path.join(here, "..", "..", "..", "shared"), "/work/shared"):
+    """$DETFORGE_SHARED/datasets/bccd, else shared/ beside the repository (tests/test_util.cpp's
+    shared_dataset rule)."""
+    repo = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    env = os.environ.get("DETFORGE_SHARED")
+    roots = [env] if env else [os.path.join(repo, "shared"), os.path.join(repo, "..", "shared")]
+    for root in roots:
         path = os.path.normpath(os.path.join(root, "datasets", "bccd"))
         if os.path.isdir(path):
             return path
-    raise SystemExit("shared/datasets/bccd not found beside the repository")
+    raise SystemExit(f"datasets/bccd not found in {roots} (set DETFORGE_SHARED)")
 
 
 def coco_split(split):

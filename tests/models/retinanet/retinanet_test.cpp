@@ -453,7 +453,8 @@ TEST(RetinaNetGuards, SkippedImageLeavesTheNormaliserCorrect) {
 // decoded boxes within 1e-4 of each box's size. A model torchvision cannot build is refused,
 // naming the key.
 TEST_F(RetinaNetParity, OnnxExportMatchesDetforgeOnABccdImage) {
-  if (detforge::testing::shared_dataset("bccd").empty()) GTEST_SKIP() << "no shared/datasets/bccd";
+  if (detforge::testing::shared_dataset("bccd").empty())
+    GTEST_SKIP() << detforge::testing::shared_missing("bccd");
   auto model = model_for(cases()[3]);
   const auto config = scratch("onnx_r18_v2.yaml");
   std::ofstream(config)

@@ -22,10 +22,10 @@ IMAGE = "BloodImage_00003.jpg"
 
 
 def bccd_image():
-    here = os.path.dirname(os.path.abspath(__file__))
-    root = os.path.join(here, "..", "..", "..", "..", "shared", "datasets", "bccd", "images")
-    if not os.path.isdir(root):
-        root = "/work/shared/datasets/bccd/images"
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+    from predict_reference_common import bccd
+
+    root = os.path.join(bccd(), "images")
     rgb = Image.open(os.path.join(root, IMAGE)).convert("RGB").resize((512, 384))
     return torch.from_numpy(np.asarray(rgb).copy()).permute(2, 0, 1)[None].float() / 255
 

@@ -499,7 +499,8 @@ TEST(RTDetr, UnmatchablePredictionsMakeEveryTermNonFiniteForTheGuard) {
 // two runtimes' float32 arithmetic through three decoder layers, not the export; the boxes agree
 // to 2.4e-7.
 TEST(RTDetrOnnx, ExportMatchesDetforgeOnABccdImage) {
-  if (detforge::testing::shared_dataset("bccd").empty()) GTEST_SKIP() << "no shared/datasets/bccd";
+  if (detforge::testing::shared_dataset("bccd").empty())
+    GTEST_SKIP() << detforge::testing::shared_missing("bccd");
   const auto weights = detforge::testing::cached_reference(
                            "rtdetr_onnx", "models/rtdetr/onnx_reference.py", /*is_dir=*/true) +
                        "/weights.pth";

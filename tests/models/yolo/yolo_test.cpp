@@ -485,7 +485,8 @@ TEST(Yolo, DistancesBeyondRegMaxAreClampedAndCounted) {
 // `detforge export --format onnx` runs Ultralytics' own exporter on the --format ultralytics
 // checkpoint: onnxruntime on a BCCD image gives detforge's decoded output0.
 TEST_F(YoloParity, OnnxExportMatchesDetforgeOnABccdImage) {
-  if (detforge::testing::shared_dataset("bccd").empty()) GTEST_SKIP() << "no shared/datasets/bccd";
+  if (detforge::testing::shared_dataset("bccd").empty())
+    GTEST_SKIP() << detforge::testing::shared_missing("bccd");
   detforge::testing::TempDir tmp;
   const auto config = tmp.write("n.yaml", "model: {type: yolo, num_classes: 3, scale: n}\n");
   auto m = model();

@@ -1,0 +1,128 @@
+// The `auto` config values, computed from the training set.
+#include "engine/build_auto.h"
+
+#include <cmath>
+
+#include "core/config_node.h"
+#include "core/errors.h"
+#include "core/logging.h"
+#include "core/run_keys.h"
+#include "data/build.h"
+#include "data/size_stats.h"
+
+namespace detforge::engine {
+namespace {
+
+bool is_auto(const std::optional<ConfigNode>& n, const std::string& key) {
+  if (!n || !n->has(key)) return false;
+  try {
+    return n->required<std::string>(key) == "auto";
+  } catch (const ConfigError&) {
+    return false;  // a list or a map: not the word auto
+  }
+}
+
+std::string fixed(double v) { return str(std::llround(v * 10) / 10.0); }
+
+}  // namespace
+
+Config resolve_auto(const Config& config, data::DatasetFiles& files) {
+  const ConfigNode root = config.root();
+  const auto data = root.optional_child("data");
+  const auto model = root.optional_child("model");
+  const auto anchors = model ? model->optional_child("anchors") : std::nullopt;
+  const auto eval = root.optional_child("eval");
+  const auto loss = model ? model->optional_child("loss") : std::nullopt;
+  const bool input = is_auto(data, "min_size") || is_auto(data, "max_size");
+  const bool anchor_sizes = is_auto(anchors, "base_sizes");
+  const bool interval = is_auto(eval, "interval");
+  const bool class_weights = is_auto(loss, "class_weights");
+  if (!input && !anchor_sizes && !interval && !class_weights) return config;
+  const auto needs = [&](const std::string& key) {
+    return str(key, ": auto is computed from the training set; this config has no data.train");
+  };
+  std::vector<std::string> overrides;
+  if (input) {
+    if (!data || !data->optional_child("train")) root.fail("data", needs("data.min_size"));
+    // Image sizes only: any numbers in place of `auto` do.
+    const Config probe = config.with_overrides({"data.min_size=800", "data.max_size=1333"});
+    const auto options =
+        data::data_options(probe.root().child("data"), read_num_classes(probe.root()));
+    const auto& split = options.train->dataset;
+    const auto stats =
+        data::size_stats(files.get(split.source()), options.train->loader.transforms);
+    const auto [min_size, max_size] = data::auto_input_size(stats);
+    for (const auto& [key, value] :
+         {std::pair<std::string, int64_t>{"min_size", min_size}, {"max_size", max_size}}) {
+      if (!is_auto(data, key)) continue;
+      overrides.push_back(str("data.", key, "=", value));
+      logging::info(str("data.", key, ": auto -> ", value, " (", stats.images,
+                        " training images: median shorter side ", fixed(stats.median_short),
+                        " px, longer ", fixed(stats.median_long), " px)"));
+    }
+  }
+  if (anchor_sizes || interval || class_weights) {
+    const Config sized = config.with_overrides(overrides);
+    const ConfigNode sized_root = sized.root();
+    if (!sized_root.optional_child("data") || !sized_root.child("data").optional_child("train")) {
+      root.fail("data", needs(anchor_sizes ? "model.anchors.base_sizes"
+                              : interval   ? "eval.interval"
+                                           : "model.loss.class_weights"));
+    }
+    const auto options = data::data_options(sized_root.child("data"), read_num_classes(sized_root));
+    const auto& split = options.train->dataset;
+    const auto& file = files.get(split.source());
+    if (anchor_sizes) {
+      auto resize = options.train->loader.transforms;
+      resize.train = false;
+      const auto stats = data::size_stats(file, resize);
+      const auto sizes = data::auto_anchor_sizes(stats);
+      std::string list;
+      for (const int64_t v : sizes) list += (list.empty() ? "" : ", ") + std::to_string(v);
+      overrides.push_back("model.anchors.base_sizes=[" + list + "]");
+      logging::info(str("model.anchors.base_sizes: auto -> [", list, "] (", stats.boxes,
+                        " training boxes at the evaluation size: sqrt(area) 5th percentile ",
+                        fixed(stats.box_p5), " px, median ", fixed(stats.box_median),
+                        " px, 99th percentile ", fixed(stats.box_p99), " px)"));
+    }
+    if (interval) {
+      const int64_t epochs = read_train_epochs(sized_root);
+      int64_t val_images = 0;
+      if (options.val) {
+        const auto& val = options.val->dataset;
+        val_images = static_cast<int64_t>(files.get(val.source()).images.size());
+      }
+      const auto train_images = static_cast<int64_t>(file.images.size());
+      const int64_t every = data::auto_eval_interval(train_images, val_images, epochs);
+      overrides.push_back(str("eval.interval=", every));
+      logging::info(str("eval.interval: auto -> ", every, " (", train_images, " training and ",
+                        val_images, " validation images, ", epochs,
+                        " epochs: evaluation within about a tenth of the training time, at most "
+                        "about 20 evaluations)"));
+    }
+    if (class_weights) {
+      const auto& subset = split.validation.category_subset;
+      const auto categories = subset.empty() ? data::CategoryMap::from_file(file)
+                                             : data::CategoryMap::subset(file, subset);
+      const auto counts = data::class_box_counts(file, categories);
+      std::vector<double> weights;
+      try {
+        weights = data::auto_class_weights(counts);
+      } catch (const std::invalid_argument& e) {
+        loss->fail("class_weights", str("auto: ", e.what(), " (", split.annotation_file, ")"));
+      }
+      std::string list, counted;
+      for (size_t k = 0; k < weights.size(); ++k) {
+        list += str(k ? ", " : "", weights[k]);
+        counted += str(k ? ", " : "", categories.names()[k], " ", counts[k]);
+      }
+      overrides.push_back("model.loss.class_weights=[" + list + "]");
+      logging::info(str("model.loss.class_weights: auto -> [", list, "] (balanced: boxes / (",
+                        weights.size(), " classes x the class's boxes); training boxes: ", counted,
+                        ")"));
+    }
+  }
+  return config.with_overrides(overrides);
+}
+
+}  // namespace detforge::engine

@@ -1,0 +1,17 @@
+// `auto` in a config: data.min_size / max_size, model.anchors.base_sizes, eval.interval and
+// model.loss.class_weights computed from the training set (data/size_stats.h has the rules).
+#pragma once
+
+#include "core/config_node.h"
+#include "data/formats.h"
+
+namespace detforge::engine {
+
+/// `config` with every `auto` value above replaced by the number it stands for, each logged
+/// with the numbers it came from, so the run's config.yaml holds them; the config itself when
+/// none is `auto`. The instances files are read through `files`, which the loaders use
+/// afterwards. Throws ConfigError naming the key when the config has no data.train to compute
+/// from, DataError for a training file that cannot be read.
+Config resolve_auto(const Config& config, data::DatasetFiles& files);
+
+}  // namespace detforge::engine
