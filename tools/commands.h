@@ -41,36 +41,4 @@ void add_commands(CLI::App& app) {
 #undef DETFORGE_EXECUTABLE_torch
 }
 
-// Benchmark kinds, each adding one subcommand to `bench` (tools/bench_<kind>.cpp).
-void add_bench_loader(CLI::App& bench);
-void add_bench_dist(CLI::App& bench);
-void add_bench_eval(CLI::App& bench);
-void add_bench_model(CLI::App& bench);
-
-/// `bench model --model rtdetr_r18vd` (tools/bench_rtdetr.cpp) and `--model yolov8n|yolov8s`
-/// (tools/bench_yolo.cpp): detforge beside a Python peer.
-struct BenchPeerArgs {
-  std::string model;
-  int threads = 0;
-  int batch = 2;
-  int size = 512;
-  int iters = 5;
-  int warmup = 2;
-  std::string python;
-  bool peer = true;
-  /// cpu or cuda:N (run_bench_device only).
-  std::string device = "cpu";
-  /// The peer's script (bench/device_peer.py, bench/rtdetr_peer.py or bench/yolo_peer.py),
-  /// relative to the working directory.
-  std::string peer_script;
-  /// run_bench_device only: a folder for the profile of one bf16 train step (empty: none).
-  std::string profile;
-};
-/// `bench model --device D` (or --model retinanet_x50_mlperf): RetinaNet train step images/s in
-/// fp32, bf16 and channels_last with peak device memory, beside torchvision on D
-/// (tools/bench_device.cpp).
-void run_bench_device(const BenchPeerArgs& args);
-void run_bench_rtdetr(const BenchPeerArgs& args);
-void run_bench_yolo(const BenchPeerArgs& args);
-
 }  // namespace detforge::tools

@@ -18,7 +18,7 @@ void add_convert_command(CLI::App& app) {
   };
   auto a = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("convert", command_help("convert"));
-  const auto formats = CLI::IsMember({"coco", "yolo", "voc"});
+  const auto formats = CLI::IsMember(data::dataset_format_names());
   cmd->add_option("--from", a->from, "the source's format")->capture_default_str()->check(formats);
   cmd->add_option("--to", a->to, "the output's format")->required()->check(formats);
   cmd->add_option("--ann", a->ann,
@@ -44,11 +44,11 @@ void add_convert_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::IsMember({"error", "drop", "skip_image"}));
   cmd->callback([a] {
-    if (a->from == "coco" && a->images.empty())
-      throw ConfigError(
-          "convert: --from coco needs --images (the folder of the file_name entries)");
-    const data::DatasetSource source{*data::parse_dataset_format(a->from), a->ann, a->images,
-                                     a->split};
+    const auto& from = data::dataset_format_info(*data::parse_dataset_format(a->from));
+    if (from.images == data::DatasetFormatInfo::Images::kRequired && a->images.empty())
+      throw ConfigError(str("convert: --from ", from.name,
+                            " needs --images (the folder of the file_name entries)"));
+    const data::DatasetSource source{from.format, a->ann, a->images, a->split};
     const data::CocoFile file = data::read_dataset(source);
     data::ValidationOptions v;
     v.near_duplicate_iou = 0;

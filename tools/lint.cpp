@@ -22,9 +22,9 @@ void add_lint_command(CLI::App& app) {
   auto a = std::make_shared<Args>();
   a->lint.split = "train";
   auto* cmd = app.add_subcommand("lint", command_help("lint"));
-  cmd->add_option("--format", a->format, "coco | yolo | voc")
+  cmd->add_option("--format", a->format, "the dataset's format")
       ->capture_default_str()
-      ->check(CLI::IsMember({"coco", "yolo", "voc"}));
+      ->check(CLI::IsMember(data::dataset_format_names()));
   cmd->add_option("--ann", a->lint.annotation_file,
                   "coco: the instances json; yolo: the data.yaml; voc: an ImageSets list or a "
                   "folder of XML files")
@@ -56,8 +56,9 @@ void add_lint_command(CLI::App& app) {
       ->capture_default_str();
   cmd->callback([a] {
     a->lint.format = *data::parse_dataset_format(a->format);
-    if (a->lint.format == data::DatasetFormat::kCoco && a->lint.image_root.empty())
-      throw ConfigError("lint: --images is required with --format coco");
+    const auto& format = data::dataset_format_info(a->lint.format);
+    if (format.images == data::DatasetFormatInfo::Images::kRequired && a->lint.image_root.empty())
+      throw ConfigError(str("lint: --images is required with --format ", format.name));
     auto& v = a->lint.validation;
     if (a->num_classes > 0) v.num_classes = a->num_classes;
     v.category_subset = a->category_ids;

@@ -187,8 +187,8 @@ DataOptions data_options(const ConfigNode& n, std::optional<int64_t> num_classes
   DataOptions out;
   out.num_classes = num_classes ? *num_classes : data_num_classes(n);
   const auto root = n.optional<std::string>("root");
-  const std::string format_name = n.one_of("format", {"coco", "yolo", "voc"}, "coco");
-  const DatasetFormat format = *parse_dataset_format(format_name);
+  const auto& format = dataset_format_info(
+      *parse_dataset_format(n.one_of("format", dataset_format_names(), "coco")));
 
   SplitOptions base;
   base.dataset.validation.num_classes = out.num_classes;
@@ -209,22 +209,25 @@ DataOptions data_options(const ConfigNode& n, std::optional<int64_t> num_classes
     // Each split starts from the data-level keys and overrides its own.
     SplitOptions o = base;
     o.dataset.name = name;
-    o.dataset.format = format;
+    o.dataset.format = format.format;
     o.dataset.annotation_file = resolve(root, s->required<std::string>("ann"));
-    if (format == DatasetFormat::kCoco) {
+    using Images = DatasetFormatInfo::Images;
+    if (format.images == Images::kRequired) {
       o.dataset.image_root = resolve(root, s->required<std::string>("images"));
-    } else if (format == DatasetFormat::kVoc) {
+    } else if (format.images == Images::kOptional) {
       if (const auto images = s->optional<std::string>("images"))
         o.dataset.image_root = resolve(root, *images);
     } else if (s->has("images")) {
-      s->fail("images", str("not used with data.format: yolo (the data.yaml names the image "
-                            "folders); leave it out, or set data.",
+      s->fail("images", str("not used with data.format: ", format.name,
+                            " (the annotation file names the image folders); leave it out, or "
+                            "set data.",
                             name, ".images=null over an inherited one"));
     }
-    if (format == DatasetFormat::kYolo) {
+    if (format.keyed_split) {
       o.dataset.split = s->get<std::string>("split", name);
     } else if (s->has("split")) {
-      s->fail("split", str("used with data.format: yolo only (the data.yaml key of the split)"));
+      s->fail("split", str("not used with data.format: ", format.name,
+                           " (the key of a split in a yolo data.yaml)"));
     }
     if (s->read("batch_size", o.sampler.batch_size))
       at_least(*s, "batch_size", o.sampler.batch_size, 1);

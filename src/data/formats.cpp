@@ -6,24 +6,49 @@
 
 namespace detforge::data {
 
+namespace {
+
+CocoFile read_coco_source(const DatasetSource& s) {
+  return read_coco(s.annotation_file, s.image_root);
+}
+CocoFile read_yolo_source(const DatasetSource& s) { return read_yolo(s.annotation_file, s.split); }
+CocoFile read_voc_source(const DatasetSource& s) {
+  return read_voc(s.annotation_file, s.image_root);
+}
+
+}  // namespace
+
+const std::vector<DatasetFormatInfo>& dataset_formats() {
+  using Images = DatasetFormatInfo::Images;
+  static const std::vector<DatasetFormatInfo> formats = {
+      {DatasetFormat::kCoco, "coco", read_coco_source, Images::kRequired, false},
+      {DatasetFormat::kYolo, "yolo", read_yolo_source, Images::kRefused, true},
+      {DatasetFormat::kVoc, "voc", read_voc_source, Images::kOptional, false},
+  };
+  return formats;
+}
+
+std::vector<std::string> dataset_format_names() {
+  std::vector<std::string> names;
+  for (const auto& f : dataset_formats()) names.emplace_back(f.name);
+  return names;
+}
+
 std::optional<DatasetFormat> parse_dataset_format(const std::string& name) {
-  if (name == "coco") return DatasetFormat::kCoco;
-  if (name == "yolo") return DatasetFormat::kYolo;
-  if (name == "voc") return DatasetFormat::kVoc;
+  for (const auto& f : dataset_formats()) {
+    if (name == f.name) return f.format;
+  }
   return std::nullopt;
 }
 
-const char* dataset_format_name(DatasetFormat format) {
-  switch (format) {
-    case DatasetFormat::kCoco:
-      return "coco";
-    case DatasetFormat::kYolo:
-      return "yolo";
-    case DatasetFormat::kVoc:
-      return "voc";
+const DatasetFormatInfo& dataset_format_info(DatasetFormat format) {
+  for (const auto& f : dataset_formats()) {
+    if (f.format == format) return f;
   }
-  return "coco";
+  throw std::logic_error("dataset format without an entry in dataset_formats()");
 }
+
+const char* dataset_format_name(DatasetFormat format) { return dataset_format_info(format).name; }
 
 std::string DatasetSource::describe() const {
   if (format == DatasetFormat::kYolo) return str("yolo ", annotation_file, "[", split, "]");
@@ -35,17 +60,7 @@ bool DatasetSource::operator<(const DatasetSource& o) const {
          std::tie(o.format, o.annotation_file, o.image_root, o.split);
 }
 
-CocoFile read_dataset(const DatasetSource& s) {
-  switch (s.format) {
-    case DatasetFormat::kYolo:
-      return read_yolo(s.annotation_file, s.split);
-    case DatasetFormat::kVoc:
-      return read_voc(s.annotation_file, s.image_root);
-    case DatasetFormat::kCoco:
-      break;
-  }
-  return read_coco(s.annotation_file, s.image_root);
-}
+CocoFile read_dataset(const DatasetSource& s) { return dataset_format_info(s.format).read(s); }
 
 void add_issue(CocoFile& file, const CocoImage& image, const char* code,
                std::optional<int64_t> ann_id, std::string message) {

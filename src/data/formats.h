@@ -13,14 +13,36 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "data/coco.h"
 
 namespace detforge::data {
 
 enum class DatasetFormat { kCoco, kYolo, kVoc };
-/// "coco" | "yolo" | "voc"; nullopt otherwise.
+struct DatasetSource;
+
+/// One dataset format, as every reader of one (the data section, lint, convert) knows it.
+struct DatasetFormatInfo {
+  DatasetFormat format;
+  /// Its name in configs (`data.format`) and on the command line (`--format`, `--from`).
+  const char* name;
+  /// Reads one split (read_dataset calls it).
+  CocoFile (*read)(const DatasetSource& source);
+  /// What a split's `images` key is to it: the image folder it needs (coco), a folder it may
+  /// take (voc: JPEGImages), or a key it refuses (yolo: the data.yaml names the folders).
+  enum class Images { kRequired, kOptional, kRefused } images;
+  /// A split names its key in the annotation file (yolo: `split`, the data.yaml key).
+  bool keyed_split;
+};
+
+/// Every format, in the order help texts list them (coco first: the default).
+const std::vector<DatasetFormatInfo>& dataset_formats();
+/// Their names: "coco", "yolo", "voc".
+std::vector<std::string> dataset_format_names();
+/// The format named `name`; nullopt otherwise.
 std::optional<DatasetFormat> parse_dataset_format(const std::string& name);
+const DatasetFormatInfo& dataset_format_info(DatasetFormat format);
 const char* dataset_format_name(DatasetFormat format);
 
 /// Where one split's records come from.

@@ -14,33 +14,16 @@
 
 #include <nlohmann/json.hpp>
 
-#include "commands.h"
+#include "bench/bench.h"
 #include "core/errors.h"
 #include "core/logging.h"
 #include "data/loader.h"
 #include "data/synthetic.h"
 
-namespace detforge::tools {
+namespace detforge::bench {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct BenchLoaderArgs {
-  std::string synth_dir = "data/synth";
-  std::string bccd_dir = "../shared/datasets/bccd";
-  int64_t max_workers = 2;
-  int64_t batch_size = 2;
-  int64_t min_size = 800;
-  int64_t max_size = 1333;
-  double flip = 0.5;
-  int64_t limit = 0;
-  std::string python = ".venv/bin/python";
-  std::string peer_script = "bench/loader_peer.py";
-  std::string yolo_peer_script = "bench/loader_yolo_peer.py";
-  std::string pipeline = "default";
-  int64_t yolo_size = 640;
-  bool no_peer = false;
-};
 
 // Ultralytics' training augmentations at `size` (its default.yaml without mixup): the long side
 // resized to size, mosaic, random affine cropping the 2s canvas to s x s, HSV, left-right flip.
@@ -180,47 +163,6 @@ void run(const BenchLoaderArgs& a) {
 
 }  // namespace
 
-void add_bench_loader(CLI::App& bench) {
-  auto a = std::make_shared<BenchLoaderArgs>();
-  auto* cmd = bench.add_subcommand(
-      "loader", "Data loader images/s for 1..N workers beside torch DataLoader + PIL");
-  cmd->add_option("--synth", a->synth_dir, "synthetic dataset folder (written if missing)")
-      ->capture_default_str();
-  cmd->add_option("--bccd", a->bccd_dir, "BCCD dataset folder")->capture_default_str();
-  cmd->add_option("--max-workers", a->max_workers, "measure 1..N workers")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--batch-size", a->batch_size, "images per batch")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--min-size", a->min_size, "resize: shorter side")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--max-size", a->max_size, "resize: longer side limit")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--flip", a->flip, "flip probability")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--limit", a->limit, "images per pass (0 = all)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--python", a->python, "Python with torch and torchvision")
-      ->capture_default_str();
-  cmd->add_option("--peer-script", a->peer_script, "the peer's script")->capture_default_str();
-  cmd->add_option(
-         "--pipeline", a->pipeline,
-         "default (resize + flip, beside torch DataLoader + PIL) | yolo (mosaic + affine + "
-         "HSV + flip, beside Ultralytics' dataloader)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"default", "yolo"}));
-  cmd->add_option("--yolo-size", a->yolo_size, "--pipeline yolo: image size")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--yolo-peer-script", a->yolo_peer_script, "--pipeline yolo: the peer's script")
-      ->capture_default_str();
-  cmd->add_flag("--no-peer", a->no_peer, "measure detforge only");
-  cmd->callback([a] { run(*a); });
-}
+void run_loader_bench(const BenchLoaderArgs& a) { run(a); }
 
-}  // namespace detforge::tools
+}  // namespace detforge::bench

@@ -21,8 +21,7 @@
 
 #include <torch/torch.h>
 
-#include "cli.h"
-#include "commands.h"
+#include "bench/bench.h"
 #include "core/errors.h"
 #include "core/logging.h"
 #include "data/synthetic.h"
@@ -31,18 +30,8 @@
 #include "distributed/launcher.h"
 #include "distributed/process_group.h"
 
-namespace detforge::tools {
+namespace detforge::bench {
 namespace {
-
-struct BenchDistArgs {
-  double mib = 64.0;
-  double bucket_mib = 25.0;
-  int iters = 10;
-  int nproc = 2;
-  double timeout_s = 300.0;
-  int train_steps = 24;
-  int global_batch = 8;
-};
 
 // Gradients shaped like a ResNet/FPN detector's: 3x3 convolutions with their BN weight, bias
 // and conv bias, repeated until `bytes` is reached (many small tensors among large ones).
@@ -200,7 +189,7 @@ ScalingRow train_run(const BenchDistArgs& a, const std::filesystem::path& dir, i
   namespace fs = std::filesystem;
   const int log_interval = std::max(1, a.train_steps / 6);
   const fs::path out = dir / str("run_", nproc);
-  const std::string self = front_path();
+  const std::string self = a.front;
   const std::string cmd =
       str(self, " launch --nproc-per-node ", nproc, " --master-port ", dist::free_local_port(),
           " -- ", self, " train -c ", (dir / "train.yaml").string(), " output_dir=", out.string(),
@@ -285,7 +274,7 @@ void run(const BenchDistArgs& a, const std::vector<std::string>& argv) {
   lo.nproc_per_node = a.nproc;
   lo.master_port = dist::free_local_port();
   lo.prefix_output = false;  // only rank 0 prints: the table stays a table
-  lo.command = {front_path(), "bench", "dist"};
+  lo.command = {a.front, "bench", "dist"};
   lo.command.insert(lo.command.end(), argv.begin(), argv.end());
   logging::info(str("starting ", a.nproc, " local ranks on port ", lo.master_port));
   dist::launch(lo);
@@ -294,45 +283,14 @@ void run(const BenchDistArgs& a, const std::vector<std::string>& argv) {
 
 }  // namespace
 
-void add_bench_dist(CLI::App& bench) {
-  auto args = std::make_shared<BenchDistArgs>();
-  auto* cmd = bench.add_subcommand(
-      "dist",
-      "Gradient all-reduce throughput (one flat all-reduce vs one per "
-      "parameter; the Reducer in a step) and 1 vs N process training images/s (Gloo, CPU)");
-  cmd->add_option("--mib", args->mib, "gradient size in MiB")
-      ->capture_default_str()
-      ->check(CLI::Range(1.0, 4096.0));
-  cmd->add_option("--bucket-mib", args->bucket_mib, "bucket size in MiB (the Reducer)")
-      ->capture_default_str()
-      ->check(CLI::Range(0.01, 1024.0));
-  cmd->add_option("--iters", args->iters, "timed iterations (after one warm-up)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 10000));
-  cmd->add_option("--nproc", args->nproc, "ranks to start when not launched")
-      ->capture_default_str()
-      ->check(CLI::Range(2, 64));
-  cmd->add_option("--timeout-s", args->timeout_s, "collective timeout in seconds")
-      ->capture_default_str()
-      ->check(CLI::Range(1.0, 86400.0));
-  cmd->add_option("--train-steps", args->train_steps,
-                  "training steps per run for the 1 vs N process comparison (0: skip it)")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 100000));
-  cmd->add_option("--global-batch", args->global_batch,
-                  "global batch of the training runs (divisible by --nproc)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 4096));
-  cmd->callback([args] {
-    if (args->global_batch % args->nproc != 0) {
-      throw ConfigError(str("bench dist: --global-batch ", args->global_batch,
-                            " is not divisible by --nproc ", args->nproc));
-    }
-    const std::vector<std::string> argv = {
-        "--mib",   str(args->mib),   "--bucket-mib", str(args->bucket_mib),
-        "--iters", str(args->iters), "--timeout-s",  str(args->timeout_s)};
-    run(*args, argv);
-  });
+void run_dist_bench(const BenchDistArgs& a) {
+  if (a.global_batch % a.nproc != 0) {
+    throw ConfigError(str("bench dist: --global-batch ", a.global_batch,
+                          " is not divisible by --nproc ", a.nproc));
+  }
+  const std::vector<std::string> argv = {"--mib",   str(a.mib),   "--bucket-mib", str(a.bucket_mib),
+                                         "--iters", str(a.iters), "--timeout-s",  str(a.timeout_s)};
+  run(a, argv);
 }
 
-}  // namespace detforge::tools
+}  // namespace detforge::bench

@@ -24,8 +24,8 @@
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
-#include "bench_inputs.h"
-#include "commands.h"
+#include "bench/bench.h"
+#include "bench/inputs.h"
 #include "core/errors.h"
 #include "core/logging.h"
 #include "engine/amp.h"
@@ -33,7 +33,7 @@
 #include "models/module_state.h"
 #include "models/retinanet/retinanet.h"
 
-namespace detforge::tools {
+namespace detforge::bench {
 namespace {
 
 namespace fs = std::filesystem;
@@ -272,4 +272,4 @@ void run_bench_device(const BenchPeerArgs& a) {
   if (!a.profile.empty()) profile_step(model, batch, device, a.profile);
 }
 
-}  // namespace detforge::tools
+}  // namespace detforge::bench

@@ -17,15 +17,15 @@
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
-#include "bench_inputs.h"
-#include "commands.h"
+#include "bench/bench.h"
+#include "bench/inputs.h"
 #include "core/errors.h"
 #include "core/logging.h"
 #include "models/module_state.h"
 #include "models/yolo/build.h"
 #include "models/yolo/yolo.h"
 
-namespace detforge::tools {
+namespace detforge::bench {
 namespace {
 
 namespace fs = std::filesystem;
@@ -103,4 +103,4 @@ void run_bench_yolo(const BenchPeerArgs& a) {
   if (!peer_note.empty()) std::printf("%s\n", peer_note.c_str());
 }
 
-}  // namespace detforge::tools
+}  // namespace detforge::bench

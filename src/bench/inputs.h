@@ -1,5 +1,5 @@
-// Inputs and peer runs shared by the detector benchmarks (tools/bench_model.cpp,
-// tools/bench_rtdetr.cpp, tools/bench_yolo.cpp).
+// Inputs and peer runs shared by the detector benchmarks (bench/model.cpp, bench/rtdetr.cpp,
+// bench/yolo.cpp).
 #pragma once
 
 #include <cstdint>
@@ -13,7 +13,7 @@
 
 #include "structures/batch.h"
 
-namespace detforge::tools {
+namespace detforge::bench {
 
 /// `batch` random normalised images of size x size, each with 8 random boxes (labels in
 /// [0, classes)) drawn from `rng`. Seeds torch with 0 for the images.
@@ -53,4 +53,4 @@ nlohmann::json run_peer(const std::string& python, const std::filesystem::path& 
 void print_peer_row(const char* name, double ours, const nlohmann::json& peer, const char* key,
                     int batch, bool rate);
 
-}  // namespace detforge::tools
+}  // namespace detforge::bench

@@ -17,8 +17,8 @@
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
-#include "bench_inputs.h"
-#include "commands.h"
+#include "bench/bench.h"
+#include "bench/inputs.h"
 #include "core/errors.h"
 #include "core/logging.h"
 #include "models/module_state.h"
@@ -26,7 +26,7 @@
 #include "models/rtdetr/rtdetr.h"
 #include "ops/box_ops.h"
 
-namespace detforge::tools {
+namespace detforge::bench {
 namespace {
 
 namespace fs = std::filesystem;
@@ -127,4 +127,4 @@ void run_bench_rtdetr(const BenchPeerArgs& a) {
   if (!peer_note.empty()) std::printf("%s\n", peer_note.c_str());
 }
 
-}  // namespace detforge::tools
+}  // namespace detforge::bench

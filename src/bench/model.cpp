@@ -21,35 +21,18 @@
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
-#include "bench_inputs.h"
-#include "commands.h"
+#include "bench/bench.h"
+#include "bench/inputs.h"
 #include "core/errors.h"
 #include "core/logging.h"
 #include "models/module_state.h"
 #include "models/retinanet/retinanet.h"
 #include "ops/nms.h"
 
-namespace detforge::tools {
+namespace detforge::bench {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct BenchModelArgs {
-  std::string model = "retinanet_r50_fpn";
-  int threads = 0;
-  int batch = 2;
-  int size = 512;
-  int iters = 5;
-  int warmup = 2;
-  int nms_repeat = 20;
-  int nms_classes = 80;
-  std::string python = ".venv/bin/python";
-  // Empty: the default for --model / --device (default_peer_script).
-  std::string peer_script;
-  std::string profile;
-  bool peer = true;
-  std::string device = "cpu";
-};
 
 // Which benchmark `bench model` runs for --model / --device.
 enum class BenchKind { kRetinaNetCpu, kDevice, kRtdetr, kYolo };
@@ -317,90 +300,41 @@ nlohmann::json run_peer(const std::string& python, const fs::path& dir, const st
   return nlohmann::json::parse(in);
 }
 
-void add_bench_model(CLI::App& bench) {
-  auto a = std::make_shared<BenchModelArgs>();
-  auto* cmd = bench.add_subcommand(
-      "model",
-      "detector train step (and NMS or inference): detforge vs torchvision or transformers");
-  cmd->add_option("--model", a->model,
-                  "retinanet_r50_fpn (vs torchvision, with batched NMS), retinanet_x50_mlperf "
-                  "(the MLPerf ResNeXt-50 model, 264 classes; use --size 800), rtdetr_r18vd (vs "
-                  "transformers, with inference) or yolov8n / yolov8s (vs Ultralytics, with "
-                  "inference)")
-      ->capture_default_str()
-      ->check(CLI::IsMember(
-          {"retinanet_r50_fpn", "retinanet_x50_mlperf", "rtdetr_r18vd", "yolov8n", "yolov8s"}));
-  cmd->add_option("--device", a->device,
-                  "cpu or cuda:N; not cpu: the RetinaNet train step in fp32, bf16 and "
-                  "channels_last with peak device memory, beside torchvision on that device; "
-                  "YOLOv8 and RT-DETR in fp32 with peak device memory, beside their peers there")
-      ->capture_default_str();
-  cmd->add_option("--threads", a->threads, "intra-op threads for both (0: LibTorch's default)")
-      ->capture_default_str();
-  cmd->add_option("--batch", a->batch, "images per train step")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--size", a->size, "image side in pixels (multiple of 32)")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--iters", a->iters, "timed train steps")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--warmup", a->warmup, "untimed train steps first")->capture_default_str();
-  cmd->add_option("--nms-repeat", a->nms_repeat, "timed NMS calls per size")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--nms-classes", a->nms_classes, "classes among the NMS boxes")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--python", a->python,
-                  "Python with torch and the peer (torchvision, transformers or Ultralytics)")
-      ->capture_default_str();
-  cmd->add_option("--peer-script", a->peer_script,
-                  "the peer's script (default: bench/model_peer.py; bench/device_peer.py with "
-                  "--device or retinanet_x50_mlperf, bench/rtdetr_peer.py for rtdetr_r18vd, "
-                  "bench/yolo_peer.py for yolov8n / yolov8s)");
-  cmd->add_flag("!--no-peer", a->peer, "skip the peer's run");
-  cmd->add_option("--profile", a->profile,
-                  "RetinaNet models: profile one bf16 train step into this folder (trace.json for "
-                  "Perfetto or chrome://tracing, summary.txt: top device kernels and operators, "
-                  "device idle share)");
-  cmd->callback([a] {
-    if (a->size % 32 != 0)
-      throw ConfigError(str("bench model --size: ", a->size, " is not a multiple of 32"));
-    if (a->peer && !fs::exists(a->python)) {
-      throw ConfigError("bench model --python: '" + a->python +
-                        "' not found (run from the repository root or pass --python)");
-    }
-    const BenchKind kind = bench_kind(*a);
-    if (a->peer_script.empty()) a->peer_script = default_peer_script(kind);
-    if (a->peer && !fs::exists(a->peer_script)) {
-      throw ConfigError("bench model --peer-script: '" + a->peer_script +
-                        "' not found (run from the repository root or pass --peer-script)");
-    }
-    if (!a->profile.empty() && kind != BenchKind::kDevice) {
-      throw ConfigError(
-          "bench model --profile: only the RetinaNet train step on a device "
-          "(--device cuda:N, or --model retinanet_x50_mlperf) is profiled");
-    }
-    const BenchPeerArgs peer{a->model,  a->threads, a->batch,  a->size,        a->iters,  a->warmup,
-                             a->python, a->peer,    a->device, a->peer_script, a->profile};
-    if (a->threads > 0) torch::set_num_threads(a->threads);
-    switch (kind) {
-      case BenchKind::kDevice:
-        run_bench_device(peer);
-        break;
-      case BenchKind::kRtdetr:
-        run_bench_rtdetr(peer);
-        break;
-      case BenchKind::kYolo:
-        run_bench_yolo(peer);
-        break;
-      case BenchKind::kRetinaNetCpu:
-        run_bench(*a);
-        break;
-    }
-  });
+void run_model_bench(BenchModelArgs a) {
+  if (a.size % 32 != 0)
+    throw ConfigError(str("bench model --size: ", a.size, " is not a multiple of 32"));
+  if (a.peer && !fs::exists(a.python)) {
+    throw ConfigError("bench model --python: '" + a.python +
+                      "' not found (run from the repository root or pass --python)");
+  }
+  const BenchKind kind = bench_kind(a);
+  if (a.peer_script.empty()) a.peer_script = default_peer_script(kind);
+  if (a.peer && !fs::exists(a.peer_script)) {
+    throw ConfigError("bench model --peer-script: '" + a.peer_script +
+                      "' not found (run from the repository root or pass --peer-script)");
+  }
+  if (!a.profile.empty() && kind != BenchKind::kDevice) {
+    throw ConfigError(
+        "bench model --profile: only the RetinaNet train step on a device "
+        "(--device cuda:N, or --model retinanet_x50_mlperf) is profiled");
+  }
+  const BenchPeerArgs peer{a.model,  a.threads, a.batch,  a.size,        a.iters,  a.warmup,
+                           a.python, a.peer,    a.device, a.peer_script, a.profile};
+  if (a.threads > 0) torch::set_num_threads(a.threads);
+  switch (kind) {
+    case BenchKind::kDevice:
+      run_bench_device(peer);
+      break;
+    case BenchKind::kRtdetr:
+      run_bench_rtdetr(peer);
+      break;
+    case BenchKind::kYolo:
+      run_bench_yolo(peer);
+      break;
+    case BenchKind::kRetinaNetCpu:
+      run_bench(a);
+      break;
+  }
 }
 
-}  // namespace detforge::tools
+}  // namespace detforge::bench

@@ -16,31 +16,16 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli.h"
-#include "commands.h"
+#include "bench/bench.h"
 #include "core/errors.h"
 #include "core/logging.h"
 #include "eval/coco_eval.h"
 #include "eval/coco_io.h"
 
-namespace detforge::tools {
+namespace detforge::bench {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct BenchEvalArgs {
-  int images = 5000;
-  int categories = 80;
-  double gt_per_image = 7.3;
-  int dets_per_image = 100;
-  uint64_t seed = 0;
-  std::string dir;
-  std::string python = ".venv/bin/python";
-  std::string peer_script = "bench/eval_peer.py";
-  std::vector<std::string> peers = {"pycocotools", "faster-coco-eval", "hotcoco"};
-  int repeat = 1;
-  int threads = 0;
-};
 
 // COCO's 80 category ids (1..90 with gaps); more categories continue past 90.
 std::vector<int64_t> coco_category_ids(int n) {
@@ -171,10 +156,9 @@ Row run_detforge(const BenchEvalArgs& a, const fs::path& dir, const std::string&
   Row best;
   best.name = "detforge";
   // The command a user runs, as a whole process (tools/cli.h: the front, no LibTorch).
-  const std::string command = "'" + front_path() + "' eval --gt '" + gt_path + "' --dt '" +
-                              dt_path + "' --threads " + std::to_string(a.threads) +
-                              " --no-per-class > '" + (dir / "detforge_eval.log").string() +
-                              "' 2>&1";
+  const std::string command = "'" + a.front + "' eval --gt '" + gt_path + "' --dt '" + dt_path +
+                              "' --threads " + std::to_string(a.threads) + " --no-per-class > '" +
+                              (dir / "detforge_eval.log").string() + "' 2>&1";
   double process_s = -1;
   for (int r = 0; r < a.repeat; ++r) {
     const double s = timed_process(command);
@@ -300,54 +284,23 @@ void run_bench(const BenchEvalArgs& a) {
 
 }  // namespace
 
-void add_bench_eval(CLI::App& bench) {
-  auto a = std::make_shared<BenchEvalArgs>();
-  auto* cmd = bench.add_subcommand(
-      "eval", "COCO evaluation: detforge vs pycocotools, faster-coco-eval, hotcoco");
-  cmd->add_option("--images", a->images, "images (COCO val: 5000)")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--categories", a->categories, "categories")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1000));
-  cmd->add_option("--gt-per-image", a->gt_per_image, "mean GT boxes per image")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--dets-per-image", a->dets_per_image, "detections per image")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--seed", a->seed, "generator seed")->capture_default_str();
-  cmd->add_option("--dir", a->dir,
-                  "keep gt.json / results.json here (default: a temporary folder, removed)");
-  cmd->add_option("--python", a->python, "Python with the peers installed")->capture_default_str();
-  cmd->add_option("--peer-script", a->peer_script, "the peers' script (one peer per process)")
-      ->capture_default_str();
-  cmd->add_option("--peers", a->peers,
-                  "peers to run (pycocotools, faster-coco-eval, hotcoco; 'none' for none)")
-      ->capture_default_str();
-  cmd->add_option("--repeat", a->repeat, "runs per runner; the fastest is shown")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--threads", a->threads, "detforge worker threads (0: all cores)")
-      ->capture_default_str();
-  cmd->callback([a] {
-    a->peers.erase(std::remove(a->peers.begin(), a->peers.end(), "none"), a->peers.end());
-    for (const auto& p : a->peers) {
-      if (p != "pycocotools" && p != "faster-coco-eval" && p != "hotcoco") {
-        throw ConfigError("bench eval --peers: unknown '" + p +
-                          "'; known: pycocotools, faster-coco-eval, hotcoco, none");
-      }
+void run_eval_bench(BenchEvalArgs a) {
+  a.peers.erase(std::remove(a.peers.begin(), a.peers.end(), "none"), a.peers.end());
+  for (const auto& p : a.peers) {
+    if (p != "pycocotools" && p != "faster-coco-eval" && p != "hotcoco") {
+      throw ConfigError("bench eval --peers: unknown '" + p +
+                        "'; known: pycocotools, faster-coco-eval, hotcoco, none");
     }
-    if (!a->peers.empty() && !fs::exists(a->python)) {
-      throw ConfigError("bench eval --python: '" + a->python +
-                        "' not found (run from the repository root or pass --python)");
-    }
-    if (!a->peers.empty() && !fs::exists(a->peer_script)) {
-      throw ConfigError("bench eval --peer-script: '" + a->peer_script +
-                        "' not found (run from the repository root or pass --peer-script)");
-    }
-    run_bench(*a);
-  });
+  }
+  if (!a.peers.empty() && !fs::exists(a.python)) {
+    throw ConfigError("bench eval --python: '" + a.python +
+                      "' not found (run from the repository root or pass --python)");
+  }
+  if (!a.peers.empty() && !fs::exists(a.peer_script)) {
+    throw ConfigError("bench eval --peer-script: '" + a.peer_script +
+                      "' not found (run from the repository root or pass --peer-script)");
+  }
+  run_bench(a);
 }
 
-}  // namespace detforge::tools
+}  // namespace detforge::bench
