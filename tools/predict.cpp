@@ -19,11 +19,11 @@
 #include "data/coco.h"
 #include "engine/build.h"
 #include "engine/checkpoint.h"
+#include "engine/load_detector.h"
 #include "engine/predict.h"
 #include "engine/predict_sources.h"
 #include "eval/coco_evaluator.h"
 #include "eval/coco_io.h"
-#include "load_weights.h"
 
 namespace detforge::tools {
 namespace {
@@ -48,7 +48,7 @@ void run_predict(const PredictArgs& a) {
   const auto spec =
       engine::read_run_spec(Config::load(a.config, a.overrides), engine::RunPurpose::kInference,
                             engine::DeviceEnv::current(std::nullopt));
-  const auto [detector, pixels] = load_detector(spec, a.weights, a.ema);
+  const auto [detector, pixels] = engine::load_detector(spec, a.weights, a.ema);
   engine::make_current(spec.device);
   if (a.images.empty() == a.source.empty())
     throw ConfigError(

@@ -113,6 +113,12 @@ class Detector : public torch::nn::Module {
     return {};
   }
 
+  /// The file layout in which the family's reference loads these weights: what `export
+  /// --format onnx` hands tools/onnx_export.py (a state dict, the Hugging Face folder of
+  /// hub_config(), the Ultralytics checkpoint of ultralytics_model_file()). Default: kStateDict
+  enum class ReferenceLayout { kStateDict, kHubFolder, kUltralytics };
+  virtual ReferenceLayout reference_layout() const { return ReferenceLayout::kStateDict; }
+
   /// The arguments of tools/onnx_export.py that rebuild this model in its reference framework
   /// (`--family` first, then the options the weights alone do not say). Throws ConfigError
   /// naming the config key the reference cannot express. Default: empty (no ONNX export).

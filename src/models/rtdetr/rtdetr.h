@@ -51,6 +51,7 @@ class RTDetrImpl : public DetectorBase<RTDetrImpl, RTDetrOptions> {
       const torch::Tensor& images) override;
   /// transformers' model from the --format hf folder.
   std::vector<std::string> onnx_export_args() const override { return {"--family", "rtdetr"}; }
+  ReferenceLayout reference_layout() const override { return ReferenceLayout::kHubFolder; }
   static constexpr int64_t kSizeDivisibility = 32;
   /// transformers ties "class_embed.*" and "bbox_embed.*" to model.decoder's heads and saves
   /// both names.

@@ -111,6 +111,7 @@ class YoloImpl : public DetectorBase<YoloImpl, YoloOptions> {
       const torch::Tensor& images) override;
   /// Ultralytics' own exporter on the --format ultralytics checkpoint.
   std::vector<std::string> onnx_export_args() const override { return {"--family", "yolo"}; }
+  ReferenceLayout reference_layout() const override { return ReferenceLayout::kUltralytics; }
 
   // The stages, public for parity tests and tools.
 

@@ -1,4 +1,4 @@
-#include "load_weights.h"
+#include "engine/load_detector.h"
 
 #include <optional>
 
@@ -9,9 +9,9 @@
 #include "engine/predict.h"
 #include "models/build.h"
 
-namespace detforge::tools {
+namespace detforge::engine {
 
-LoadedDetector load_detector(const engine::RunSpec& spec, const std::string& path, bool ema) {
+LoadedDetector load_detector(const RunSpec& spec, const std::string& path, bool ema) {
   models::DetectorSpec detector_spec = spec.detector;
   if (!path.empty()) {
     detector_spec.weights.reset();
@@ -23,17 +23,17 @@ LoadedDetector load_detector(const engine::RunSpec& spec, const std::string& pat
   LoadedDetector out{models::build_detector(detector_spec), spec.pixels};
   if (path.empty()) return out;
   std::optional<ExpectedPixels> expected;
-  if (engine::is_checkpoint(path)) {
-    engine::load_checkpoint_weights(path, *out.detector, ema ? "ema" : "model");
-    expected = engine::read_checkpoint_pixels(path);
+  if (is_checkpoint(path)) {
+    load_checkpoint_weights(path, *out.detector, ema ? "ema" : "model");
+    expected = read_checkpoint_pixels(path);
   } else if (ema) {
     throw ConfigError(
         detforge::str(path, ": --ema needs a training checkpoint (last.ckpt / best.ckpt)"));
   } else {
     expected = models::load_detector_weights(*out.detector, path);
   }
-  out.pixels = engine::weights_pixels(spec.pixels, expected, path);
+  out.pixels = weights_pixels(spec.pixels, expected, path);
   return out;
 }
 
-}  // namespace detforge::tools
+}  // namespace detforge::engine

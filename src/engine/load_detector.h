@@ -1,5 +1,5 @@
-// Weights for the tools that run a built detector (predict, export): a training checkpoint or a
-// plain state dict, told apart by content.
+// A detector with the weights a command names (predict and export --weights): a training
+// checkpoint or a weight file the model loads whole, told apart by content.
 #pragma once
 
 #include <memory>
@@ -9,7 +9,7 @@
 #include "engine/build.h"
 #include "models/detector.h"
 
-namespace detforge::tools {
+namespace detforge::engine {
 
 /// A detector with its weights, and the pixels to feed it.
 struct LoadedDetector {
@@ -22,9 +22,9 @@ struct LoadedDetector {
 /// whole (detforge, torchvision, transformers, Ultralytics). With a `path`, the config's
 /// model.weights and model.backbone.weights (what a run started from) are not opened; without
 /// one, the detector is spec's as train builds it. The pixels are the file's where it says
-/// (engine::weights_pixels), else spec.pixels. Throws ConfigError when `ema` is asked of a file
+/// (weights_pixels), else spec.pixels. Throws ConfigError when `ema` is asked of a file
 /// that is not a checkpoint; IoError / TrainingError naming the file and the mismatched keys
 /// otherwise.
-LoadedDetector load_detector(const engine::RunSpec& spec, const std::string& path, bool ema);
+LoadedDetector load_detector(const RunSpec& spec, const std::string& path, bool ema);
 
-}  // namespace detforge::tools
+}  // namespace detforge::engine
