@@ -42,7 +42,7 @@ void run_bench_rtdetr(const BenchPeerArgs& a) {
   const auto options = models::RTDetrOptions(kClasses)
                            .backbone(models::ResNetVdOptions("r18vd"))
                            .encoder(models::RTDetrEncoderOptions().expansion(0.5))
-                           .decoder(models::RTDetrDecoderOptions().layers(3));
+                           .decoder(models::DetrDecoderOptions().layers(3));
   std::mt19937 rng(0);
   const Batch batch = random_detection_batch(a.batch, a.size, kClasses, rng);
   models::RTDetr model(options);

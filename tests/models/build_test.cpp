@@ -78,8 +78,8 @@ TEST(ModelBuild, ShippedRTDetrConfigsReadEveryKey) {
   EXPECT_DOUBLE_EQ(o.decoder().offset_scale(), d.decoder().offset_scale());
   EXPECT_EQ(o.denoising().num_denoising(), d.denoising().num_denoising());
   EXPECT_DOUBLE_EQ(o.denoising().box_noise_scale(), d.denoising().box_noise_scale());
-  EXPECT_DOUBLE_EQ(o.vfl_alpha(), d.vfl_alpha());
-  EXPECT_DOUBLE_EQ(o.matcher_bbox_cost(), d.matcher_bbox_cost());
+  EXPECT_DOUBLE_EQ(o.criterion().vfl_alpha(), d.criterion().vfl_alpha());
+  EXPECT_DOUBLE_EQ(o.criterion().bbox_cost(), d.criterion().bbox_cost());
   model.reject_unused();
   const auto r18 = Config::load(configs() + "rtdetr/rtdetr_r18vd.yaml");
   const auto o18 = rtdetr_options(r18.root().child("model"));
@@ -322,7 +322,9 @@ TEST(ClassWeights, ReadForEveryFamilyAndCheckedAtTheKey) {
       retinanet_options(model("retinanet", "{class_weights: [1, 2.5, 0]}")).focal().class_weights(),
       w);
   EXPECT_EQ(yolo_options(model("yolo", "{class_weights: [1, 2.5, 0]}")).class_weights(), w);
-  EXPECT_EQ(rtdetr_options(model("rtdetr", "{class_weights: [1, 2.5, 0]}")).class_weights(), w);
+  EXPECT_EQ(
+      rtdetr_options(model("rtdetr", "{class_weights: [1, 2.5, 0]}")).criterion().class_weights(),
+      w);
   for (const char* type : {"retinanet", "yolo", "rtdetr"}) {
     SCOPED_TRACE(type);
     EXPECT_THROW_WITH(detector_spec(model(type, "{class_weights: [1, 2]}")), ConfigError,

@@ -43,7 +43,7 @@ void read_rtdetr_encoder(const ConfigNode& n, RTDetrEncoderOptions& o) {
   n.reject_unused();
 }
 
-void read_rtdetr_decoder(const ConfigNode& n, RTDetrDecoderOptions& o) {
+void read_rtdetr_decoder(const ConfigNode& n, DetrDecoderOptions& o) {
   read_at_least(n,
                 {{"d_model", &o.d_model()},
                  {"layers", &o.layers()},
@@ -72,14 +72,14 @@ void read_rtdetr_denoising(const ConfigNode& n, DenoisingOptions& o) {
 
 void read_rtdetr_loss(const ConfigNode& n, RTDetrOptions& o) {
   read_at_least(n,
-                {{"vfl_weight", &o.weight_vfl()},
-                 {"bbox_weight", &o.weight_bbox()},
-                 {"giou_weight", &o.weight_giou()},
-                 {"vfl_alpha", &o.vfl_alpha()},
-                 {"vfl_gamma", &o.vfl_gamma()}},
+                {{"vfl_weight", &o.criterion().vfl_weight()},
+                 {"bbox_weight", &o.criterion().bbox_weight()},
+                 {"giou_weight", &o.criterion().giou_weight()},
+                 {"vfl_alpha", &o.criterion().vfl_alpha()},
+                 {"vfl_gamma", &o.criterion().vfl_gamma()}},
                 0.0);
   o.invalid_target_policy(read_policy(n, o.invalid_target_policy()));
-  o.class_weights(losses::read_class_weights(n, o.num_classes()));
+  o.criterion().class_weights(losses::read_class_weights(n, o.num_classes()));
   n.reject_unused();
 }
 
@@ -93,11 +93,11 @@ RTDetrOptions rtdetr_options(const ConfigNode& model, std::optional<int64_t> num
   if (auto d = model.optional_child("denoising")) read_rtdetr_denoising(*d, o.denoising());
   if (auto m = model.optional_child("matcher")) {
     read_at_least(*m,
-                  {{"class_cost", &o.matcher_class_cost()},
-                   {"bbox_cost", &o.matcher_bbox_cost()},
-                   {"giou_cost", &o.matcher_giou_cost()},
-                   {"alpha", &o.matcher_alpha()},
-                   {"gamma", &o.matcher_gamma()}},
+                  {{"class_cost", &o.criterion().class_cost()},
+                   {"bbox_cost", &o.criterion().bbox_cost()},
+                   {"giou_cost", &o.criterion().giou_cost()},
+                   {"alpha", &o.criterion().matcher_alpha()},
+                   {"gamma", &o.criterion().matcher_gamma()}},
                   0.0);
     m->reject_unused();
   }

@@ -9,65 +9,6 @@ namespace detforge::models {
 
 namespace F = torch::nn::functional;
 
-torch::Tensor activate(const torch::Tensor& value, Activation activation) {
-  switch (activation) {
-    case Activation::kReLU:
-      return torch::relu(value);
-    case Activation::kGELU:
-      return torch::gelu(value);
-    case Activation::kSiLU:
-      return torch::silu(value);
-  }
-  return value;
-}
-
-RTDetrSelfAttentionImpl::RTDetrSelfAttentionImpl(int64_t dim, int64_t heads) : heads_(heads) {
-  TORCH_CHECK(dim % heads == 0, "RT-DETR: width ", dim, " is not divisible by ", heads, " heads");
-  k_ = register_module("k_proj", torch::nn::Linear(dim, dim));
-  v_ = register_module("v_proj", torch::nn::Linear(dim, dim));
-  q_ = register_module("q_proj", torch::nn::Linear(dim, dim));
-  o_ = register_module("o_proj", torch::nn::Linear(dim, dim));
-}
-
-torch::Tensor RTDetrSelfAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& pos,
-                                               const torch::Tensor& mask) {
-  const int64_t b = x.size(0), t = x.size(1), dim = x.size(2);
-  const auto qk_in = pos.defined() ? x + pos : x;
-  auto split = [&](const torch::Tensor& y) {
-    return y.view({b, t, heads_, dim / heads_}).transpose(1, 2);
-  };
-  const auto q = split(q_(qk_in)), k = split(k_(qk_in)), v = split(v_(x));
-  const auto attn = torch::scaled_dot_product_attention(
-      q, k, v, mask.defined() ? std::optional<torch::Tensor>(mask) : std::nullopt);
-  return o_(attn.transpose(1, 2).reshape({b, t, dim}));
-}
-
-RTDetrFeedForwardImpl::RTDetrFeedForwardImpl(int64_t dim, int64_t hidden, Activation activation)
-    : activation_(activation) {
-  fc1_ = register_module("fc1", torch::nn::Linear(dim, hidden));
-  fc2_ = register_module("fc2", torch::nn::Linear(hidden, dim));
-}
-
-torch::Tensor RTDetrFeedForwardImpl::forward(const torch::Tensor& x) {
-  return fc2_(activate(fc1_(x), activation_));
-}
-
-torch::Tensor sine_position_embedding(int64_t h, int64_t w, int64_t dim, double temperature,
-                                      const torch::TensorOptions& options) {
-  TORCH_CHECK(dim % 4 == 0, "RT-DETR: the position embedding width ", dim,
-              " is not divisible by 4");
-  const int64_t quarter = dim / 4;
-  const auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(options.device());
-  const auto omega =
-      1.0 / torch::pow(temperature, torch::arange(quarter, f64) / static_cast<double>(quarter));
-  const auto grids = torch::meshgrid({torch::arange(h, f64), torch::arange(w, f64)}, "ij");
-  const auto eh = torch::outer(grids[0].flatten(), omega);
-  const auto ew = torch::outer(grids[1].flatten(), omega);
-  return torch::cat({eh.sin(), eh.cos(), ew.sin(), ew.cos()}, 1)
-      .to(options.dtype().toScalarType())
-      .unsqueeze(0);
-}
-
 namespace {
 
 // conv (no bias, "same" padding) -> BatchNorm2d -> optional SiLU: RTDetrV2ConvNormLayer. In eval
@@ -157,11 +98,11 @@ class EncoderLayerImpl : public torch::nn::Module {
  public:
   explicit EncoderLayerImpl(const RTDetrEncoderOptions& o) {
     const int64_t dim = o.hidden_dim();
-    attn_ = register_module("self_attn", RTDetrSelfAttention(dim, o.heads()));
+    attn_ = register_module("self_attn", DetrSelfAttention(dim, o.heads()));
     norm1_ = register_module(
         "self_attn_layer_norm",
         torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim}).eps(kRTDetrLayerNormEps)));
-    mlp_ = register_module("mlp", RTDetrFeedForward(dim, o.ffn_dim(), Activation::kGELU));
+    mlp_ = register_module("mlp", DetrFeedForward(dim, o.ffn_dim(), Activation::kGELU));
     norm2_ = register_module(
         "final_layer_norm",
         torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim}).eps(kRTDetrLayerNormEps)));
@@ -172,8 +113,8 @@ class EncoderLayerImpl : public torch::nn::Module {
   }
 
  private:
-  RTDetrSelfAttention attn_{nullptr};
-  RTDetrFeedForward mlp_{nullptr};
+  DetrSelfAttention attn_{nullptr};
+  DetrFeedForward mlp_{nullptr};
   torch::nn::LayerNorm norm1_{nullptr}, norm2_{nullptr};
 };
 TORCH_MODULE(EncoderLayer);

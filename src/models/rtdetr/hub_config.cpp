@@ -19,6 +19,7 @@ std::string RTDetrImpl::hub_config(const std::vector<std::string>& class_names) 
   const auto layout = resnet_vd_layout(o.backbone().arch());
   const auto& enc = o.encoder();
   const auto& dec = o.decoder();
+  const auto& c = o.criterion();
   nlohmann::json id2label = nlohmann::json::object(), label2id = nlohmann::json::object();
   for (size_t k = 0; k < class_names.size(); ++k) {
     id2label[std::to_string(k)] = class_names[k];
@@ -63,16 +64,16 @@ std::string RTDetrImpl::hub_config(const std::vector<std::string>& class_names) 
       {"box_noise_scale", o.denoising().box_noise_scale()},
       {"layer_norm_eps", kRTDetrLayerNormEps},
       {"batch_norm_eps", kRTDetrBatchNormEps},
-      {"matcher_class_cost", o.matcher_class_cost()},
-      {"matcher_bbox_cost", o.matcher_bbox_cost()},
-      {"matcher_giou_cost", o.matcher_giou_cost()},
-      {"matcher_alpha", o.matcher_alpha()},
-      {"matcher_gamma", o.matcher_gamma()},
-      {"weight_loss_vfl", o.weight_vfl()},
-      {"weight_loss_bbox", o.weight_bbox()},
-      {"weight_loss_giou", o.weight_giou()},
-      {"focal_loss_alpha", o.vfl_alpha()},
-      {"focal_loss_gamma", o.vfl_gamma()},
+      {"matcher_class_cost", c.class_cost()},
+      {"matcher_bbox_cost", c.bbox_cost()},
+      {"matcher_giou_cost", c.giou_cost()},
+      {"matcher_alpha", c.matcher_alpha()},
+      {"matcher_gamma", c.matcher_gamma()},
+      {"weight_loss_vfl", c.vfl_weight()},
+      {"weight_loss_bbox", c.bbox_weight()},
+      {"weight_loss_giou", c.giou_weight()},
+      {"focal_loss_alpha", c.vfl_alpha()},
+      {"focal_loss_gamma", c.vfl_gamma()},
       {"id2label", id2label},
       {"label2id", label2id}};
   return config.dump(2) + "\n";

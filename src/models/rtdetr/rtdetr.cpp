@@ -3,7 +3,7 @@
 #include <cmath>
 #include <limits>
 
-#include "losses/varifocal_loss.h"
+#include "models/detr/criterion.h"
 #include "models/module_state.h"
 #include "models/sync_batch_norm.h"
 #include "ops/box_ops.h"
@@ -50,70 +50,11 @@ torch::Tensor gather_rows(const torch::Tensor& x, const torch::Tensor& index) {
   return x.gather(1, index.unsqueeze(-1).expand({-1, -1, x.size(-1)}));
 }
 
-struct SetTerms {
-  torch::Tensor vfl, bbox, giou;
-};
-
-// Varifocal, L1 and GIoU terms of one output set (unweighted, each divided by `normaliser`).
-SetTerms set_terms(const torch::Tensor& logits, const torch::Tensor& boxes,
-                   const std::vector<ops::SetTarget>& targets,
-                   const std::vector<ops::SetMatch>& matches, double normaliser,
-                   const RTDetrOptions& o) {
-  const auto device = logits.device();
-  const int64_t b = logits.size(0), q = logits.size(1), c = logits.size(2);
-  std::vector<torch::Tensor> batch_idx, query_idx, labels, gt;
-  for (int64_t i = 0; i < b; ++i) {
-    const auto& m = matches[i];
-    batch_idx.push_back(torch::full({m.queries.size(0)}, i, torch::kInt64));
-    query_idx.push_back(m.queries);
-    labels.push_back(targets[i].labels.to(device).index_select(0, m.targets.to(device)));
-    gt.push_back(
-        targets[i].boxes.to(device, boxes.scalar_type()).index_select(0, m.targets.to(device)));
-  }
-  const auto bi = torch::cat(batch_idx).to(device), qi = torch::cat(query_idx).to(device);
-  const auto tgt_labels = torch::cat(labels), tgt_boxes = torch::cat(gt).view({-1, 4});
-  const auto src_boxes = boxes.index({bi, qi});
-  const auto tgt_xyxy = ops::box_cxcywh_to_xyxy(tgt_boxes);
-  // The VFL target is the IoU of detached boxes: a label, not a path for gradients.
-  const auto iou =
-      ops::paired_iou_giou(ops::box_cxcywh_to_xyxy(src_boxes.detach()), tgt_xyxy).first;
-  const auto giou = ops::paired_iou_giou(ops::box_cxcywh_to_xyxy(src_boxes), tgt_xyxy).second;
-
-  // Unmatched queries get the extra class c, whose one-hot column narrow() drops: an all-zero row.
-  auto classes = torch::full({b, q}, c, torch::TensorOptions().dtype(torch::kInt64).device(device));
-  classes.index_put_({bi, qi}, tgt_labels);
-  const auto one_hot = F::one_hot(classes, c + 1).narrow(-1, 0, c).to(logits.scalar_type());
-  auto score = torch::zeros({b, q}, logits.options());
-  score.index_put_({bi, qi}, iou.to(logits.scalar_type()));
-  const auto vfl = losses::varifocal_loss(logits, score.unsqueeze(-1) * one_hot, one_hot,
-                                          losses::VarifocalLossOptions()
-                                              .alpha(o.vfl_alpha())
-                                              .gamma(o.vfl_gamma())
-                                              .class_weights(o.class_weights())
-                                              .reduction(losses::Reduction::kNone));
-  return {vfl.sum() / normaliser, (src_boxes - tgt_boxes).abs().sum() / normaliser,
-          (1 - giou).sum() / normaliser};
-}
-
-// The three terms for the last layer, then _aux_i per decoder layer and the encoder proposals,
-// then _dn_i per layer when denoising is on: fixed by the options, never by a batch.
-std::vector<std::string> rtdetr_loss_keys(const RTDetrOptions& o) {
-  std::vector<std::string> suffixes = {""};
-  const int64_t layers = o.decoder().layers();
-  for (int64_t i = 0; i < layers; ++i) suffixes.push_back("_aux_" + std::to_string(i));
-  if (o.denoising().num_denoising() > 0) {
-    for (int64_t i = 0; i < layers; ++i) suffixes.push_back("_dn_" + std::to_string(i));
-  }
-  std::vector<std::string> keys;
-  for (const auto& s : suffixes) {
-    for (const char* k : {"loss_vfl", "loss_bbox", "loss_giou"}) keys.push_back(k + s);
-  }
-  return keys;
-}
-
 }  // namespace
 
-RTDetrImpl::RTDetrImpl(RTDetrOptions options) : DetectorBase(options, rtdetr_loss_keys(options)) {
+RTDetrImpl::RTDetrImpl(RTDetrOptions options)
+    : DetectorBase(options, detr_loss_keys(options.decoder().layers(),
+                                           options.denoising().num_denoising() > 0)) {
   const auto& o = options_;
   TORCH_CHECK(o.num_classes() >= 1, "RT-DETR: num_classes must be >= 1, got ", o.num_classes());
   TORCH_CHECK(o.decoder().layers() >= 1, "RT-DETR: decoder layers must be >= 1, got ",
@@ -141,11 +82,11 @@ RTDetrImpl::RTDetrImpl(RTDetrOptions options) : DetectorBase(options, rtdetr_los
           torch::nn::Linear(d, d),
           torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(kRTDetrLayerNormEps))));
   enc_score_head_ = model->register_module("enc_score_head", torch::nn::Linear(d, o.num_classes()));
-  enc_bbox_head_ = model->register_module("enc_bbox_head", RTDetrMlp(d, d, 4, 3));
+  enc_bbox_head_ = model->register_module("enc_bbox_head", DetrMlp(d, d, 4, 3));
   decoder_input_proj_ = model->register_module("decoder_input_proj", torch::nn::ModuleList());
   for (int i = 0; i < 3; ++i)
     decoder_input_proj_->push_back(conv_bn(hidden, d, kRTDetrBatchNormEps));
-  decoder_ = model->register_module("decoder", RTDetrDecoder(o.decoder(), o.num_classes()));
+  decoder_ = model->register_module("decoder", DetrDecoder(o.decoder(), o.num_classes()));
 
   // RT-DETR's initialisation of the heads: class biases at the prior 1 / (C + 1).
   torch::NoGradGuard no_grad;
@@ -236,65 +177,18 @@ std::vector<ops::SetTarget> RTDetrImpl::set_targets(const Batch& batch,
 LossDict RTDetrImpl::compute_loss(const RTDetrOutputs& outputs,
                                   const std::vector<ops::SetTarget>& targets,
                                   const DenoisingGroup* denoising, double num_boxes) const {
-  const auto& o = options_;
-  const int64_t layers = o.decoder().layers();
-  const int64_t n = denoising != nullptr ? denoising->num_queries : 0;
-  const auto matcher = ops::SetMatcherOptions()
-                           .class_cost(o.matcher_class_cost())
-                           .bbox_cost(o.matcher_bbox_cost())
-                           .giou_cost(o.matcher_giou_cost())
-                           .alpha(o.matcher_alpha())
-                           .gamma(o.matcher_gamma());
-  LossDict out(loss_keys_);
-  const auto put = [&](const std::string& suffix, const SetTerms& t, double scale) {
-    out.set("loss_vfl" + suffix, t.vfl * (o.weight_vfl() * scale));
-    out.set("loss_bbox" + suffix, t.bbox * (o.weight_bbox() * scale));
-    out.set("loss_giou" + suffix, t.giou * (o.weight_giou() * scale));
-  };
+  TORCH_CHECK(options_.denoising().num_denoising() == 0 || denoising != nullptr,
+              "RT-DETR: training needs the denoising group");
+  auto out = detr_criterion({outputs.decoder, outputs.enc_logits, outputs.enc_boxes}, targets,
+                            denoising, num_boxes, options_.criterion(), loss_keys_);
+  if (out) return *out;
   // A non-finite prediction cannot be matched: every term becomes NaN, so that the trainer's
   // non-finite guard skips the step on every rank (as for any diverged loss).
-  bool unmatchable = false;
-  const auto matched = [&](const std::string& suffix, const torch::Tensor& logits,
-                           const torch::Tensor& boxes) {
-    const auto matches = ops::match_sets(logits, boxes, targets, matcher);
-    if (!matches) {
-      unmatchable = true;
-      return;
-    }
-    put(suffix, set_terms(logits, boxes, targets, *matches, num_boxes, o), 1.0);
-  };
-  const auto& dec = outputs.decoder;
-  const int64_t q = dec.logits.size(2) - n;
-  for (int64_t l = 0; l < layers && !unmatchable; ++l) {
-    const std::string suffix = l + 1 == layers ? "" : "_aux_" + std::to_string(l);
-    matched(suffix, dec.logits[l].narrow(1, n, q), dec.boxes[l].narrow(1, n, q));
-  }
-  if (!unmatchable)
-    matched("_aux_" + std::to_string(layers - 1), outputs.enc_logits, outputs.enc_boxes);
-  if (unmatchable) {
-    ++nonfinite_matches_;
-    const auto nan = graph_zero(dec.logits) + std::numeric_limits<float>::quiet_NaN();
-    for (const auto& key : loss_keys_) out.set(key, nan);
-    return out;
-  }
-  if (o.denoising().num_denoising() > 0) {
-    TORCH_CHECK(denoising != nullptr, "RT-DETR: training needs the denoising group");
-    std::vector<ops::SetMatch> dn_matches;
-    for (size_t i = 0; i < targets.size(); ++i) {
-      dn_matches.push_back({denoising->positive_queries[i], denoising->positive_targets[i]});
-    }
-    // A batch without boxes trains one dummy group: same graph, zero loss.
-    const double scale = denoising->dummy ? 0.0 : 1.0;
-    // Every denoising group repeats every box, so the normaliser grows with the groups.
-    const double normaliser = num_boxes * static_cast<double>(denoising->num_groups);
-    for (int64_t l = 0; l < layers; ++l) {
-      put("_dn_" + std::to_string(l),
-          set_terms(dec.logits[l].narrow(1, 0, n), dec.boxes[l].narrow(1, 0, n), targets,
-                    dn_matches, normaliser, o),
-          scale);
-    }
-  }
-  return out;
+  ++nonfinite_matches_;
+  LossDict nan(loss_keys_);
+  const auto value = graph_zero(outputs.decoder.logits) + std::numeric_limits<float>::quiet_NaN();
+  for (const auto& key : loss_keys_) nan.set(key, value);
+  return nan;
 }
 
 LossDict RTDetrImpl::forward_train(const Batch& batch) {

@@ -16,9 +16,9 @@
 #include <torch/torch.h>
 
 #include "models/detector.h"
+#include "models/detr/decoder.h"
+#include "models/detr/denoising.h"
 #include "models/resnet_vd.h"
-#include "models/rtdetr/decoder.h"
-#include "models/rtdetr/denoising.h"
 #include "models/rtdetr/encoder.h"
 #include "models/rtdetr/options.h"
 #include "ops/set_matcher.h"
@@ -31,7 +31,7 @@ struct RTDetrOutputs {
   std::vector<torch::Tensor> encoder_maps;
   /// Per decoder layer: [L, B, N + Q, C] logits and [L, B, N + Q, 4] boxes (the N denoising
   /// queries first; N = 0 without denoising).
-  RTDetrDecoderOutputs decoder;
+  DetrDecoderOutputs decoder;
   /// The top-k encoder proposals: [B, Q, C] logits and [B, Q, 4] boxes.
   torch::Tensor enc_logits, enc_boxes;
 };
@@ -111,8 +111,8 @@ class RTDetrImpl : public DetectorBase<RTDetrImpl, RTDetrOptions> {
   torch::nn::Embedding denoising_class_embed_{nullptr};
   torch::nn::Sequential enc_output_{nullptr};
   torch::nn::Linear enc_score_head_{nullptr};
-  RTDetrMlp enc_bbox_head_{nullptr};
-  RTDetrDecoder decoder_{nullptr};
+  DetrMlp enc_bbox_head_{nullptr};
+  DetrDecoder decoder_{nullptr};
 };
 TORCH_MODULE(RTDetr);
 

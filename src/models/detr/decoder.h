@@ -1,4 +1,5 @@
-// RT-DETR's decoder: self-attention among the queries, multi-scale deformable cross-attention
+// The deformable DETR decoder the DETR families share (RT-DETR uses it as is): self-attention
+// among the queries, multi-scale deformable cross-attention
 // into the encoder's maps (v2: per-level sampling points, offsets scaled by the reference box,
 // bilinear sampling with grid_sample), a feed-forward block, and after every layer a class
 // head and a box head that refines the reference boxes. Module names equal transformers'
@@ -11,12 +12,12 @@
 
 #include <torch/torch.h>
 
-#include "models/rtdetr/encoder.h"
+#include "models/detr/transformer.h"
 
 namespace detforge::models {
 
 /// The decoder (model.decoder in a config).
-struct RTDetrDecoderOptions {
+struct DetrDecoderOptions {
   /// Width of the decoder and its queries. Default: 256
   TORCH_ARG(int64_t, d_model) = 256;
   /// Decoder layers (3 for r18vd). Default: 6
@@ -38,9 +39,9 @@ using LevelShapes = std::vector<std::pair<int64_t, int64_t>>;
 torch::Tensor inverse_sigmoid(const torch::Tensor& x, double eps = 1e-5);
 
 /// Linear layers with ReLU between them: RTDetrV2MLPPredictionHead (names layers.0, layers.1..).
-class RTDetrMlpImpl : public torch::nn::Module {
+class DetrMlpImpl : public torch::nn::Module {
  public:
-  RTDetrMlpImpl(int64_t in, int64_t hidden, int64_t out, int64_t num_layers);
+  DetrMlpImpl(int64_t in, int64_t hidden, int64_t out, int64_t num_layers);
   torch::Tensor forward(torch::Tensor x);
   /// The last linear layer (zero-initialised for box heads).
   torch::nn::Linear last() const { return layers_.back(); }
@@ -48,11 +49,11 @@ class RTDetrMlpImpl : public torch::nn::Module {
  private:
   std::vector<torch::nn::Linear> layers_;
 };
-TORCH_MODULE(RTDetrMlp);
+TORCH_MODULE(DetrMlp);
 
-class RTDetrDeformableAttentionImpl : public torch::nn::Module {
+class DeformableAttentionImpl : public torch::nn::Module {
  public:
-  explicit RTDetrDeformableAttentionImpl(const RTDetrDecoderOptions& options);
+  explicit DeformableAttentionImpl(const DetrDecoderOptions& options);
   /// query: [B, Q, D] (position embedding already added); reference: [B, Q, 4] cxcywh in
   /// [0, 1]; memory: [B, S, D] with S = sum of h * w over `shapes` -> [B, Q, D].
   torch::Tensor forward(const torch::Tensor& query, const torch::Tensor& reference,
@@ -66,31 +67,31 @@ class RTDetrDeformableAttentionImpl : public torch::nn::Module {
   torch::nn::Linear offsets_{nullptr}, weights_{nullptr}, value_{nullptr}, output_{nullptr};
   torch::Tensor points_scale_;
 };
-TORCH_MODULE(RTDetrDeformableAttention);
+TORCH_MODULE(DeformableAttention);
 
 /// Every decoder layer's class logits [L, B, T, C] and boxes [L, B, T, 4] (cxcywh in [0, 1]).
-struct RTDetrDecoderOutputs {
+struct DetrDecoderOutputs {
   torch::Tensor logits;
   torch::Tensor boxes;
 };
 
-class RTDetrDecoderImpl : public torch::nn::Module {
+class DetrDecoderImpl : public torch::nn::Module {
  public:
   /// One class head per layer predicts `num_classes` logits.
-  RTDetrDecoderImpl(const RTDetrDecoderOptions& options, int64_t num_classes);
+  DetrDecoderImpl(const DetrDecoderOptions& options, int64_t num_classes);
   /// target: [B, T, D] query content; reference_logits: [B, T, 4] initial boxes before the
   /// sigmoid (no gradient flows into them); memory: [B, S, D]; mask: [T, T] float (0 / -inf) or
   /// undefined.
-  RTDetrDecoderOutputs forward(torch::Tensor target, const torch::Tensor& reference_logits,
-                               const torch::Tensor& memory, const LevelShapes& shapes,
-                               const torch::Tensor& mask);
+  DetrDecoderOutputs forward(torch::Tensor target, const torch::Tensor& reference_logits,
+                             const torch::Tensor& memory, const LevelShapes& shapes,
+                             const torch::Tensor& mask);
   /// RT-DETR's initialisation of the heads (class bias at the prior, last box layer zero).
   void reset_parameters(double class_bias);
 
  private:
   torch::nn::ModuleList layers_{nullptr}, class_embed_{nullptr}, bbox_embed_{nullptr};
-  RTDetrMlp query_pos_{nullptr};
+  DetrMlp query_pos_{nullptr};
 };
-TORCH_MODULE(RTDetrDecoder);
+TORCH_MODULE(DetrDecoder);
 
 }  // namespace detforge::models

@@ -1,4 +1,4 @@
-#include "models/rtdetr/decoder.h"
+#include "models/detr/decoder.h"
 
 #include <cmath>
 
@@ -12,7 +12,7 @@ torch::Tensor inverse_sigmoid(const torch::Tensor& x, double eps) {
   return torch::log(c.clamp_min(eps) / (1 - c).clamp_min(eps));
 }
 
-RTDetrMlpImpl::RTDetrMlpImpl(int64_t in, int64_t hidden, int64_t out, int64_t num_layers) {
+DetrMlpImpl::DetrMlpImpl(int64_t in, int64_t hidden, int64_t out, int64_t num_layers) {
   auto list = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < num_layers; ++i) {
     layers_.emplace_back(i == 0 ? in : hidden, i + 1 == num_layers ? out : hidden);
@@ -20,7 +20,7 @@ RTDetrMlpImpl::RTDetrMlpImpl(int64_t in, int64_t hidden, int64_t out, int64_t nu
   }
 }
 
-torch::Tensor RTDetrMlpImpl::forward(torch::Tensor x) {
+torch::Tensor DetrMlpImpl::forward(torch::Tensor x) {
   for (size_t i = 0; i < layers_.size(); ++i) {
     x = layers_[i](x);
     if (i + 1 < layers_.size()) x = torch::relu(x);
@@ -28,10 +28,11 @@ torch::Tensor RTDetrMlpImpl::forward(torch::Tensor x) {
   return x;
 }
 
-RTDetrDeformableAttentionImpl::RTDetrDeformableAttentionImpl(const RTDetrDecoderOptions& o)
+DeformableAttentionImpl::DeformableAttentionImpl(const DetrDecoderOptions& o)
     : heads_(o.heads()), levels_(3), points_(o.points()), offset_scale_(o.offset_scale()) {
   const int64_t d = o.d_model();
-  TORCH_CHECK(d % heads_ == 0, "RT-DETR: d_model ", d, " is not divisible by ", heads_, " heads");
+  TORCH_CHECK(d % heads_ == 0, "DETR decoder: d_model ", d, " is not divisible by ", heads_,
+              " heads");
   offsets_ =
       register_module("sampling_offsets", torch::nn::Linear(d, heads_ * levels_ * points_ * 2));
   weights_ = register_module("attention_weights", torch::nn::Linear(d, heads_ * levels_ * points_));
@@ -42,7 +43,7 @@ RTDetrDeformableAttentionImpl::RTDetrDeformableAttentionImpl(const RTDetrDecoder
   reset_parameters();
 }
 
-void RTDetrDeformableAttentionImpl::reset_parameters() {
+void DeformableAttentionImpl::reset_parameters() {
   torch::NoGradGuard no_grad;
   offsets_->weight.zero_();
   // Deformable DETR's initial offsets: each head samples along its own direction (scaled onto a
@@ -63,13 +64,13 @@ void RTDetrDeformableAttentionImpl::reset_parameters() {
   output_->bias.zero_();
 }
 
-torch::Tensor RTDetrDeformableAttentionImpl::forward(const torch::Tensor& query,
-                                                     const torch::Tensor& reference,
-                                                     const torch::Tensor& memory,
-                                                     const LevelShapes& shapes) {
+torch::Tensor DeformableAttentionImpl::forward(const torch::Tensor& query,
+                                               const torch::Tensor& reference,
+                                               const torch::Tensor& memory,
+                                               const LevelShapes& shapes) {
   const int64_t b = query.size(0), q = query.size(1), s = memory.size(1), d = memory.size(2);
   const int64_t dh = d / heads_, lp = levels_ * points_;
-  TORCH_CHECK(static_cast<int64_t>(shapes.size()) == levels_, "RT-DETR decoder: expected ", levels_,
+  TORCH_CHECK(static_cast<int64_t>(shapes.size()) == levels_, "DETR decoder: expected ", levels_,
               " levels, got ", shapes.size());
   const auto value = value_(memory).view({b, s, heads_, dh});
   const auto offsets = offsets_(query).view({b, q, heads_, lp, 2});
@@ -103,16 +104,16 @@ namespace {
 // Post-norm decoder layer: RTDetrV2DecoderLayer.
 class DecoderLayerImpl : public torch::nn::Module {
  public:
-  explicit DecoderLayerImpl(const RTDetrDecoderOptions& o) {
+  explicit DecoderLayerImpl(const DetrDecoderOptions& o) {
     const int64_t d = o.d_model();
     const auto ln = [&] {
-      return torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(kRTDetrLayerNormEps));
+      return torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(kDetrLayerNormEps));
     };
-    self_attn_ = register_module("self_attn", RTDetrSelfAttention(d, o.heads()));
+    self_attn_ = register_module("self_attn", DetrSelfAttention(d, o.heads()));
     norm1_ = register_module("self_attn_layer_norm", ln());
-    cross_attn_ = register_module("encoder_attn", RTDetrDeformableAttention(o));
+    cross_attn_ = register_module("encoder_attn", DeformableAttention(o));
     norm2_ = register_module("encoder_attn_layer_norm", ln());
-    mlp_ = register_module("mlp", RTDetrFeedForward(d, o.ffn_dim(), Activation::kReLU));
+    mlp_ = register_module("mlp", DetrFeedForward(d, o.ffn_dim(), Activation::kReLU));
     norm3_ = register_module("final_layer_norm", ln());
   }
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& pos,
@@ -124,29 +125,29 @@ class DecoderLayerImpl : public torch::nn::Module {
   }
 
  private:
-  RTDetrSelfAttention self_attn_{nullptr};
-  RTDetrDeformableAttention cross_attn_{nullptr};
-  RTDetrFeedForward mlp_{nullptr};
+  DetrSelfAttention self_attn_{nullptr};
+  DeformableAttention cross_attn_{nullptr};
+  DetrFeedForward mlp_{nullptr};
   torch::nn::LayerNorm norm1_{nullptr}, norm2_{nullptr}, norm3_{nullptr};
 };
 TORCH_MODULE(DecoderLayer);
 
 }  // namespace
 
-RTDetrDecoderImpl::RTDetrDecoderImpl(const RTDetrDecoderOptions& o, int64_t num_classes) {
+DetrDecoderImpl::DetrDecoderImpl(const DetrDecoderOptions& o, int64_t num_classes) {
   const int64_t d = o.d_model();
   layers_ = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < o.layers(); ++i) layers_->push_back(DecoderLayer(o));
-  query_pos_ = register_module("query_pos_head", RTDetrMlp(4, 2 * d, d, 2));
+  query_pos_ = register_module("query_pos_head", DetrMlp(4, 2 * d, d, 2));
   class_embed_ = register_module("class_embed", torch::nn::ModuleList());
   bbox_embed_ = register_module("bbox_embed", torch::nn::ModuleList());
   for (int64_t i = 0; i < o.layers(); ++i) {
     class_embed_->push_back(torch::nn::Linear(d, num_classes));
-    bbox_embed_->push_back(RTDetrMlp(d, d, 4, 3));
+    bbox_embed_->push_back(DetrMlp(d, d, 4, 3));
   }
 }
 
-void RTDetrDecoderImpl::reset_parameters(double class_bias) {
+void DetrDecoderImpl::reset_parameters(double class_bias) {
   torch::NoGradGuard no_grad;
   for (const auto& m : *class_embed_) {
     auto* linear = m->as<torch::nn::LinearImpl>();
@@ -154,25 +155,24 @@ void RTDetrDecoderImpl::reset_parameters(double class_bias) {
     linear->bias.fill_(class_bias);
   }
   for (const auto& m : *bbox_embed_) {
-    auto last = m->as<RTDetrMlpImpl>()->last();
+    auto last = m->as<DetrMlpImpl>()->last();
     // A zero last layer: each decoder layer starts by passing its reference box through unchanged.
     last->weight.zero_();
     last->bias.zero_();
   }
 }
 
-RTDetrDecoderOutputs RTDetrDecoderImpl::forward(torch::Tensor target,
-                                                const torch::Tensor& reference_logits,
-                                                const torch::Tensor& memory,
-                                                const LevelShapes& shapes,
-                                                const torch::Tensor& mask) {
+DetrDecoderOutputs DetrDecoderImpl::forward(torch::Tensor target,
+                                            const torch::Tensor& reference_logits,
+                                            const torch::Tensor& memory, const LevelShapes& shapes,
+                                            const torch::Tensor& mask) {
   auto reference = torch::sigmoid(reference_logits);
   std::vector<torch::Tensor> logits, boxes;
   for (size_t i = 0; i < layers_->size(); ++i) {
     const auto pos = query_pos_(reference);
     target =
         layers_[i]->as<DecoderLayerImpl>()->forward(target, pos, reference, memory, shapes, mask);
-    const auto refined = torch::sigmoid(bbox_embed_[i]->as<RTDetrMlpImpl>()->forward(target) +
+    const auto refined = torch::sigmoid(bbox_embed_[i]->as<DetrMlpImpl>()->forward(target) +
                                         inverse_sigmoid(reference));
     boxes.push_back(refined);
     logits.push_back(class_embed_[i]->as<torch::nn::LinearImpl>()->forward(target));

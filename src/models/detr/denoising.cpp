@@ -1,9 +1,9 @@
-#include "models/rtdetr/denoising.h"
+#include "models/detr/denoising.h"
 
 #include <algorithm>
 #include <limits>
 
-#include "models/rtdetr/decoder.h"
+#include "models/detr/decoder.h"
 #include "ops/box_ops.h"
 
 namespace detforge::models {

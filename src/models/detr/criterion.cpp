@@ -1,0 +1,128 @@
+#include "models/detr/criterion.h"
+
+#include "losses/varifocal_loss.h"
+#include "ops/box_ops.h"
+
+namespace detforge::models {
+
+namespace F = torch::nn::functional;
+
+namespace {
+
+struct SetTerms {
+  torch::Tensor vfl, bbox, giou;
+};
+
+// Varifocal, L1 and GIoU terms of one output set (unweighted, each divided by `normaliser`).
+SetTerms set_terms(const torch::Tensor& logits, const torch::Tensor& boxes,
+                   const std::vector<ops::SetTarget>& targets,
+                   const std::vector<ops::SetMatch>& matches, double normaliser,
+                   const DetrCriterionOptions& o) {
+  const auto device = logits.device();
+  const int64_t b = logits.size(0), q = logits.size(1), c = logits.size(2);
+  std::vector<torch::Tensor> batch_idx, query_idx, labels, gt;
+  for (int64_t i = 0; i < b; ++i) {
+    const auto& m = matches[i];
+    batch_idx.push_back(torch::full({m.queries.size(0)}, i, torch::kInt64));
+    query_idx.push_back(m.queries);
+    labels.push_back(targets[i].labels.to(device).index_select(0, m.targets.to(device)));
+    gt.push_back(
+        targets[i].boxes.to(device, boxes.scalar_type()).index_select(0, m.targets.to(device)));
+  }
+  const auto bi = torch::cat(batch_idx).to(device), qi = torch::cat(query_idx).to(device);
+  const auto tgt_labels = torch::cat(labels), tgt_boxes = torch::cat(gt).view({-1, 4});
+  const auto src_boxes = boxes.index({bi, qi});
+  const auto tgt_xyxy = ops::box_cxcywh_to_xyxy(tgt_boxes);
+  // The VFL target is the IoU of detached boxes: a label, not a path for gradients.
+  const auto iou =
+      ops::paired_iou_giou(ops::box_cxcywh_to_xyxy(src_boxes.detach()), tgt_xyxy).first;
+  const auto giou = ops::paired_iou_giou(ops::box_cxcywh_to_xyxy(src_boxes), tgt_xyxy).second;
+
+  // Unmatched queries get the extra class c, whose one-hot column narrow() drops: an all-zero row.
+  auto classes = torch::full({b, q}, c, torch::TensorOptions().dtype(torch::kInt64).device(device));
+  classes.index_put_({bi, qi}, tgt_labels);
+  const auto one_hot = F::one_hot(classes, c + 1).narrow(-1, 0, c).to(logits.scalar_type());
+  auto score = torch::zeros({b, q}, logits.options());
+  score.index_put_({bi, qi}, iou.to(logits.scalar_type()));
+  const auto vfl = losses::varifocal_loss(logits, score.unsqueeze(-1) * one_hot, one_hot,
+                                          losses::VarifocalLossOptions()
+                                              .alpha(o.vfl_alpha())
+                                              .gamma(o.vfl_gamma())
+                                              .class_weights(o.class_weights())
+                                              .reduction(losses::Reduction::kNone));
+  return {vfl.sum() / normaliser, (src_boxes - tgt_boxes).abs().sum() / normaliser,
+          (1 - giou).sum() / normaliser};
+}
+
+}  // namespace
+
+std::vector<std::string> detr_loss_keys(int64_t layers, bool denoising) {
+  std::vector<std::string> suffixes = {""};
+  for (int64_t i = 0; i < layers; ++i) suffixes.push_back("_aux_" + std::to_string(i));
+  if (denoising) {
+    for (int64_t i = 0; i < layers; ++i) suffixes.push_back("_dn_" + std::to_string(i));
+  }
+  std::vector<std::string> keys;
+  for (const auto& s : suffixes) {
+    for (const char* k : {"loss_vfl", "loss_bbox", "loss_giou"}) keys.push_back(k + s);
+  }
+  return keys;
+}
+
+std::optional<LossDict> detr_criterion(const DetrSets& sets,
+                                       const std::vector<ops::SetTarget>& targets,
+                                       const DenoisingGroup* denoising, double num_boxes,
+                                       const DetrCriterionOptions& o,
+                                       const std::vector<std::string>& keys) {
+  const int64_t layers = sets.decoder.logits.size(0);
+  const int64_t n = denoising != nullptr ? denoising->num_queries : 0;
+  const auto matcher = ops::SetMatcherOptions()
+                           .class_cost(o.class_cost())
+                           .bbox_cost(o.bbox_cost())
+                           .giou_cost(o.giou_cost())
+                           .alpha(o.matcher_alpha())
+                           .gamma(o.matcher_gamma());
+  LossDict out(keys);
+  const auto put = [&](const std::string& suffix, const SetTerms& t, double scale) {
+    out.set("loss_vfl" + suffix, t.vfl * (o.vfl_weight() * scale));
+    out.set("loss_bbox" + suffix, t.bbox * (o.bbox_weight() * scale));
+    out.set("loss_giou" + suffix, t.giou * (o.giou_weight() * scale));
+  };
+  bool unmatchable = false;
+  const auto matched = [&](const std::string& suffix, const torch::Tensor& logits,
+                           const torch::Tensor& boxes) {
+    const auto matches = ops::match_sets(logits, boxes, targets, matcher);
+    if (!matches) {
+      unmatchable = true;
+      return;
+    }
+    put(suffix, set_terms(logits, boxes, targets, *matches, num_boxes, o), 1.0);
+  };
+  const auto& dec = sets.decoder;
+  const int64_t q = dec.logits.size(2) - n;
+  for (int64_t l = 0; l < layers && !unmatchable; ++l) {
+    const std::string suffix = l + 1 == layers ? "" : "_aux_" + std::to_string(l);
+    matched(suffix, dec.logits[l].narrow(1, n, q), dec.boxes[l].narrow(1, n, q));
+  }
+  if (!unmatchable) matched("_aux_" + std::to_string(layers - 1), sets.enc_logits, sets.enc_boxes);
+  if (unmatchable) return std::nullopt;
+  if (denoising != nullptr) {
+    std::vector<ops::SetMatch> dn_matches;
+    for (size_t i = 0; i < targets.size(); ++i) {
+      dn_matches.push_back({denoising->positive_queries[i], denoising->positive_targets[i]});
+    }
+    // A batch without boxes trains one dummy group: same graph, zero loss.
+    const double scale = denoising->dummy ? 0.0 : 1.0;
+    // Every denoising group repeats every box, so the normaliser grows with the groups.
+    const double normaliser = num_boxes * static_cast<double>(denoising->num_groups);
+    for (int64_t l = 0; l < layers; ++l) {
+      put("_dn_" + std::to_string(l),
+          set_terms(dec.logits[l].narrow(1, 0, n), dec.boxes[l].narrow(1, 0, n), targets,
+                    dn_matches, normaliser, o),
+          scale);
+    }
+  }
+  return out;
+}
+
+}  // namespace detforge::models
