@@ -11,12 +11,14 @@
 #include "core/config_node.h"
 #include "core/errors.h"
 #include "core/logging.h"
-#include "models/retinanet/build.h"
-#include "models/rtdetr/build.h"
-#include "models/yolo/build.h"
 #include "weights/coco_classes.h"
 
 namespace detforge::models {
+
+// Each family's table entry (models/<family>/build.cpp).
+#define DETFORGE_FAMILY(type) void type##_spec(const ConfigNode& model, DetectorSpec& spec);
+#include "models/family_list.h"
+#undef DETFORGE_FAMILY
 
 double positive(const ConfigNode& n, const std::string& key, double value) {
   if (!(value > 0)) n.fail(key, str(value, " must be > 0"));
@@ -54,16 +56,17 @@ losses::InvalidTargetPolicy read_policy(const ConfigNode& n, losses::InvalidTarg
 }
 
 DetectorSpec detector_spec(const ConfigNode& model, std::optional<int64_t> num_classes) {
-  // The family table: `model.type` -> the family's reader (models/<family>/build.h), which
-  // fills the factory and the stride.
-  const std::map<std::string, FamilyBuilder> families = {
-      {"retinanet", retinanet_spec},
-      {"rtdetr", rtdetr_spec},
-      {"yolo", yolo_spec},
+  // The family table of models/family_list.h: `model.type` -> the family's reader
+  // (models/<family>/build.cpp), which fills the factory and the stride.
+  const std::vector<std::pair<std::string, FamilyBuilder>> families = {
+#define DETFORGE_FAMILY(type) {#type, type##_spec},
+#include "models/family_list.h"
+#undef DETFORGE_FAMILY
   };
   DetectorSpec spec;
   spec.type = model.required<std::string>("type");
-  const auto it = families.find(spec.type);
+  const auto it = std::find_if(families.begin(), families.end(),
+                               [&](const auto& entry) { return entry.first == spec.type; });
   if (it == families.end()) {
     std::vector<std::string> known;
     for (const auto& entry : families) known.push_back(entry.first);
