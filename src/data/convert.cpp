@@ -127,6 +127,8 @@ void check_same_names(const std::string& file, const std::vector<std::string>& h
                         "], not this dataset's; convert into a new folder"));
 }
 
+}  // namespace
+
 ConvertResult write_coco(const CocoFile& f, const CategoryMap& cats, const ConvertOptions& o) {
   const fs::path out(o.out_dir), image_dir = out / "images" / o.split;
   const auto names = output_names(f, false);
@@ -267,8 +269,6 @@ ConvertResult write_voc(const CocoFile& f, const CategoryMap& cats, const Conver
   return r;
 }
 
-}  // namespace
-
 std::optional<ImageTransfer> parse_image_transfer(const std::string& name) {
   if (name == "link") return ImageTransfer::kLink;
   if (name == "copy") return ImageTransfer::kCopy;
@@ -277,16 +277,12 @@ std::optional<ImageTransfer> parse_image_transfer(const std::string& name) {
 }
 
 ConvertResult convert_dataset(const CocoFile& file, const ConvertOptions& o) {
-  const CategoryMap cats = CategoryMap::from_file(file);
-  switch (o.to) {
-    case DatasetFormat::kYolo:
-      return write_yolo(file, cats, o);
-    case DatasetFormat::kVoc:
-      return write_voc(file, cats, o);
-    case DatasetFormat::kCoco:
-      break;
-  }
-  return write_coco(file, cats, o);
+  const auto& format = dataset_format_info(o.to);
+  if (format.write == nullptr)
+    throw ConfigError(str("convert --to ", format.name,
+                          ": detforge reads this format but has no "
+                          "writer for it"));
+  return format.write(file, CategoryMap::from_file(file), o);
 }
 
 }  // namespace detforge::data

@@ -38,8 +38,18 @@ struct ConvertResult {
   std::string entry;
 };
 
+/// The writers of the format table (data::dataset_formats): `file` as COCO, YOLO or VOC under
+/// options.out_dir, its classes `categories`.
+ConvertResult write_coco(const CocoFile& file, const CategoryMap& categories,
+                         const ConvertOptions& options);
+ConvertResult write_yolo(const CocoFile& file, const CategoryMap& categories,
+                         const ConvertOptions& options);
+ConvertResult write_voc(const CocoFile& file, const CategoryMap& categories,
+                        const ConvertOptions& options);
+
 /// Writes `file` (already validated by the caller: every category id of its annotations is one
-/// of its categories) as `options.to`. Image file names keep their path below the folder all of
+/// of its categories) as `options.to`, through its writer in the format table (ConfigError for a
+/// format without one). Image file names keep their path below the folder all of
 /// the split's images share. Throws IoError naming the path it cannot write, DataError
 /// (code convert.name_clash) when two images would get the same output name, and ConfigError
 /// when the output's YOLO data.yaml or VOC labelmap.txt lists other classes than `file`.

@@ -3,6 +3,7 @@
 #include <tuple>
 
 #include "core/errors.h"
+#include "data/convert.h"
 
 namespace detforge::data {
 
@@ -21,9 +22,9 @@ CocoFile read_voc_source(const DatasetSource& s) {
 const std::vector<DatasetFormatInfo>& dataset_formats() {
   using Images = DatasetFormatInfo::Images;
   static const std::vector<DatasetFormatInfo> formats = {
-      {DatasetFormat::kCoco, "coco", read_coco_source, Images::kRequired, false},
-      {DatasetFormat::kYolo, "yolo", read_yolo_source, Images::kRefused, true},
-      {DatasetFormat::kVoc, "voc", read_voc_source, Images::kOptional, false},
+      {DatasetFormat::kCoco, "coco", read_coco_source, write_coco, Images::kRequired, false},
+      {DatasetFormat::kYolo, "yolo", read_yolo_source, write_yolo, Images::kRefused, true},
+      {DatasetFormat::kVoc, "voc", read_voc_source, write_voc, Images::kOptional, false},
   };
   return formats;
 }

@@ -21,6 +21,8 @@ namespace detforge::data {
 
 enum class DatasetFormat { kCoco, kYolo, kVoc };
 struct DatasetSource;
+struct ConvertOptions;
+struct ConvertResult;
 
 /// One dataset format, as every reader of one (the data section, lint, convert) knows it.
 struct DatasetFormatInfo {
@@ -29,6 +31,9 @@ struct DatasetFormatInfo {
   const char* name;
   /// Reads one split (read_dataset calls it).
   CocoFile (*read)(const DatasetSource& source);
+  /// Writes one split (`detforge convert --to`, data/convert.h); nullptr: none.
+  ConvertResult (*write)(const CocoFile& file, const CategoryMap& categories,
+                         const ConvertOptions& options);
   /// What a split's `images` key is to it: the image folder it needs (coco), a folder it may
   /// take (voc: JPEGImages), or a key it refuses (yolo: the data.yaml names the folders).
   enum class Images { kRequired, kOptional, kRefused } images;
