@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "core/atomic_file.h"
 #include "core/errors.h"
 #include "core/logging.h"
 #include "engine/report.h"
@@ -52,6 +53,8 @@ void add_eval_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
   cmd->callback([args] {
+    // Before the work: a folder that cannot be made fails now, naming the flag.
+    if (!args->plots.empty()) make_directories(args->plots, "--plots");
     using clock = std::chrono::steady_clock;
     const auto t0 = clock::now();
     const auto gt = eval::load_ground_truth(args->gt);

@@ -686,7 +686,7 @@ TEST_F(TrainerTest, BadRunsFailWithClearMessages) {
        under + "/w.pth"},
       {df + " eval --gt " + (data_dir() / "annotations" / "instances_val.json").string() +
            " --dt " + (base / "results_live.json").string() + " --plots " + under,
-       "plot folder " + under}};
+       "--plots " + under}};
   for (const auto& [command, named] : writers) {
     r = testing::run_command(command);
     EXPECT_EQ(r.exit_code, static_cast<int>(ExitCode::kIo)) << command << "\n" << r.output;
