@@ -5,7 +5,7 @@
 # run). Extra arguments go to ctest, e.g.
 #   scripts/test.sh -L unit        only the unit tests
 # Tests that read shared/datasets/bccd look in $DETFORGE_SHARED, else in the repository's
-# shared/, else in the shared/ beside the repository.
+# shared/, else in the nearest shared/ in a folder above the repository.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$root/scripts/setup.sh"

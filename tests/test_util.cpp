@@ -55,23 +55,22 @@ std::string detforge_binary() { return std::string(DETFORGE_BINARY_DIR) + "/detf
 std::string shared_dataset(const std::string& name) {
   namespace fs = std::filesystem;
   const char* env = std::getenv("DETFORGE_SHARED");
-  std::vector<fs::path> bases;
   if (env && *env) {
-    bases = {env};
-  } else {
-    bases = {fs::path(DETFORGE_SOURCE_DIR) / "shared",
-             fs::path(DETFORGE_SOURCE_DIR) / ".." / "shared"};
+    const auto dir = fs::path(env) / "datasets" / name;
+    return fs::exists(dir) ? fs::weakly_canonical(dir).string() : "";
   }
-  for (const auto& base : bases) {
-    if (fs::exists(base / "datasets" / name))
-      return fs::weakly_canonical(base / "datasets" / name).string();
+  // The repository's shared/, else the nearest shared/ in a folder above it (beside the clone,
+  // or further up when the clone sits in a folder of its own).
+  for (auto dir = fs::weakly_canonical(DETFORGE_SOURCE_DIR);; dir = dir.parent_path()) {
+    if (fs::exists(dir / "shared" / "datasets" / name))
+      return (dir / "shared" / "datasets" / name).string();
+    if (dir == dir.parent_path()) return "";
   }
-  return "";
 }
 
 std::string shared_missing(const std::string& name) {
   return "shared dataset " + name +
-         " not found ($DETFORGE_SHARED, or shared/ in or beside the repository)";
+         " not found ($DETFORGE_SHARED, or shared/ in or above the repository)";
 }
 
 std::string read_file(const std::filesystem::path& path) {

@@ -49,8 +49,9 @@ CommandResult run_command(const std::string& command_line);
 std::string detforge_binary();
 
 /// Path of <shared>/datasets/<name>, where <shared> is $DETFORGE_SHARED when set, else the
-/// repository's shared/ or the shared/ beside the repository (the first that holds it); empty
-/// when none does. tests/tools/predict_reference_common.py follows the same rule.
+/// repository's shared/ or the nearest shared/ in a folder above the repository (the first that
+/// holds it); empty when none does. tests/tools/predict_reference_common.py follows the same
+/// rule.
 std::string shared_dataset(const std::string& name);
 /// The reason a test skips when shared_dataset(name) is empty (one text, so the suite's skip
 /// report counts them together).

@@ -13,9 +13,17 @@ TEST_IMAGES = ["BloodImage_00004.jpg", "BloodImage_00113.jpg", "BloodImage_00265
 def bccd():
     """$DETFORGE_SHARED/datasets/bccd, else shared/ beside the repository (tests/test_util.cpp's
     shared_dataset rule)."""
-    repo = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
     env = os.environ.get("DETFORGE_SHARED")
-    roots = [env] if env else [os.path.join(repo, "shared"), os.path.join(repo, "..", "shared")]
+    if env:
+        roots = [env]
+    else:
+        # The repository's shared/, else the nearest shared/ in a folder above it.
+        roots, folder = [], os.path.realpath(os.path.join(os.path.dirname(__file__), "..", ".."))
+        while True:
+            roots.append(os.path.join(folder, "shared"))
+            if os.path.dirname(folder) == folder:
+                break
+            folder = os.path.dirname(folder)
     for root in roots:
         path = os.path.normpath(os.path.join(root, "datasets", "bccd"))
         if os.path.isdir(path):
