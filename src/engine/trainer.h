@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/pixels.h"
+#include "core/run_keys.h"
 #include "data/loader.h"
 #include "distributed/process_group.h"
 #include "engine/amp.h"
@@ -43,7 +44,8 @@ struct MlperfOptions {
 struct TrainerOptions {
   std::string output_dir = "runs/default";
   uint64_t seed = 0;
-  int64_t epochs = 12;
+  /// train.epochs (core/run_keys.h reads it). Default: 12
+  int64_t epochs = kDefaultTrainEpochs;
   /// Batches per optimizer step. Default: 1
   int64_t accumulate = 1;
   /// Gradient clipping by global L2 norm; 0 = off. Default: 0
