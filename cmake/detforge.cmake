@@ -59,6 +59,31 @@ function(detforge_add_library)
   _detforge_setup(${A_NAME} "${A_DEPS}")
 endfunction()
 
+# detforge_add_cuda_kernels(TARGET detforge_x SRCS a.cu ...): the CUDA kernels of library TARGET,
+# where LibTorch has CUDA and nvcc is found (LibTorch's CMake config enables the CUDA language
+# then); TARGET is compiled with DETFORGE_CUDA_KERNELS there. Elsewhere nothing is added and the
+# library's CUDA tensors take its tensor-op path. The kernels include no LibTorch header.
+function(detforge_add_cuda_kernels)
+  cmake_parse_arguments(A "" "TARGET" "SRCS" ${ARGN})
+  if(NOT (CAFFE2_USE_CUDA AND CMAKE_CUDA_COMPILER))
+    return()
+  endif()
+  # LibTorch's config fills CMAKE_CUDA_FLAGS with its own -gencode list, which includes
+  # architectures this nvcc no longer builds; the kernels name their architectures below (in the
+  # calling directory's scope, which is where CMake reads it for the directory's targets).
+  set(CMAKE_CUDA_FLAGS "" PARENT_SCOPE)
+  add_library(${A_TARGET}_cuda STATIC ${A_SRCS})
+  target_include_directories(${A_TARGET}_cuda PRIVATE "${CMAKE_SOURCE_DIR}/src")
+  # Machine code for every architecture CUDA 13 builds (Turing to Blackwell), PTX for newer ones.
+  set_target_properties(${A_TARGET}_cuda PROPERTIES
+    CUDA_ARCHITECTURES "75-real;80-real;86-real;89-real;90-real;100-real;120"
+    POSITION_INDEPENDENT_CODE ON)
+  target_compile_options(${A_TARGET}_cuda PRIVATE
+    $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Werror>)
+  target_link_libraries(${A_TARGET} PRIVATE ${A_TARGET}_cuda)
+  target_compile_definitions(${A_TARGET} PRIVATE DETFORGE_CUDA_KERNELS)
+endfunction()
+
 # detforge_add_test(NAME x_test SRCS ... DEPS ... LABELS unit ... [TIMEOUT s] [THREADS n])
 # Each test runs LibTorch with THREADS threads (OMP_NUM_THREADS, default 1) and takes that many
 # of ctest's -j slots (PROCESSORS): two 2-thread tests on 2 cores spin against each other and

@@ -14,6 +14,11 @@
 #   bench_yolov8n.txt,    YOLOv8n / YOLOv8s train step and inference (fp32, batch 16 at 640 px)
 #   bench_yolov8s.txt     beside Ultralytics on the same GPU, with peak device memory
 #   bench_rtdetr.txt      RT-DETRv2 r18vd the same way beside transformers
+#   train_mlperf.txt,     bench train: the whole training loop (loader, copies, step, optimizer,
+#   train_yolov8n.txt,    EMA; no evaluation) of the MLPerf recipe (batch 32 at 800 px), YOLOv8n and
+#   train_rtdetr.txt      RT-DETRv2 r18vd (batch 16 at 640 px) on synthetic images, and the loader
+#                         alone; each followed by a short run with --sync-report (the host
+#                         synchronisations per step, by operator and detforge range)
 #   mlperf/               the MLPerf recipe (configs/retinanet/mlperf_x50.yaml) for
 #                         GPU_CHECK_MLPERF_STEPS steps (default 300) on synthetic 800x800 images
 #                         whose file lists 264 categories: train.log, the run directory with
@@ -156,10 +161,42 @@ profile() {
   fi
 }
 
-# The MLPerf recipe on synthetic images: the synthetic file's three shapes keep their category ids
-# (1, 3, 7), and its category list is widened to OpenImages-MLPerf's 264 classes. It evaluates
-# on its own training images (as TrainerTest.MlperfLogPassesTheComplianceChecker does), so that
-# the checker's accuracy rule (eval_accuracy >= 0.34) is within reach of a short run.
+# synth_data DIR SIZE COUNT: the synthetic shapes (COUNT training images of SIZE px) under DIR,
+# their file's category list widened to OpenImages-MLPerf's 264 classes (the three shapes keep
+# their category ids 1, 3, 7).
+synth_data() {
+  rm -rf "$1"
+  "$df" synth --out "$1" --train "$3" --val 1 --size "$2" > /dev/null || return
+  "$py" - "$1/annotations" << 'EOF'
+import json, pathlib, sys
+for f in pathlib.Path(sys.argv[1]).glob("instances_*.json"):
+    d = json.loads(f.read_text())
+    d["categories"] = [{"id": i, "name": f"class{i}", "supercategory": "none"} for i in range(1, 265)]
+    f.write_text(json.dumps(d))
+EOF
+}
+export -f synth_data
+
+# bench_train NAME CONFIG DATA [OVERRIDES...]: `bench train` of CONFIG on the synthetic set DATA
+# (40 timed steps after 10), then 2 steps after 2 with --sync-report. Skipped without CUDA.
+bench_train() {
+  local name="$1" config="$2" data="$3"
+  shift 3
+  if [ "$cuda" -eq 0 ]; then
+    skip "$name" "no CUDA device"
+    return
+  fi
+  local common=(data.root="$data" data.train.ann=annotations/instances_train.json
+    data.train.images=train data.val.ann=annotations/instances_train.json data.val.images=train
+    device=cuda:0 "$@")
+  run_part "$name" "$out/$name.txt" bash -c '"$0" bench train -c "$1" --steps 40 --warmup 10 \
+    "${@:2}" && "$0" bench train -c "$1" --steps 2 --warmup 2 --sync-report "${@:2}"' \
+    "$df" "$config" "${common[@]}"
+}
+
+# The MLPerf recipe on synthetic images. It evaluates on its own training images (as
+# TrainerTest.MlperfLogPassesTheComplianceChecker does), so that the checker's accuracy rule
+# (eval_accuracy >= 0.34) is within reach of a short run.
 mlperf() {
   local data="$out/mlperf/data" size=800 train=256 args=(train.log_interval=20)
   if [ "$cuda" -eq 0 ]; then
@@ -168,15 +205,8 @@ mlperf() {
       "data.fixed_size=[128, 128]")
   fi
   # A fresh run: the MLPerf log of a run directory appends (a resumed run continues it).
-  rm -rf "$data" "$out/mlperf/run"
-  "$df" synth --out "$data" --train "$train" --val 1 --size "$size" || return
-  "$py" - "$data/annotations" << 'EOF' || return
-import json, pathlib, sys
-for f in pathlib.Path(sys.argv[1]).glob("instances_*.json"):
-    d = json.loads(f.read_text())
-    d["categories"] = [{"id": i, "name": f"class{i}", "supercategory": "none"} for i in range(1, 265)]
-    f.write_text(json.dumps(d))
-EOF
+  rm -rf "$out/mlperf/run"
+  [ -f "$data/annotations/instances_train.json" ] || synth_data "$data" "$size" "$train" || return
   "$df" train --config "$top/configs/retinanet/mlperf_x50.yaml" "data.root=$data" \
     data.train.ann=annotations/instances_train.json data.train.images=train \
     data.val.ann=annotations/instances_train.json data.val.images=train \
@@ -193,8 +223,23 @@ export py cuda steps
 
 bench bench_mlperf retinanet_x50_mlperf 32 800 device_peer.py
 profile
+if [ "$cuda" -eq 1 ]; then
+  synth_data "$out/mlperf/data" 800 256
+  synth_data "$out/synth640" 640 256
+  cat > "$out/rtdetr_r18vd_synth.yaml" << EOF
+_base_: [$top/configs/rtdetr/rtdetr_r18vd.yaml, $top/configs/_base_/datasets/synth.yaml]
+model: {num_classes: 264}
+EOF
+fi
+bench_train train_mlperf "$top/configs/retinanet/mlperf_x50.yaml" "$out/mlperf/data" \
+  model.backbone.weights=null
 bench bench_yolov8n yolov8n 16 640 yolo_peer.py
+bench_train train_yolov8n "$top/configs/yolo/synth_yolov8n.yaml" "$out/synth640" \
+  model.num_classes=264 data.num_classes=264 data.min_size=640 data.max_size=640 \
+  data.batch_size=16 data.workers=8
 bench bench_rtdetr rtdetr_r18vd 16 640 rtdetr_peer.py
+bench_train train_rtdetr "$out/rtdetr_r18vd_synth.yaml" "$out/synth640" data.num_classes=264 \
+  data.min_size=640 data.max_size=640 data.batch_size=16 data.workers=8
 bench bench_r50 retinanet_r50_fpn 16 800 device_peer.py
 bench bench_yolov8s yolov8s 16 640 yolo_peer.py
 run_part mlperf "$out/mlperf/train.log" mlperf

@@ -171,6 +171,22 @@ void add_bench_model(CLI::App& bench) {
   cmd->callback([a] { bench::run_model_bench(*a); });
 }
 
+void add_bench_train(CLI::App& bench) {
+  auto a = std::make_shared<bench::BenchTrainArgs>();
+  auto* cmd = bench.add_subcommand(
+      "train", "A config's whole training loop (no evaluation) and its loader alone, images/s");
+  cmd->add_option("--config,-c", a->config, "YAML config file")->required();
+  cmd->add_option("--steps", a->steps, "timed optimizer steps (a multiple of --warmup)")
+      ->capture_default_str();
+  cmd->add_option("--warmup", a->warmup, "optimizer steps before the timing")
+      ->capture_default_str();
+  cmd->add_option("--out", a->out, "keep the run directory here (default: a temporary one)");
+  cmd->add_flag("--sync-report", a->sync_report,
+                "count the timed steps' host synchronisations by operator (CUDA)");
+  cmd->add_option("overrides", a->overrides, "overrides a.b.c=value (typed by YAML)");
+  cmd->callback([a] { bench::run_train_bench(*a); });
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
@@ -180,6 +196,7 @@ void add_bench_command(CLI::App& app) {
   add_bench_eval(*bench);
   add_bench_dist(*bench);
   add_bench_model(*bench);
+  add_bench_train(*bench);
 }
 
 }  // namespace detforge::tools

@@ -114,4 +114,20 @@ void run_bench_device(const BenchPeerArgs& args);
 void run_bench_rtdetr(const BenchPeerArgs& args);
 void run_bench_yolo(const BenchPeerArgs& args);
 
+/// `bench train` (bench/train.cpp): the whole training loop of a config for `steps` optimizer steps
+/// after `warmup` ones (no evaluation, no checkpoint), images/s and peak device memory, beside its
+/// loader alone over as many batches.
+struct BenchTrainArgs {
+  std::string config;
+  std::vector<std::string> overrides;
+  int64_t steps = 50;
+  int64_t warmup = 10;
+  /// The run directory (empty: a temporary one, removed after).
+  std::string out;
+  /// Count the host synchronisations of the timed steps by operator and range (CUDA only).
+  bool sync_report = false;
+};
+/// Throws ConfigError when steps is not a positive multiple of warmup.
+void run_train_bench(const BenchTrainArgs& args);
+
 }  // namespace detforge::bench

@@ -38,17 +38,21 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// key: the peer's row it is compared with (torchvision has no folded frozen BN: the last row, what
+// `detforge train` runs on CUDA by default, is compared with its fastest).
 struct Variant {
   const char* key;
   const char* label;
   bool bf16;
   bool channels_last;
+  bool fold;
 };
 
-constexpr Variant kVariants[] = {{"fp32", "fp32", false, false},
-                                 {"bf16", "bf16 autocast", true, false},
-                                 {"fp32_cl", "fp32 channels_last", false, true},
-                                 {"bf16_cl", "bf16 channels_last", true, true}};
+constexpr Variant kVariants[] = {{"fp32", "fp32", false, false, false},
+                                 {"bf16", "bf16 autocast", true, false, false},
+                                 {"fp32_cl", "fp32 channels_last", false, true, false},
+                                 {"bf16_cl", "bf16 channels_last", true, true, false},
+                                 {"bf16_cl", "bf16 cl, BN folded", true, true, true}};
 
 struct Measured {
   double step_s = 0;
@@ -160,12 +164,16 @@ std::string top_rows(const std::map<std::string, std::pair<double, int64_t>>& to
   return out;
 }
 
-// One bf16 train step (after a warm one) under the Kineto profiler: DIR/trace.json, and
-// DIR/summary.txt with the step's wall time, the device kernels' total and so the device's idle
-// share (time the GPU waits on the host: launch gaps, syncs, host-side work), and the top device
-// kernels and top operators (inclusive CPU time) by total time.
-void profile_step(models::RetinaNet& model, const Batch& batch, const torch::Device& device,
+// One bf16 channels_last train step (after a warm one; `model` as training runs it on the device)
+// under the Kineto profiler: DIR/trace.json, and DIR/summary.txt with the step's wall time, the
+// device kernels' total and so the device's idle share (time the GPU waits on the host: launch
+// gaps, syncs, host-side work), the step's named ranges (detforge::..., on the device where the
+// profiler links their kernels, and on the host), and the top device kernels and top operators
+// (inclusive CPU time) by total time.
+void profile_step(models::RetinaNet& model, const Batch& given, const torch::Device& device,
                   const std::string& dir) {
+  Batch batch = given;
+  batch.images = batch.images.contiguous(torch::MemoryFormat::ChannelsLast);
   namespace prof = torch::autograd::profiler;
   using torch::profiler::impl::ActivityType;
   std::set<ActivityType> activities{ActivityType::CPU};
@@ -183,21 +191,29 @@ void profile_step(models::RetinaNet& model, const Batch& batch, const torch::Dev
   const auto result = prof::disableProfiler();
   fs::create_directories(dir);
   result->save((fs::path(dir) / "trace.json").string());
-  std::map<std::string, std::pair<double, int64_t>> kernels, ops;
+  std::map<std::string, std::pair<double, int64_t>> kernels, ops, device_ranges, host_ranges;
   double kernel_ns = 0;
   for (const auto& e : result->events()) {
-    auto& slot = e.deviceType() == c10::DeviceType::CPU ? ops[e.name()] : kernels[e.name()];
+    const bool host = e.deviceType() == c10::DeviceType::CPU;
+    const bool range = e.name().rfind("detforge::", 0) == 0;
+    auto& slot =
+        range ? (host ? host_ranges : device_ranges)[e.name()] : (host ? ops : kernels)[e.name()];
     slot.first += static_cast<double>(e.durationNs());
     slot.second += 1;
-    if (e.deviceType() != c10::DeviceType::CPU) kernel_ns += static_cast<double>(e.durationNs());
+    if (!host && !range) kernel_ns += static_cast<double>(e.durationNs());
   }
-  std::string s = str("one bf16 train step on ", device.str(), ": ", wall_ns / 1e6, " ms wall\n");
+  std::string s =
+      str("one bf16 channels_last train step on ", device.str(), ": ", wall_ns / 1e6, " ms wall\n");
   if (device.is_cuda()) {
     s += str("device kernels: ", kernel_ns / 1e6, " ms in all; device idle about ",
              std::max(0.0, 100.0 * (1 - kernel_ns / wall_ns)), "% of the step\n\n",
+             "named ranges on the device (forward side; backward runs outside them):\n",
+             top_rows(device_ranges, wall_ns, 20), "\n",
              "top device kernels (total, share of the step, calls):\n",
              top_rows(kernels, wall_ns, 25), "\n");
   }
+  s += "named ranges on the host (inclusive CPU time):\n" + top_rows(host_ranges, wall_ns, 20) +
+       "\n";
   s += "top operators (inclusive CPU time, share of the step, calls):\n" +
        top_rows(ops, wall_ns, 25);
   std::ofstream((fs::path(dir) / "summary.txt").string()) << s;
@@ -227,12 +243,24 @@ void run_bench_device(const BenchPeerArgs& a) {
   models::RetinaNet model(o);
   model->to(device);
   model->train();
+  // The frozen BN folded into the convs (backbone.fold_frozen_bn, `auto` on CUDA), same weights.
+  o.backbone().fold_frozen_bn(true);
+  models::RetinaNet folded(o);
+  folded->to(device);
+  folded->train();
+  {
+    torch::NoGradGuard no_grad;
+    const auto params = model->named_parameters();
+    const auto buffers = model->named_buffers();
+    for (auto& p : folded->named_parameters()) p.value().copy_(params[p.key()]);
+    for (auto& b : folded->named_buffers()) b.value().copy_(buffers[b.key()]);
+  }
   std::vector<Measured> ours;
   for (const auto& v : kVariants) {
     logging::info(str("detforge: RetinaNet ", arch, " FPN, ", classes,
                       " classes, train step, batch ", a.batch, " at ", a.size, "x", a.size, " on ",
                       a.device, ", ", v.label));
-    ours.push_back(time_variant(model, batch, v, device, a));
+    ours.push_back(time_variant(v.fold ? folded : model, batch, v, device, a));
   }
 
   nlohmann::json peer;
@@ -269,7 +297,7 @@ void run_bench_device(const BenchPeerArgs& a) {
   }
   if (!note.empty()) std::printf("%s\n", note.c_str());
   if (!device.is_cpu()) time_focal_loss(model, batch, a, classes, device);
-  if (!a.profile.empty()) profile_step(model, batch, device, a.profile);
+  if (!a.profile.empty()) profile_step(folded, batch, device, a.profile);
 }
 
 }  // namespace detforge::bench

@@ -53,7 +53,8 @@ void read_train(const ConfigNode& t, const torch::Device& device, TrainerOptions
   read_count(t, "accumulate", o.accumulate);
   if (t.read("clip_grad_norm", o.clip_grad_norm))
     positive(t, "clip_grad_norm", o.clip_grad_norm, true);
-  t.read("channels_last", o.channels_last);
+  const std::string layout = t.one_of("channels_last", {"auto", "true", "false"}, "auto");
+  o.channels_last = layout == "true" || (layout == "auto" && device.is_cuda());
   read_count(t, "max_nonfinite_steps", o.max_nonfinite_steps);
   read_count(t, "log_interval", o.log_interval);
   read_count(t, "stop_at_step", o.stop_at_step, /*allow_zero=*/true);
@@ -159,8 +160,14 @@ TrainerOptions trainer_options(const ConfigNode& root, const torch::Device& devi
   root.read("output_dir", o.output_dir);
   if (auto seed = root.optional<int64_t>("seed")) o.seed = static_cast<uint64_t>(*seed);
   o.epochs = read_train_epochs(root);
+  o.channels_last = device.is_cuda();  // train.channels_last: auto (read_train)
   section(root, "train", [&](const ConfigNode& n) { read_train(n, device, o); });
-  section(root, "optimizer", [&](const ConfigNode& n) { read_optimizer(n, o.optimizer); });
+  o.optimizer.fused = device.is_cuda();  // optimizer.fused: auto
+  section(root, "optimizer", [&](const ConfigNode& n) {
+    read_optimizer(n, o.optimizer);
+    const std::string fused = n.one_of("fused", {"auto", "true", "false"}, "auto");
+    if (fused != "auto") o.optimizer.fused = fused == "true";
+  });
   section(root, "schedule", [&](const ConfigNode& n) { read_schedule(n, o); });
   section(root, "ema", [&](const ConfigNode& n) {
     n.read("enabled", o.ema);

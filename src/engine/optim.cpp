@@ -4,6 +4,7 @@
 #include <regex>
 
 #include "core/errors.h"
+#include "engine/fused_optim.h"
 
 namespace detforge::engine {
 
@@ -99,21 +100,7 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(
     }
   }
   const auto defaults = group_options(o, o.weight_decay);
-  std::unique_ptr<torch::optim::Optimizer> optimizer;
-  switch (o.type) {
-    case OptimizerType::kSgd:
-      optimizer = std::make_unique<torch::optim::SGD>(
-          groups, static_cast<torch::optim::SGDOptions&>(*defaults));
-      break;
-    case OptimizerType::kAdam:
-      optimizer = std::make_unique<torch::optim::Adam>(
-          groups, static_cast<torch::optim::AdamOptions&>(*defaults));
-      break;
-    case OptimizerType::kAdamW:
-      optimizer = std::make_unique<torch::optim::AdamW>(
-          groups, static_cast<torch::optim::AdamWOptions&>(*defaults));
-      break;
-  }
+  auto optimizer = make_torch_optimizer(o.type, groups, *defaults, o.fused);
   // LibTorch merges a group's options with the defaults field by field, taking a value equal to
   // the type's constructor default (SGD's weight_decay 0, AdamW's 0.01) as unset: set each
   // group's decay again after the merge.

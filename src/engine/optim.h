@@ -58,6 +58,9 @@ struct OptimizerOptions {
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;
+  /// One fused multi-tensor kernel per group and step (engine/fused_optim.h). Config: true,
+  /// false or auto (on a CUDA device). Default: false
+  bool fused = false;
   /// Parameter groups by name; parameters matched by none form the default group. Default: none
   std::vector<ParamGroupRule> param_groups;
 };

@@ -52,6 +52,8 @@ struct TrainerOptions {
   double clip_grad_norm = 0;
   /// Autocast precision; fp16 needs CUDA. Default: fp32
   Precision precision = Precision::kFloat32;
+  /// Images and 4-d parameters in channels_last (NHWC) memory. Config: true, false or auto
+  /// (on a CUDA device, where cuDNN's convolutions take NHWC without transposes). Default: false
   bool channels_last = false;
   /// Abort after this many non-finite steps in a row. Default: 5
   int64_t max_nonfinite_steps = 5;

@@ -46,6 +46,11 @@ void read_at_least(const ConfigNode& n, const std::vector<std::pair<const char*,
   }
 }
 
+std::pair<bool, bool> read_fold_frozen_bn(const ConfigNode& n) {
+  const std::string v = n.one_of("fold_frozen_bn", {"auto", "true", "false"}, "auto");
+  return {v == "true", v != "false"};
+}
+
 losses::InvalidTargetPolicy read_policy(const ConfigNode& n, losses::InvalidTargetPolicy fallback) {
   if (!n.has("invalid_target_policy")) return fallback;
   try {

@@ -89,6 +89,9 @@ void read_at_least(const ConfigNode& n, const std::vector<std::pair<const char*,
                    int64_t min);
 void read_at_least(const ConfigNode& n, const std::vector<std::pair<const char*, double*>>& keys,
                    double min);
+/// `fold_frozen_bn` of a backbone map `n`: true, false or auto (the default: on CUDA inputs), as
+/// the pair (always, on_cuda) of ResNetOptions::folding().
+std::pair<bool, bool> read_fold_frozen_bn(const ConfigNode& n);
 /// `invalid_target_policy` of `n` (error, drop, skip_image), `fallback` when absent.
 losses::InvalidTargetPolicy read_policy(const ConfigNode& n, losses::InvalidTargetPolicy fallback);
 

@@ -30,9 +30,9 @@ namespace {
 // backward); gradients still reach w through the product. Unfolded, the operations are
 // torchvision's exactly (bitwise parity).
 torch::Tensor conv_norm(torch::nn::Conv2dImpl& conv, torch::nn::AnyModule& norm,
-                        const torch::Tensor& x, bool fold) {
+                        const torch::Tensor& x, const FoldFrozenBn& folding) {
   auto* frozen = norm.ptr()->as<FrozenBatchNorm2dImpl>();
-  if (!fold || frozen == nullptr) return norm.forward(conv.forward(x));
+  if (!folding(x) || frozen == nullptr) return norm.forward(conv.forward(x));
   const auto [scale, shift] = frozen->scale_shift();
   const auto& o = conv.options;
   return torch::conv2d(x, conv.weight * scale.reshape({-1, 1, 1, 1}), shift, *o.stride(),
@@ -87,7 +87,7 @@ torch::nn::Conv2d conv(int64_t in, int64_t out, int64_t k, int64_t stride, int64
 class BlockImpl : public torch::nn::Module {
  public:
   BlockImpl(bool bottleneck, int64_t inplanes, int64_t planes, int64_t stride, int64_t groups,
-            int64_t width_per_group, const NormSpec& norm, bool fold)
+            int64_t width_per_group, const NormSpec& norm, FoldFrozenBn fold)
       : bottleneck_(bottleneck), fold_(fold) {
     const int64_t expansion = bottleneck ? 4 : 1;
     if (bottleneck) {
@@ -129,7 +129,7 @@ class BlockImpl : public torch::nn::Module {
 
  private:
   bool bottleneck_;
-  bool fold_;
+  FoldFrozenBn fold_;
   torch::nn::Conv2d conv1_{nullptr}, conv2_{nullptr}, conv3_{nullptr}, down_conv_{nullptr};
   torch::nn::AnyModule bn1_, bn2_, bn3_, down_norm_;
 };
@@ -182,7 +182,7 @@ ResNetImpl::ResNetImpl(ResNetOptions options) : options_(std::move(options)) {
     torch::nn::Sequential layer;
     for (int64_t i = 0; i < blocks; ++i) {
       layer->push_back(Block(arch->bottleneck, inplanes, planes, i == 0 ? stride : 1, arch->groups,
-                             arch->width_per_group, norm, options_.fold_frozen_bn()));
+                             arch->width_per_group, norm, options_.folding()));
       inplanes = planes * expansion;
     }
     return layer;
@@ -215,7 +215,7 @@ ResNetImpl::ResNetImpl(ResNetOptions options) : options_(std::move(options)) {
 }
 
 std::vector<torch::Tensor> ResNetImpl::forward(const torch::Tensor& x) {
-  auto h = conv_norm(*conv1_, bn1_, x, options_.fold_frozen_bn()).relu_();
+  auto h = conv_norm(*conv1_, bn1_, x, options_.folding()).relu_();
   h = F::max_pool2d(h, F::MaxPool2dFuncOptions(3).stride(2).padding(1));
   h = layer1_->forward(h);
   auto c3 = layer2_->forward(h);

@@ -29,10 +29,21 @@ class FrozenBatchNorm2dImpl : public torch::nn::Module {
 };
 TORCH_MODULE(FrozenBatchNorm2d);
 
+/// When a conv's frozen BN is computed as one conv with the BN folded into weight and bias:
+/// always, or (on_cuda) for CUDA inputs, where it saves two float32 passes over every activation
+/// under autocast (FrozenBatchNorm's float32 buffers promote bf16 activations); `auto` in a config.
+struct FoldFrozenBn {
+  bool always = false;
+  bool on_cuda = false;
+  bool operator()(const torch::Tensor& x) const { return always || (on_cuda && x.is_cuda()); }
+};
+
 /// Depth / width variants. Names as in torchvision: resnet18, resnet34, resnet50, resnet101,
 /// resnext50_32x4d, resnext101_32x8d.
 struct ResNetOptions {
   explicit ResNetOptions(std::string arch = "resnet50");
+  /// fold_frozen_bn and fold_frozen_bn_on_cuda below, as the conv layers apply them.
+  FoldFrozenBn folding() const { return {fold_frozen_bn_, fold_frozen_bn_on_cuda_}; }
   /// One of the names above (checked by the constructor).
   TORCH_ARG(std::string, arch);
   /// Stages trained from the top: 0 freezes everything, 5 nothing (layer4, layer3, layer2,
@@ -45,6 +56,9 @@ struct ResNetOptions {
   /// on the CPU; equal up to float rounding, ~1e-6 relative). Default: false (torchvision's
   /// exact operations)
   TORCH_ARG(bool, fold_frozen_bn) = false;
+  /// Fold it for CUDA inputs even where fold_frozen_bn is false (the config's `auto`, its
+  /// default). Default: false
+  TORCH_ARG(bool, fold_frozen_bn_on_cuda) = false;
   /// Normalisation after every conv: "frozen_bn" (fixed statistics, for pretrained weights) or
   /// "gn" (GroupNorm with trainable affine parameters, no running statistics, so it works
   /// from scratch at any batch size and needs no buffer sync across ranks). Parameter names

@@ -29,7 +29,7 @@ const std::vector<VdArch>& vd_archs() {
 class ConvLayerImpl : public torch::nn::Module {
  public:
   ConvLayerImpl(int64_t in, int64_t out, int64_t kernel, int64_t stride, bool relu, double eps,
-                bool fold)
+                FoldFrozenBn fold)
       : relu_(relu), fold_(fold), stride_(stride), padding_(kernel / 2) {
     conv_ =
         register_module("convolution", torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, kernel)
@@ -40,7 +40,7 @@ class ConvLayerImpl : public torch::nn::Module {
   }
   torch::Tensor forward(const torch::Tensor& x) {
     torch::Tensor y;
-    if (fold_) {
+    if (fold_(x)) {
       // conv(x, w * scale) + shift: the gradient still reaches w through the product.
       const auto [scale, shift] = norm_->scale_shift();
       y = torch::conv2d(x, conv_->weight * scale.reshape({-1, 1, 1, 1}), shift, stride_, padding_);
@@ -51,7 +51,8 @@ class ConvLayerImpl : public torch::nn::Module {
   }
 
  private:
-  bool relu_, fold_;
+  bool relu_;
+  FoldFrozenBn fold_;
   int64_t stride_, padding_;
   torch::nn::Conv2d conv_{nullptr};
   FrozenBatchNorm2d norm_{nullptr};
@@ -63,7 +64,7 @@ TORCH_MODULE(ConvLayer);
 class VdBlockImpl : public torch::nn::Module {
  public:
   VdBlockImpl(bool bottleneck, int64_t in, int64_t out, int64_t stride, bool first_basic,
-              double eps, bool fold) {
+              double eps, FoldFrozenBn fold) {
     // transformers: a basic block projects when it is the first of its stage; a bottleneck
     // when channels or stride change. Average pooling comes with stride 2 for bottlenecks and
     // with a channel change for basic blocks.
@@ -143,7 +144,7 @@ ResNetVdImpl::ResNetVdImpl(ResNetVdOptions options) : options_(std::move(options
     throw std::invalid_argument("unknown ResNet-vd arch '" + options_.arch() + "'");
   }
   const double eps = options_.norm_eps();
-  const bool fold = options_.fold_frozen_bn();
+  const FoldFrozenBn fold{options_.fold_frozen_bn(), options_.fold_frozen_bn_on_cuda()};
   auto embedder = register_module("embedder", std::make_shared<torch::nn::Module>());
   stem_ = embedder->register_module(
       "embedder", torch::nn::Sequential(ConvLayer(3, 32, 3, 2, true, eps, fold),

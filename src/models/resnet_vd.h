@@ -22,6 +22,9 @@ struct ResNetVdOptions {
   /// over the activations; equal up to float rounding). Default: false (the reference's exact
   /// operations)
   TORCH_ARG(bool, fold_frozen_bn) = false;
+  /// Fold it for CUDA inputs even where fold_frozen_bn is false (the config's `auto`, its
+  /// default). Default: false
+  TORCH_ARG(bool, fold_frozen_bn_on_cuda) = false;
 };
 
 /// The known architecture names, for error messages.

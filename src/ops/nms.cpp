@@ -6,6 +6,13 @@
 #include <numeric>
 #include <vector>
 
+#ifdef DETFORGE_CUDA_KERNELS
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include "ops/nms_cuda.h"
+#endif
+
 namespace detforge::ops {
 
 namespace {
@@ -44,12 +51,36 @@ void check_inputs(const char* fn, const torch::Tensor& boxes, const torch::Tenso
               " ", scores.scalar_type());
 }
 
+#ifdef DETFORGE_CUDA_KERNELS
+// The device pass: the stable descending-score order, the mask and the sweep on the boxes' stream,
+// and one synchronisation, for the number of kept boxes.
+torch::Tensor batched_nms_cuda(const torch::Tensor& boxes, const torch::Tensor& scores,
+                               const torch::Tensor& classes, double iou_threshold) {
+  const c10::cuda::CUDAGuard guard(boxes.device());
+  const int64_t n = boxes.size(0);
+  const auto order = std::get<1>(scores.sort(/*stable=*/true, /*dim=*/0, /*descending=*/true));
+  const auto b = boxes.index_select(0, order).contiguous();
+  const auto c = classes.to(boxes.device()).index_select(0, order).contiguous();
+  const auto bytes = boxes.options().dtype(torch::kUInt8);
+  auto workspace = torch::empty({cuda::nms_workspace_bytes(n)}, bytes);
+  auto keep = torch::empty({n}, bytes);
+  const int err = cuda::launch_batched_nms(
+      b.data_ptr<float>(), c.data_ptr<int64_t>(), n, float_threshold(iou_threshold),
+      workspace.data_ptr(), keep.data_ptr<uint8_t>(),
+      c10::cuda::getCurrentCUDAStream(boxes.device().index()).stream());
+  TORCH_CHECK(err == 0, "batched_nms: the CUDA kernels of ", n,
+              " boxes failed to launch: ", cuda::nms_error_string(err));
+  return order.masked_select(keep.to(torch::kBool));
+}
+#endif
+
 }  // namespace
 
 torch::Tensor nms(const torch::Tensor& boxes, const torch::Tensor& scores, double iou_threshold) {
   check_inputs("nms", boxes, scores);
-  return batched_nms(boxes, scores, torch::zeros({boxes.size(0)}, torch::kInt64), iou_threshold)
-      .to(boxes.device());
+  return batched_nms(boxes, scores,
+                     torch::zeros({boxes.size(0)}, boxes.options().dtype(torch::kInt64)),
+                     iou_threshold);
 }
 
 torch::Tensor batched_nms(const torch::Tensor& boxes, const torch::Tensor& scores,
@@ -59,6 +90,9 @@ torch::Tensor batched_nms(const torch::Tensor& boxes, const torch::Tensor& score
                   classes.scalar_type() == torch::kInt64,
               "batched_nms: classes must be [N] int64 with N = ", boxes.size(0), ", got ",
               classes.sizes(), " ", classes.scalar_type());
+#ifdef DETFORGE_CUDA_KERNELS
+  if (boxes.is_cuda()) return batched_nms_cuda(boxes, scores, classes, iou_threshold);
+#endif
   const int64_t n = boxes.size(0);
   const auto b = boxes.to(torch::kCPU).contiguous();
   const auto s = scores.to(torch::kCPU).contiguous();

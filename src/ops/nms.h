@@ -1,7 +1,9 @@
-// Non-maximum suppression on the CPU, plain and class-aware ("batched"). Same decisions as
+// Non-maximum suppression, plain and class-aware ("batched"). Same decisions as
 // torchvision.ops.nms: greedy by descending score, a box is dropped when its IoU with a kept
-// box of the same class is > iou_threshold. Inputs on another device are processed on the
-// CPU and the result is returned on the input's device.
+// box of the same class is > iou_threshold. CUDA inputs stay on the device where the build has
+// the CUDA kernels (ops/nms_kernel.cu: the same float arithmetic, so the same kept set bit for
+// bit, and one synchronisation for the kept count); other devices go through the CPU pass and
+// the result is returned on the input's device.
 #pragma once
 
 #include <torch/torch.h>

@@ -1,5 +1,8 @@
 #include "structures/batch.h"
 
+#include <algorithm>
+#include <vector>
+
 namespace detforge {
 
 void Batch::check(int64_t stride) const {
@@ -25,6 +28,20 @@ void Batch::check(int64_t stride) const {
   }
 }
 
+namespace {
+
+// The tensors `parts` (one per image) on a CUDA device from one pinned buffer and one asynchronous
+// copy: a copy from pageable memory waits for the device, and a batch has three per image.
+std::vector<torch::Tensor> to_cuda_packed(const std::vector<torch::Tensor>& parts,
+                                          const torch::Device& device) {
+  std::vector<int64_t> sizes;
+  sizes.reserve(parts.size());
+  for (const auto& p : parts) sizes.push_back(p.size(0));
+  return torch::cat(parts).pin_memory().to(device, /*non_blocking=*/true).split_with_sizes(sizes);
+}
+
+}  // namespace
+
 Batch Batch::to(const torch::Device& device) const {
   Batch out;
   out.images = images.to(device, /*non_blocking=*/images.is_pinned());
@@ -33,7 +50,26 @@ Batch Batch::to(const torch::Device& device) const {
   out.dropped_boxes = dropped_boxes;
   out.emptied_images = emptied_images;
   out.targets.reserve(targets.size());
-  for (const auto& t : targets) out.targets.push_back(t.to(device));
+  const bool packed = device.is_cuda() && !targets.empty() &&
+                      std::all_of(targets.begin(), targets.end(), [](const Targets& t) {
+                        return t.boxes.tensor().device().is_cpu() && t.iscrowd.defined();
+                      });
+  if (!packed) {
+    for (const auto& t : targets) out.targets.push_back(t.to(device));
+    return out;
+  }
+  std::vector<torch::Tensor> boxes, labels, iscrowd;
+  for (const auto& t : targets) {
+    boxes.push_back(t.boxes.tensor());
+    labels.push_back(t.labels);
+    iscrowd.push_back(t.iscrowd);
+  }
+  const auto b = to_cuda_packed(boxes, device), l = to_cuda_packed(labels, device),
+             c = to_cuda_packed(iscrowd, device);
+  for (size_t i = 0; i < targets.size(); ++i) {
+    const auto& t = targets[i];
+    out.targets.emplace_back(t.image_id, Boxes(b[i]), l[i], c[i], t.file_name);
+  }
   return out;
 }
 

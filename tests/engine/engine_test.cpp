@@ -93,7 +93,8 @@ TEST(Optimizer, NoDecayGroupHoldsBiasesAndNormWeights) {
 
 // optimizer.param_groups against torch.optim run live: the same named parameters, the same
 // rules (first regex found in the name; a group without its own weight_decay exempts 1-D
-// tensors), five steps with a changing lr, for SGD (Nesterov) and AdamW.
+// tensors), five steps with a changing lr, for SGD (Nesterov), Adam and AdamW, each as LibTorch's
+// optimizer and as the fused one (engine/fused_optim.h).
 TEST(Optimizer, ParamGroupsMatchTorchOptim) {
   testing::TempDir dir;
   Net net;
@@ -106,49 +107,56 @@ TEST(Optimizer, ParamGroupsMatchTorchOptim) {
   }
   const auto params = named(*net);
   weights::write_state_dict(params, (dir.path() / "init.pth").string());
-  for (const auto type : {OptimizerType::kSgd, OptimizerType::kAdamW}) {
-    const std::string kind = type == OptimizerType::kSgd ? "sgd" : "adamw";
-    OptimizerOptions o;
-    o.type = type;
-    o.lr = 0.05;
-    o.momentum = 0.9;
-    o.nesterov = true;
-    o.beta2 = 0.99;
-    o.weight_decay = 0.02;
-    o.no_decay_norm_bias = true;
-    o.param_groups = {{"^fc1\\.", 0.1, std::nullopt, "rule 0", std::nullopt},
-                      {"bn", 1.0, 0.0, "rule 1", std::nullopt}};
-    std::vector<ParamGroupInfo> infos;
-    std::vector<std::pair<std::string, torch::Tensor>> ours;
-    for (const auto& [name, p] : params)
-      ours.emplace_back(name, p.detach().clone().requires_grad_(true));
-    auto opt = make_optimizer(ours, o, &infos);
-    std::vector<double> mult;
-    for (const auto& g : infos) mult.push_back(g.lr_mult);
-    for (int step = 0; step < 5; ++step) {
-      set_lr(*opt, 0.05 * (step + 1) / 5, mult);
-      opt->zero_grad();
-      auto loss = torch::zeros({});
-      for (size_t k = 0; k < ours.size(); ++k)
-        loss = loss + static_cast<double>(k + 1) * (ours[k].second - 0.3).pow(2).sum();
-      loss.backward();
-      opt->step();
-    }
+  for (const auto type : {OptimizerType::kSgd, OptimizerType::kAdam, OptimizerType::kAdamW}) {
+    const std::string kind = type == OptimizerType::kSgd    ? "sgd"
+                             : type == OptimizerType::kAdam ? "adam"
+                                                            : "adamw";
     testing::run_reference("engine/optim_reference.py", dir.path().string() + " " + kind);
     const auto ref = testing::read_tensor_dict((dir.path() / (kind + ".pth")).string());
-    ASSERT_EQ(ref.size(), ours.size());
-    for (size_t k = 0; k < ours.size(); ++k) {
-      const auto& [name, p] = ours[k];
-      EXPECT_LT(testing::max_abs_diff(p.detach(), ref.at(name)), 1e-6) << kind << " " << name;
-      EXPECT_GT(testing::max_abs_diff(p.detach(), params[k].second.detach()), 1e-3)
-          << "the steps moved " << name;
+    // LibTorch's optimizer, then the fused one (engine/fused_optim.h, here on the CPU).
+    for (const bool fused : {false, true}) {
+      OptimizerOptions o;
+      o.type = type;
+      o.lr = 0.05;
+      o.momentum = 0.9;
+      o.nesterov = true;
+      o.beta2 = 0.99;
+      o.weight_decay = 0.02;
+      o.no_decay_norm_bias = true;
+      o.fused = fused;
+      o.param_groups = {{"^fc1\\.", 0.1, std::nullopt, "rule 0", std::nullopt},
+                        {"bn", 1.0, 0.0, "rule 1", std::nullopt}};
+      std::vector<ParamGroupInfo> infos;
+      std::vector<std::pair<std::string, torch::Tensor>> ours;
+      for (const auto& [name, p] : params)
+        ours.emplace_back(name, p.detach().clone().requires_grad_(true));
+      auto opt = make_optimizer(ours, o, &infos);
+      std::vector<double> mult;
+      for (const auto& g : infos) mult.push_back(g.lr_mult);
+      for (int step = 0; step < 5; ++step) {
+        set_lr(*opt, 0.05 * (step + 1) / 5, mult);
+        opt->zero_grad();
+        auto loss = torch::zeros({});
+        for (size_t k = 0; k < ours.size(); ++k)
+          loss = loss + static_cast<double>(k + 1) * (ours[k].second - 0.3).pow(2).sum();
+        loss.backward();
+        opt->step();
+      }
+      ASSERT_EQ(ref.size(), ours.size());
+      for (size_t k = 0; k < ours.size(); ++k) {
+        const auto& [name, p] = ours[k];
+        EXPECT_LT(testing::max_abs_diff(p.detach(), ref.at(name)), 1e-6)
+            << kind << (fused ? " fused " : " ") << name;
+        EXPECT_GT(testing::max_abs_diff(p.detach(), params[k].second.detach()), 1e-3)
+            << "the steps moved " << name;
+      }
+      // default, default (no decay), fc1 (decayed, no decay), bn (own decay 0)
+      ASSERT_EQ(infos.size(), 5u);
+      EXPECT_EQ(infos[2].name, "^fc1\\.");
+      EXPECT_EQ(infos[3].name, "^fc1\\. (no decay)");
+      EXPECT_EQ(infos[4].tensors, 2);
+      EXPECT_DOUBLE_EQ(infos[4].weight_decay, 0.0);
     }
-    // default, default (no decay), fc1 (decayed, no decay), bn (own decay 0)
-    ASSERT_EQ(infos.size(), 5u);
-    EXPECT_EQ(infos[2].name, "^fc1\\.");
-    EXPECT_EQ(infos[3].name, "^fc1\\. (no decay)");
-    EXPECT_EQ(infos[4].tensors, 2);
-    EXPECT_DOUBLE_EQ(infos[4].weight_decay, 0.0);
   }
   OptimizerOptions bad;
   bad.param_groups = {

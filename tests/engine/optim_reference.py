@@ -34,6 +34,8 @@ def main(folder, kind):
     pgs = groups(params)
     if kind == "sgd":
         opt = torch.optim.SGD(pgs, lr=BASE_LR, momentum=0.9, nesterov=True, weight_decay=WEIGHT_DECAY)
+    elif kind == "adam":
+        opt = torch.optim.Adam(pgs, lr=BASE_LR, betas=(0.9, 0.99), eps=1e-8, weight_decay=WEIGHT_DECAY)
     else:
         opt = torch.optim.AdamW(pgs, lr=BASE_LR, betas=(0.9, 0.99), eps=1e-8, weight_decay=WEIGHT_DECAY)
     names = list(params)

@@ -26,7 +26,8 @@ ResNetOptions backbone_options(const ConfigNode& n) {
   }
   if (n.read("norm_eps", o.norm_eps()) && o.norm_eps() < 0)
     n.fail("norm_eps", str(o.norm_eps(), " must be >= 0"));
-  n.read("fold_frozen_bn", o.fold_frozen_bn());
+  const auto [fold, fold_on_cuda] = read_fold_frozen_bn(n);
+  o.fold_frozen_bn(fold).fold_frozen_bn_on_cuda(fold_on_cuda);
   if (n.has("norm")) o.norm(n.one_of("norm", {"frozen_bn", "gn"}, o.norm()));
   if (n.read("norm_groups", o.norm_groups()) &&
       (o.norm_groups() < 1 || 64 % o.norm_groups() != 0)) {

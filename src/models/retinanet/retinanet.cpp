@@ -38,10 +38,12 @@ RetinaNetImpl::RetinaNetImpl(RetinaNetOptions options)
 std::vector<torch::Tensor> RetinaNetImpl::features(const torch::Tensor& images) {
   TORCH_CHECK(images.dim() == 4 && images.size(1) == 3,
               "RetinaNet: images must be [B, 3, H, W], got ", images.sizes());
+  RECORD_USER_SCOPE("detforge::backbone_fpn");
   return backbone_(images);
 }
 
 HeadOutputs RetinaNetImpl::head_outputs(const std::vector<torch::Tensor>& features) {
+  RECORD_USER_SCOPE("detforge::head");
   return head_(features);
 }
 
@@ -111,7 +113,10 @@ LossDict RetinaNetImpl::compute_loss(const std::vector<Targets>& targets,
               keep.size(), " keep flags");
   const auto device = logits.device();
   const auto p = pad_targets(targets, keep, device);
-  const auto matched = match_padded(matcher_, p, anchors);  // [B, A], as match() gives
+  const auto matched = [&] {
+    RECORD_USER_SCOPE("detforge::match");
+    return match_padded(matcher_, p, anchors);  // [B, A], as match() gives
+  }();
 
   std::vector<uint8_t> keep_bytes(keep.begin(), keep.end());
   const auto kept = torch::tensor(keep_bytes, torch::kBool).to(device);
@@ -128,6 +133,7 @@ LossDict RetinaNetImpl::compute_loss(const std::vector<Targets>& targets,
   const auto counted = (matched != ops::kBetweenThresholds) & kept.unsqueeze(1);
   const auto anchor_weight =
       counted.to(torch::kFloat32) / (num_fg.to(torch::kFloat32).unsqueeze(1) * denom);
+  RECORD_USER_SCOPE("detforge::losses");
   const auto classification = losses::one_hot_focal_loss_sum(
       logits, torch::where(fg, gt_labels, torch::full({}, -1, gt_labels.options())), anchor_weight,
       options_.focal());

@@ -21,7 +21,8 @@ void read_rtdetr_backbone(const ConfigNode& n, RTDetrOptions& o) {
   }
   if (n.read("norm_eps", b.norm_eps()) && b.norm_eps() < 0)
     n.fail("norm_eps", str(b.norm_eps(), " must be >= 0"));
-  n.read("fold_frozen_bn", b.fold_frozen_bn());
+  const auto [fold, fold_on_cuda] = read_fold_frozen_bn(n);
+  b.fold_frozen_bn(fold).fold_frozen_bn_on_cuda(fold_on_cuda);
   n.optional<std::string>("weights");  // read by detector_spec
   n.reject_unused();
   o.backbone(b);
