@@ -2,6 +2,7 @@
 #include "bench/bench.h"
 #include "cli.h"
 #include "commands.h"
+#include "core/config_node.h"
 
 namespace detforge::tools {
 namespace {
@@ -184,7 +185,9 @@ void add_bench_train(CLI::App& bench) {
   cmd->add_flag("--sync-report", a->sync_report,
                 "count the timed steps' host synchronisations by operator (CUDA)");
   cmd->add_option("overrides", a->overrides, "overrides a.b.c=value (typed by YAML)");
-  cmd->callback([a] { bench::run_train_bench(*a); });
+  cmd->callback([a] {
+    bench::run_train_bench(Config::load(a->config, bench::train_bench_overrides(*a)), *a);
+  });
 }
 
 }  // namespace

@@ -7,6 +7,10 @@
 #include <string>
 #include <vector>
 
+namespace detforge {
+class Config;
+}
+
 namespace detforge::bench {
 
 /// `bench eval`: COCO evaluation of a generated COCO-val-sized case, detforge beside
@@ -127,7 +131,11 @@ struct BenchTrainArgs {
   /// Count the host synchronisations of the timed steps by operator and range (CUDA only).
   bool sync_report = false;
 };
-/// Throws ConfigError when steps is not a positive multiple of warmup.
-void run_train_bench(const BenchTrainArgs& args);
+/// The config overrides of the run: args.overrides, then the run directory, the stop step, the log
+/// interval (= warmup) and no evaluation, checkpoint or MLPerf log. Throws ConfigError when steps
+/// is not a positive multiple of warmup.
+std::vector<std::string> train_bench_overrides(const BenchTrainArgs& args);
+/// `config`: the config file loaded with train_bench_overrides(args).
+void run_train_bench(const Config& config, const BenchTrainArgs& args);
 
 }  // namespace detforge::bench

@@ -23,7 +23,6 @@
 
 #include "bench/bench.h"
 #include "bench/inputs.h"
-#include "core/config_node.h"
 #include "core/errors.h"
 #include "core/logging.h"
 #include "engine/build.h"
@@ -110,27 +109,36 @@ double seconds(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
 }
 
+fs::path run_dir(const BenchTrainArgs& a) {
+  return a.out.empty() ? fs::temp_directory_path() / str("detforge_bench_train_", ::getpid())
+                       : fs::path(a.out);
+}
+
 }  // namespace
 
-void run_train_bench(const BenchTrainArgs& a) {
+std::vector<std::string> train_bench_overrides(const BenchTrainArgs& a) {
   if (a.steps < 1 || a.warmup < 1 || a.steps % a.warmup != 0) {
     throw ConfigError(str("bench train: --steps (", a.steps, ") must be a positive multiple of ",
                           "--warmup (", a.warmup, ")"));
   }
-  const int64_t total = a.warmup + a.steps;
-  const fs::path dir = a.out.empty()
-                           ? fs::temp_directory_path() / str("detforge_bench_train_", ::getpid())
-                           : fs::path(a.out);
   std::vector<std::string> overrides = a.overrides;
-  for (const auto& o : {str("output_dir=", dir.string()), str("train.stop_at_step=", total),
-                        str("train.log_interval=", a.warmup), std::string("train.epochs=100000"),
-                        std::string("eval.interval=0"), std::string("checkpoint.interval=0"),
-                        std::string("mlperf.enabled=false")}) {
+  for (const auto& o :
+       {str("output_dir=", run_dir(a).string()), str("train.stop_at_step=", a.warmup + a.steps),
+        str("train.log_interval=", a.warmup), std::string("train.epochs=100000"),
+        std::string("eval.interval=0"), std::string("checkpoint.interval=0"),
+        std::string("mlperf.enabled=false")}) {
     overrides.push_back(o);
   }
-  const Config config = Config::load(a.config, overrides);
+  return overrides;
+}
+
+void run_train_bench(const Config& config, const BenchTrainArgs& a) {
+  const int64_t total = a.warmup + a.steps;
+  const fs::path dir = run_dir(a);
   engine::RunSpec spec = engine::read_run_spec(config, engine::RunPurpose::kTrain,
                                                engine::DeviceEnv::current(std::nullopt));
+  if (a.sync_report && !spec.device.is_cuda())
+    throw ConfigError("bench train --sync-report: needs a CUDA device");
   engine::Run run = engine::build_run(spec);
   spec.files.reset();
 
@@ -164,10 +172,7 @@ void run_train_bench(const BenchTrainArgs& a) {
   engine::TrainHooks hooks;
   hooks.observers.push_back(clock);
   auto syncs = std::make_shared<SyncWindow>(a.warmup, total);
-  if (a.sync_report) {
-    if (!run.device.is_cuda()) throw ConfigError("bench train --sync-report: needs a CUDA device");
-    hooks.observers.push_back(syncs);
-  }
+  if (a.sync_report) hooks.observers.push_back(syncs);
   reset_peak_memory(run.device);
   engine::train_run(run, "", hooks);
   const double peak = peak_device_mib(run.device);

@@ -164,6 +164,30 @@ TEST(RunSpec, TrainerSectionsAreReadWithDefaultsFromTheOptions) {
       ConfigError, "<command line> optimizer.param_groups[0].lr: unknown key");
 }
 
+// train.channels_last and optimizer.fused are `auto` by default: on for a CUDA device, off on the
+// CPU (where the references' arithmetic is kept bit for bit); true and false hold on either.
+TEST(RunSpec, ChannelsLastAndFusedOptimizerAreOnForCudaUnlessTheConfigSaysOtherwise) {
+  const DeviceEnv one_gpu{std::nullopt, 1, std::nullopt};
+  const auto cpu = spec_of(kModel, {"model.num_classes=3"});
+  EXPECT_FALSE(cpu.trainer.channels_last);
+  EXPECT_FALSE(cpu.trainer.optimizer.fused);
+  const auto cuda = spec_of(kModel, {"model.num_classes=3", "device=cuda"}, one_gpu);
+  EXPECT_TRUE(cuda.trainer.channels_last);
+  EXPECT_TRUE(cuda.trainer.optimizer.fused);
+  const auto off = spec_of(
+      kModel,
+      {"model.num_classes=3", "device=cuda", "train.channels_last=false", "optimizer.fused=false"},
+      one_gpu);
+  EXPECT_FALSE(off.trainer.channels_last);
+  EXPECT_FALSE(off.trainer.optimizer.fused);
+  const auto on =
+      spec_of(kModel, {"model.num_classes=3", "train.channels_last=true", "optimizer.fused=true"});
+  EXPECT_TRUE(on.trainer.channels_last);
+  EXPECT_TRUE(on.trainer.optimizer.fused);
+  EXPECT_THROW_WITH(spec_of(kModel, {"model.num_classes=3", "optimizer.fused=yes"}), ConfigError,
+                    "<command line> optimizer.fused: unknown 'yes'; allowed: auto, true, false");
+}
+
 TEST(RunSpec, TrainingNeedsBothSplits) {
   EXPECT_THROW_WITH(
       read_run_spec(Config::parse(kModel + kData, "run.yaml", {"model.num_classes=3"}),

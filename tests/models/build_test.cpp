@@ -51,6 +51,37 @@ TEST(ModelBuild, MlperfAndV2Configs) {
   EXPECT_EQ(o2.box_loss().type(), losses::BoxLossType::kGIoU);
 }
 
+// backbone.fold_frozen_bn: `auto` (the default) folds for CUDA inputs only, so the CPU keeps the
+// references' operations; true folds everywhere, false nowhere; both families read it.
+TEST(ModelBuild, FrozenBnFoldsOnCudaByDefault) {
+  const std::string retinanet = "type: retinanet\nnum_classes: 3\nbackbone: {type: resnet18";
+  const auto fold = [&](const std::string& value) {
+    const auto cfg = Config::parse(retinanet + value + "}\n");
+    return retinanet_options(cfg.root()).backbone().folding();
+  };
+  const auto cpu = torch::zeros({1});
+  const auto by_default = fold("");
+  EXPECT_FALSE(by_default.always);
+  EXPECT_TRUE(by_default.on_cuda);
+  EXPECT_FALSE(by_default(cpu));
+  EXPECT_TRUE(fold(", fold_frozen_bn: true")(cpu));
+  const auto never = fold(", fold_frozen_bn: false");
+  EXPECT_FALSE(never.always || never.on_cuda);
+  EXPECT_THROW_WITH(fold(", fold_frozen_bn: sometimes"), ConfigError,
+                    "backbone.fold_frozen_bn: unknown 'sometimes'; allowed: auto, true, false");
+  const auto rtdetr = rtdetr_options(
+      Config::parse(
+          "type: rtdetr\nnum_classes: 3\nbackbone: {type: r18vd, fold_frozen_bn: false}\n")
+          .root());
+  EXPECT_FALSE(rtdetr.backbone().fold_frozen_bn() || rtdetr.backbone().fold_frozen_bn_on_cuda());
+  EXPECT_TRUE(retinanet_options(Config::parse("type: retinanet\nnum_classes: 3\n").root())
+                  .backbone()
+                  .fold_frozen_bn_on_cuda());
+  EXPECT_TRUE(rtdetr_options(Config::parse("type: rtdetr\nnum_classes: 3\n").root())
+                  .backbone()
+                  .fold_frozen_bn_on_cuda());
+}
+
 TEST(ModelBuild, BuildsADetectorWithFixedLossKeys) {
   const auto cfg = Config::parse(
       "model:\n  type: retinanet\n  num_classes: 3\n  backbone: {type: resnet18, trainable_layers: "

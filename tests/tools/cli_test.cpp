@@ -83,6 +83,37 @@ TEST(Cli, SynthWritesDatasetAndSummary) {
   EXPECT_TRUE(std::filesystem::exists(out + "/val/000008.jpg"));
 }
 
+// bench train on the CPU: the whole loop of a real config on a small synthetic set and its loader
+// alone, each with images/s; the rate counts the images of the timed steps only (4 steps of a
+// batch of 2 here), and bad options are config errors.
+TEST(Cli, BenchTrainTimesTheLoopAndItsLoader) {
+  TempDir dir;
+  const auto data = (dir.path() / "synth").string();
+  ASSERT_EQ(run_command(df() + " synth --out " + data + " --train 6 --val 2 --size 96").exit_code,
+            0);
+  const std::string cmd = df() + " bench train -c " + std::string(DETFORGE_SOURCE_DIR) +
+                          "/configs/retinanet/synth_r18.yaml data.root=" + data +
+                          " data.min_size=96 data.max_size=96 data.batch_size=2 data.workers=1 ";
+  auto r = run_command(cmd + "--steps 4 --warmup 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("4 timed optimizer steps after 2, 2.0 images per step, 1 loader "
+                          "worker(s)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("training loop (no evaluation)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("loader alone (same batches, same workers)"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("bound by: "), std::string::npos) << r.output;
+  r = run_command(cmd + "--steps 5 --warmup 2");
+  EXPECT_EQ(r.exit_code, code(ExitCode::kConfig)) << r.output;
+  EXPECT_NE(r.output.find("--steps (5) must be a positive multiple of --warmup (2)"),
+            std::string::npos)
+      << r.output;
+  r = run_command(cmd + "--steps 2 --warmup 2 --sync-report");
+  EXPECT_EQ(r.exit_code, code(ExitCode::kConfig)) << r.output;
+  EXPECT_NE(r.output.find("--sync-report: needs a CUDA device"), std::string::npos) << r.output;
+}
+
 TEST(Cli, UnwritableOutputIsIoError) {
   TempDir dir;
   const auto blocker = dir.write("file", "not a folder");
@@ -167,7 +198,9 @@ TEST(Cli, GpuCheckRunsEveryPartAndSkipsTheGpuOnesWithoutCuda) {
     EXPECT_NE(summary.find(part), std::string::npos) << part << "\n" << summary;
   for (const char* part :
        {"bench_r50: skipped (no CUDA device)", "bench_mlperf: skipped (no CUDA device)",
-        "bench_yolov8n: skipped (no CUDA device)", "bench_rtdetr: skipped (no CUDA device)"})
+        "bench_yolov8n: skipped (no CUDA device)", "bench_rtdetr: skipped (no CUDA device)",
+        "train_mlperf: skipped (no CUDA device)", "train_yolov8n: skipped (no CUDA device)",
+        "train_rtdetr: skipped (no CUDA device)"})
     EXPECT_NE(summary.find(part), std::string::npos) << part << "\n" << summary;
   const std::string checker = testing::read_file(tmp.path() / "out" / "mlperf" / "checker.txt");
   EXPECT_NE(checker.find("Compliance checks: training_5.1.0/closed_retinanet.yaml"),

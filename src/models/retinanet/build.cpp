@@ -99,6 +99,7 @@ void read_inference(const ConfigNode& n, RetinaNetOptions& o) {
 
 RetinaNetOptions retinanet_options(const ConfigNode& model, std::optional<int64_t> num_classes) {
   RetinaNetOptions o(read_num_classes(model, num_classes));
+  o.backbone().fold_frozen_bn_on_cuda(true);  // backbone.fold_frozen_bn: auto
   if (auto b = model.optional_child("backbone")) o.backbone(backbone_options(*b));
   if (auto f = model.optional_child("fpn")) {
     if (f->read("channels", o.fpn_channels()) && o.fpn_channels() < 1) {

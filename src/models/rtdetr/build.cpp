@@ -88,6 +88,7 @@ void read_rtdetr_loss(const ConfigNode& n, RTDetrOptions& o) {
 
 RTDetrOptions rtdetr_options(const ConfigNode& model, std::optional<int64_t> num_classes) {
   RTDetrOptions o(read_num_classes(model, num_classes));
+  o.backbone().fold_frozen_bn_on_cuda(true);  // backbone.fold_frozen_bn: auto
   if (auto b = model.optional_child("backbone")) read_rtdetr_backbone(*b, o);
   if (auto e = model.optional_child("encoder")) read_rtdetr_encoder(*e, o.encoder());
   if (auto d = model.optional_child("decoder")) read_rtdetr_decoder(*d, o.decoder());

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/errors.h"
 #include "models/detr/criterion.h"
 #include "models/module_state.h"
 #include "models/sync_batch_norm.h"
@@ -127,8 +128,14 @@ RTDetrOutputs RTDetrImpl::forward_outputs(const torch::Tensor& images,
   // Locations whose anchor leaves (0.01, 0.99) are zeroed before scoring, as RT-DETR's valid_mask.
   const auto output_memory = enc_output_->forward(valid.to(memory.scalar_type()) * memory);
   const auto enc_class = enc_score_head_(output_memory);
-  const auto topk =
-      std::get<1>(std::get<0>(enc_class.max(-1)).topk(options_.decoder().num_queries(), 1));
+  const int64_t queries = options_.decoder().num_queries();
+  if (memory.size(1) < queries) {
+    throw ConfigError(
+        str("RT-DETR: a ", images.size(2), "x", images.size(3), " input gives ", memory.size(1),
+            " encoder locations, fewer than model.decoder.num_queries (", queries,
+            "): use larger images (data.min_size) or at most ", memory.size(1), " queries"));
+  }
+  const auto topk = std::get<1>(std::get<0>(enc_class.max(-1)).topk(queries, 1));
   // The box head is row-wise: run it on the selected rows only (the reference runs it on every
   // location, S >> Q, and gathers afterwards; the values are the same).
   const auto top_memory = gather_rows(output_memory, topk);

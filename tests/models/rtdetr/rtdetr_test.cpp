@@ -378,6 +378,23 @@ TEST_F(RTDetrParity, EmptyBatchKeepsTheSchemaAndMatchesTheReferenceTotal) {
               1e-5 * ref("none_loss").item<double>());
 }
 
+// An input too small for the decoder's queries (64x64 gives 8x8 + 4x4 + 2x2 = 84 encoder
+// locations, 40 queries need at least that many) is a config error naming the key, not an
+// internal top-k error.
+TEST(RTDetr, ImagesTooSmallForTheQueriesAreAConfigErrorNamingTheKey) {
+  RTDetr m(small_options().decoder(
+      DetrDecoderOptions().d_model(64).ffn_dim(128).heads(4).layers(3).num_queries(100)));
+  m->eval();
+  torch::NoGradGuard no_grad;
+  EXPECT_THROW_WITH(m->forward_outputs(torch::zeros({1, 3, 64, 64})), ConfigError,
+                    "RT-DETR: a 64x64 input gives 84 encoder locations, fewer than "
+                    "model.decoder.num_queries (100): use larger images (data.min_size) or at "
+                    "most 84 queries");
+  RTDetr fits(small_options());
+  fits->eval();
+  EXPECT_EQ(fits->forward_outputs(torch::zeros({1, 3, 64, 64})).enc_logits.size(1), 40);
+}
+
 TEST(RTDetr, LossKeysNameEveryTermOnce) {
   RTDetr m(small_options());
   const auto& keys = m->loss_keys();
