@@ -6,7 +6,9 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <set>
 
@@ -15,6 +17,7 @@
 #include "core/errors.h"
 #include "core/logging.h"
 #include "models/module_state.h"
+#include "weights/zip_check.h"
 
 namespace fs = std::filesystem;
 
@@ -205,9 +208,33 @@ void save_checkpoint(const std::string& path, const CheckpointParts& parts, cons
 
 namespace {
 
-// Opens `path` and checks the format record; IoError naming the file otherwise.
+// Every record's CRC-32 (weights/zip_check.h), once per version of the file: a run reads its
+// checkpoint several times (weights, classes, pixels), and a file rewritten since gets a new
+// modification time.
+void verify_checkpoint(const std::string& path) {
+  static std::mutex mutex;
+  static std::map<std::string, std::pair<uintmax_t, fs::file_time_type>> verified;
+  const auto version = std::make_pair(fs::file_size(path), fs::last_write_time(path));
+  const std::string key = fs::absolute(path).string();
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    const auto it = verified.find(key);
+    if (it != verified.end() && it->second == version) return;
+  }
+  try {
+    weights::verify_zip_checksums(path);
+  } catch (const IoError& e) {
+    throw IoError(detforge::str("checkpoint ", e.what()));
+  }
+  const std::lock_guard<std::mutex> lock(mutex);
+  verified[key] = version;
+}
+
+// Opens `path` and checks every record's CRC-32 and the format record; IoError naming the file
+// otherwise.
 void open_checkpoint(const std::string& path, torch::serialize::InputArchive& archive) {
   if (!fs::is_regular_file(path)) throw IoError(detforge::str("checkpoint not found: ", path));
+  verify_checkpoint(path);
   c10::IValue format;
   try {
     archive.load_from(path);
@@ -226,6 +253,11 @@ void open_checkpoint(const std::string& path, torch::serialize::InputArchive& ar
 }  // namespace
 
 bool is_checkpoint(const std::string& path) {
+  // A damaged zip is refused here, whatever it holds, rather than passed on to the other readers
+  // as "not a checkpoint".
+  char magic[4] = {};
+  std::ifstream(path, std::ios::binary).read(magic, 4);
+  if (std::memcmp(magic, "PK\x03\x04", 4) == 0) verify_checkpoint(path);
   try {
     torch::serialize::InputArchive archive;
     open_checkpoint(path, archive);

@@ -1,4 +1,5 @@
 #include "weights/state_dict.h"
+#include "weights/zip_check.h"
 
 #include <algorithm>
 #include <climits>
@@ -534,6 +535,7 @@ WeightFile read_weight_file(const std::string& path) {
                                 "supported; re-save it with torch.save(obj, path))"));
   }
   in.close();
+  verify_zip_checksums(path);
   Obj root;
   try {
     caffe2::serialize::PyTorchStreamReader zip(path);

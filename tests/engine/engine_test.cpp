@@ -389,7 +389,7 @@ TEST(Checkpoint, OtherModelNamesMismatchedKeys) {
                     "unexpected: bn.bias");
 }
 
-TEST(Checkpoint, TruncatedOrMissingFileIsIoError) {
+TEST(Checkpoint, TruncatedDamagedOrMissingFileIsIoErrorNamingIt) {
   testing::TempDir dir;
   Net net;
   const auto path = (dir.path() / "a.ckpt").string();
@@ -397,7 +397,21 @@ TEST(Checkpoint, TruncatedOrMissingFileIsIoError) {
   const std::string bytes = testing::read_file(path);
   const auto cut = dir.write("cut.ckpt", bytes.substr(0, bytes.size() / 2));
   EXPECT_THROW_WITH(load_checkpoint(cut, {net.get()}, nullptr), IoError,
-                    "is truncated or not a detforge checkpoint");
+                    "cut.ckpt: no zip end record: truncated, or not a zip file");
+  // LibTorch's reader does not check the zip's CRC-32s: detforge does, for every record, so a
+  // flipped byte in a tensor is refused by --resume, predict --weights and model.weights alike.
+  std::string flipped = bytes;
+  const size_t first_data =
+      30 + static_cast<unsigned char>(bytes[26]) + 256 * static_cast<unsigned char>(bytes[27]) +
+      static_cast<unsigned char>(bytes[28]) + 256 * static_cast<unsigned char>(bytes[29]);
+  flipped[first_data] = static_cast<char>(flipped[first_data] ^ 0x10);
+  const auto damaged = dir.write("damaged.ckpt", flipped);
+  const std::string crc = "damaged.ckpt: record '";
+  EXPECT_THROW_WITH(load_checkpoint(damaged, {net.get()}, nullptr), IoError, crc);
+  EXPECT_THROW_WITH(load_checkpoint_weights(damaged, *net, "model"), IoError, crc);
+  EXPECT_THROW_WITH(is_checkpoint(damaged), IoError, "does not match its CRC-32");
+  EXPECT_THROW_WITH(read_any_weight_file(damaged), IoError, crc);
+  EXPECT_TRUE(is_checkpoint(path));
   EXPECT_THROW_WITH(load_checkpoint((dir.path() / "none.ckpt").string(), {net.get()}, nullptr),
                     IoError, "checkpoint not found");
 }

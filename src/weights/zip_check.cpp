@@ -1,0 +1,161 @@
+#include "weights/zip_check.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <fstream>
+#include <vector>
+
+#include "core/errors.h"
+
+namespace detforge::weights {
+
+namespace {
+
+constexpr uint32_t kEndRecord = 0x06054b50;
+constexpr uint32_t kZip64Locator = 0x07064b50;
+constexpr uint32_t kZip64EndRecord = 0x06064b50;
+constexpr uint32_t kCentralHeader = 0x02014b50;
+constexpr uint32_t kLocalHeader = 0x04034b50;
+constexpr uint64_t kEndRecordSize = 22;
+constexpr uint32_t kMissing32 = 0xFFFFFFFF;
+
+// Bounds-checked reads of one file: every offset and length comes from the file itself.
+class ZipFile {
+ public:
+  explicit ZipFile(std::string path) : path_(std::move(path)), in_(path_, std::ios::binary) {
+    if (!in_) fail("cannot be opened");
+    in_.seekg(0, std::ios::end);
+    size_ = static_cast<uint64_t>(in_.tellg());
+  }
+
+  uint64_t size() const { return size_; }
+
+  std::string bytes(uint64_t offset, uint64_t n, const std::string& what) {
+    if (offset > size_ || n > size_ - offset) {
+      fail(str(what, " extends past the end of the file (", size_, " bytes): truncated"));
+    }
+    std::string out(n, '\0');
+    in_.seekg(static_cast<std::streamoff>(offset));
+    in_.read(out.data(), static_cast<std::streamsize>(n));
+    if (!in_) fail(str("cannot read ", what));
+    return out;
+  }
+
+  // The CRC-32 of n bytes at offset, read in 1 MiB pieces.
+  uint32_t crc(uint64_t offset, uint64_t n, const std::string& what) {
+    if (offset > size_ || n > size_ - offset) {
+      fail(str(what, " extends past the end of the file (", size_, " bytes): truncated"));
+    }
+    std::vector<char> buffer(std::min<uint64_t>(n, uint64_t{1} << 20));
+    uLong c = crc32(0L, Z_NULL, 0);
+    in_.seekg(static_cast<std::streamoff>(offset));
+    for (uint64_t left = n; left > 0;) {
+      const auto piece = static_cast<size_t>(std::min<uint64_t>(left, buffer.size()));
+      in_.read(buffer.data(), static_cast<std::streamsize>(piece));
+      if (!in_) fail(str("cannot read ", what));
+      c = crc32(c, reinterpret_cast<const Bytef*>(buffer.data()), static_cast<uInt>(piece));
+      left -= piece;
+    }
+    return static_cast<uint32_t>(c);
+  }
+
+  [[noreturn]] void fail(const std::string& what) const { throw IoError(str(path_, ": ", what)); }
+
+ private:
+  std::string path_;
+  std::ifstream in_;
+  uint64_t size_ = 0;
+};
+
+// Little-endian fields of `s`, bounds-checked against `s`.
+class Fields {
+ public:
+  Fields(const std::string& s, const ZipFile& file, std::string what)
+      : s_(s), file_(file), what_(std::move(what)) {}
+  uint64_t get(size_t at, int width) const {
+    if (at > s_.size() || static_cast<size_t>(width) > s_.size() - at) {
+      file_.fail(str(what_, " is cut short"));
+    }
+    uint64_t v = 0;
+    for (int i = width - 1; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(s_[at + i]);
+    return v;
+  }
+
+ private:
+  const std::string& s_;
+  const ZipFile& file_;
+  std::string what_;
+};
+
+struct Directory {
+  uint64_t entries = 0, size = 0, offset = 0;
+};
+
+// The central directory's place, from the end record (and its zip64 record for large files).
+Directory find_directory(ZipFile& zip) {
+  const uint64_t tail_size = std::min<uint64_t>(zip.size(), kEndRecordSize + 0xFFFF);
+  const std::string tail = zip.bytes(zip.size() - tail_size, tail_size, "the end of the file");
+  const Fields t(tail, zip, "the zip end record");
+  for (uint64_t i = tail.size() >= kEndRecordSize ? tail.size() - kEndRecordSize + 1 : 0;
+       i-- > 0;) {
+    if (t.get(i, 4) != kEndRecord) continue;
+    Directory d{t.get(i + 10, 2), t.get(i + 12, 4), t.get(i + 16, 4)};
+    if (d.entries != 0xFFFF && d.size != kMissing32 && d.offset != kMissing32) return d;
+    if (i < 20 || t.get(i - 20, 4) != kZip64Locator) zip.fail("the zip64 locator is missing");
+    const std::string record = zip.bytes(t.get(i - 12, 8), 56, "the zip64 end record");
+    const Fields r(record, zip, "the zip64 end record");
+    if (r.get(0, 4) != kZip64EndRecord) zip.fail("the zip64 end record is damaged");
+    return {r.get(32, 8), r.get(40, 8), r.get(48, 8)};
+  }
+  zip.fail("no zip end record: truncated, or not a zip file");
+}
+
+}  // namespace
+
+void verify_zip_checksums(const std::string& path) {
+  ZipFile zip(path);
+  const Directory d = find_directory(zip);
+  const std::string dir = zip.bytes(d.offset, d.size, "the central directory");
+  const Fields f(dir, zip, "the central directory");
+  size_t p = 0;
+  for (uint64_t e = 0; e < d.entries; ++e) {
+    if (f.get(p, 4) != kCentralHeader) zip.fail(str("central directory entry ", e, " is damaged"));
+    const uint64_t method = f.get(p + 10, 2), crc = f.get(p + 16, 4);
+    uint64_t packed = f.get(p + 20, 4), size = f.get(p + 24, 4), local = f.get(p + 42, 4);
+    const uint64_t name_len = f.get(p + 28, 2), extra_len = f.get(p + 30, 2),
+                   comment_len = f.get(p + 32, 2);
+    if (p + 46 + name_len + extra_len + comment_len > dir.size())
+      zip.fail(str("central directory entry ", e, " is cut short"));
+    const std::string name = dir.substr(p + 46, name_len);
+    // The zip64 extra field holds, in this order, the sizes and offset marked 0xFFFFFFFF.
+    for (size_t x = p + 46 + name_len, end = x + extra_len; x + 4 <= end;) {
+      const uint64_t id = f.get(x, 2), len = f.get(x + 2, 2);
+      size_t at = x + 4;
+      if (id == 1) {
+        for (uint64_t* v : {&size, &packed, &local}) {
+          if (*v != kMissing32) continue;
+          *v = f.get(at, 8);
+          at += 8;
+        }
+      }
+      x += 4 + len;
+    }
+    p += 46 + name_len + extra_len + comment_len;
+    if (method != 0) continue;
+    const std::string what = str("record '", name, "'");
+    if (packed != size) zip.fail(str(what, " is stored with ", packed, " bytes for ", size));
+    const std::string header = zip.bytes(local, 30, what);
+    const Fields h(header, zip, what);
+    if (h.get(0, 4) != kLocalHeader) zip.fail(str(what, ": its local header is damaged"));
+    const uint64_t data = local + 30 + h.get(26, 2) + h.get(28, 2);
+    if (zip.crc(data, size, what) != crc) {
+      zip.fail(str(what,
+                   " does not match its CRC-32: the file changed after it was written (a "
+                   "damaged disk or copy)"));
+    }
+  }
+}
+
+}  // namespace detforge::weights

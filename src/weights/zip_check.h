@@ -1,0 +1,17 @@
+// The CRC-32 of every record of a zip file (the format of torch.save and of LibTorch's archives,
+// so of detforge's checkpoints) checked against its central directory. PyTorch writes these
+// checksums but, built without miniz's CRC checks, never reads them: a checkpoint with a flipped
+// byte loads silently. No LibTorch here.
+#pragma once
+
+#include <string>
+
+namespace detforge::weights {
+
+/// Reads `path` once, in bounded chunks. Throws IoError naming `path` and, where one is to
+/// blame, the record: a record whose bytes do not match its CRC-32, a record or directory that
+/// extends past the end of the file (truncated), or a file without a zip end record. Stored
+/// records are checked (torch.save stores every record); compressed ones are skipped.
+void verify_zip_checksums(const std::string& path);
+
+}  // namespace detforge::weights
