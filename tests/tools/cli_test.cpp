@@ -114,6 +114,39 @@ TEST(Cli, BenchTrainTimesTheLoopAndItsLoader) {
   EXPECT_NE(r.output.find("--sync-report: needs a CUDA device"), std::string::npos) << r.output;
 }
 
+// A checkpoint save on a full filesystem: a 75 MiB tmpfs mounted in the test's own mount
+// namespace (gone with its processes) holds one checkpoint of this YOLOv8n run (49 MB) but not
+// the next one's temporary copy beside it. The run stops with exit 6 naming the file it could
+// not write, and the last.ckpt already there stays whole: every record's CRC-32 checks and
+// predict loads it.
+TEST(Cli, CheckpointOnAFullDiskExitsSixAndKeepsThePreviousOne) {
+  if (run_command("unshare -m true").exit_code != 0)
+    GTEST_SKIP() << "no permission for a mount namespace (unshare -m)";
+  TempDir dir;
+  const auto data = (dir.path() / "data").string();
+  ASSERT_EQ(run_command(df() + " synth --out " + data + " --train 4 --val 2 --size 64").exit_code,
+            0);
+  const auto disk = (dir.path() / "disk").string();
+  std::filesystem::create_directories(disk);
+  const auto kept = (dir.path() / "kept.ckpt").string();
+  const std::string config =
+      std::string(DETFORGE_SOURCE_DIR) + "/configs/yolo/synth_yolov8n.yaml data.root=" + data +
+      " data.min_size=64 data.max_size=64 data.batch_size=2 data.workers=0 eval.interval=0 ";
+  const auto r = run_command("unshare -m sh -c 'mount -t tmpfs -o size=75m tmpfs " + disk + " && " +
+                             df() + " train -c " + config + "train.epochs=2 output_dir=" + disk +
+                             "/run; echo \"exit $?\"; cp " + disk + "/run/last.ckpt " + kept + "'");
+  EXPECT_NE(r.output.find("exit " + std::to_string(code(ExitCode::kIo))), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("io error: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("io error: cannot write " + disk + "/run/"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find(".ckpt: No space left on device"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("the previous file, if any, is intact"), std::string::npos) << r.output;
+  const auto p = run_command(df() + " predict --config " + config + "--weights " + kept +
+                             " --source " + data + "/val --out " + (dir.path() / "pred").string());
+  EXPECT_EQ(p.exit_code, 0) << p.output;
+}
+
 TEST(Cli, UnwritableOutputIsIoError) {
   TempDir dir;
   const auto blocker = dir.write("file", "not a folder");
