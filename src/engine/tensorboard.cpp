@@ -100,7 +100,9 @@ void EventFile::write_event(int64_t step, const std::string& summary_value) {
 
 void EventFile::flush() {
   out_.flush();
-  if (!out_) throw IoError(str(path_, ": cannot write the TensorBoard event file"));
+  if (out_) return;
+  out_.clear();  // a later flush tries again
+  throw IoError(str(path_, ": cannot write the TensorBoard event file"));
 }
 
 void EventFile::scalar(const std::string& tag, int64_t step, double value) {

@@ -44,7 +44,7 @@ class EventFile {
   /// precision, recall at n evenly spaced score thresholds).
   void pr_curve(const std::string& tag, int64_t step, const std::vector<float>& counts);
   /// Writes out the events so far (TensorBoard reads the file while the run goes). Throws
-  /// IoError if they cannot be written.
+  /// IoError if they cannot be written (a later flush tries again).
   void flush();
   const std::string& path() const { return path_; }
 

@@ -13,6 +13,7 @@
 #include "engine/checkpoint.h"
 #include "engine/device.h"
 #include "engine/ema.h"
+#include "engine/metrics_file.h"
 #include "engine/mlperf_log.h"
 #include "engine/optim.h"
 #include "engine/predict.h"
@@ -414,6 +415,23 @@ TEST(Checkpoint, TruncatedDamagedOrMissingFileIsIoErrorNamingIt) {
   EXPECT_TRUE(is_checkpoint(path));
   EXPECT_THROW_WITH(load_checkpoint((dir.path() / "none.ckpt").string(), {net.get()}, nullptr),
                     IoError, "checkpoint not found");
+}
+
+// metrics.jsonl on a full disk (/dev/full: every write fails with ENOSPC): the records are lost
+// and counted, nothing throws, and the run goes on (engine/metrics_file.h says why).
+TEST(MetricsFile, AFullDiskLosesRecordsWithoutStoppingTheRun) {
+  if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full on this system";
+  MetricsFile full("/dev/full");
+  for (int step = 1; step <= 3; ++step) {
+    EXPECT_NO_THROW(full.write({{"type", "train"}, {"step", step}, {"loss", 1.5}}));
+  }
+  EXPECT_EQ(full.lost_records(), 3);
+  testing::TempDir dir;
+  const auto path = (dir.path() / "metrics.jsonl").string();
+  MetricsFile ok(path);
+  ok.write({{"type", "train"}, {"step", 1}, {"loss", 1.5}});
+  EXPECT_EQ(ok.lost_records(), 0);
+  EXPECT_EQ(testing::read_file(path), "{\"loss\":1.5,\"step\":1,\"type\":\"train\"}\n");
 }
 
 TEST(Checkpoint, FailedWriteKeepsPreviousFile) {

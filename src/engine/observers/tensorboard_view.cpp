@@ -65,11 +65,11 @@ class TensorBoardView : public RunObserver {
   TensorBoardView(Run& run, std::shared_ptr<MetricsFile> file) : r_(run), file_(std::move(file)) {}
 
   void on_evaluation(const EvalEvent& e) override {
-    EventFile* events = file_->tensorboard();
-    if (!events) return;
-    write_pr_curves(*events, *r_.evaluator, e.weights, e.step);
-    draw_validation_images(*events, r_.val_data->dataset(), r_.evaluator->detections(), e.weights,
-                           e.step);
+    file_->tensorboard([&](EventFile& events) {
+      write_pr_curves(events, *r_.evaluator, e.weights, e.step);
+      draw_validation_images(events, r_.val_data->dataset(), r_.evaluator->detections(), e.weights,
+                             e.step);
+    });
   }
 
  private:
