@@ -248,13 +248,7 @@ void run_bench_device(const BenchPeerArgs& a) {
   models::RetinaNet folded(o);
   folded->to(device);
   folded->train();
-  {
-    torch::NoGradGuard no_grad;
-    const auto params = model->named_parameters();
-    const auto buffers = model->named_buffers();
-    for (auto& p : folded->named_parameters()) p.value().copy_(params[p.key()]);
-    for (auto& b : folded->named_buffers()) b.value().copy_(buffers[b.key()]);
-  }
+  models::copy_state(*folded, *model);
   std::vector<Measured> ours;
   for (const auto& v : kVariants) {
     logging::info(str("detforge: RetinaNet ", arch, " FPN, ", classes,
