@@ -65,7 +65,7 @@ endfunction()
 # library's CUDA tensors take its tensor-op path. The kernels include no LibTorch header.
 function(detforge_add_cuda_kernels)
   cmake_parse_arguments(A "" "TARGET" "SRCS" ${ARGN})
-  if(NOT (CAFFE2_USE_CUDA AND CMAKE_CUDA_COMPILER))
+  if(NOT (CAFFE2_USE_CUDA AND CMAKE_CUDA_COMPILER) OR DETFORGE_FUZZ)
     return()
   endif()
   # LibTorch's config fills CMAKE_CUDA_FLAGS with its own -gencode list, which includes

@@ -54,9 +54,12 @@ void add_export_command(CLI::App& app) {
       ->check(CLI::Range(17, 20))
       ->capture_default_str();
   const char* env_python = std::getenv("DETFORGE_PYTHON");
-  a->o.python = env_python && *env_python               ? env_python
-                : std::filesystem::exists(kBuildPython) ? kBuildPython
-                                                        : "python3";
+  // The error_code form: a user who may not look into the build's folders (a run as another
+  // user) gets python3, not an exception before any command runs.
+  std::error_code unreadable;
+  a->o.python = env_python && *env_python                           ? env_python
+                : std::filesystem::exists(kBuildPython, unreadable) ? kBuildPython
+                                                                    : "python3";
   cmd->add_option("--python", a->o.python,
                   "--format onnx: the Python with torch, onnx and the family's library "
                   "(default: $DETFORGE_PYTHON, else the project's .venv the build used, else "

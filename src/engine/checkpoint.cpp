@@ -230,6 +230,27 @@ void verify_checkpoint(const std::string& path) {
   verified[key] = version;
 }
 
+// An exception's message, without LibTorch's C++ backtrace.
+std::string message(const std::exception& e) {
+  const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
+  return c10_error ? c10_error->what_without_backtrace() : e.what();
+}
+
+// Runs `read` over a checkpoint's records. LibTorch answers a record of another type or length
+// than detforge writes (a damaged or foreign file) with c10::Error, std::out_of_range or its
+// TorchScript parser's errors: those become IoError naming the file; detforge's own pass.
+template <typename F>
+auto reading(const std::string& path, F&& read) {
+  try {
+    return read();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw IoError(
+        detforge::str("checkpoint ", path, " holds records detforge did not write: ", message(e)));
+  }
+}
+
 // Opens `path` and checks every record's CRC-32 and the format record; IoError naming the file
 // otherwise.
 void open_checkpoint(const std::string& path, torch::serialize::InputArchive& archive) {
@@ -239,9 +260,9 @@ void open_checkpoint(const std::string& path, torch::serialize::InputArchive& ar
   try {
     archive.load_from(path);
     archive.read("format", format);
-  } catch (const c10::Error& e) {
+  } catch (const std::exception& e) {
     throw IoError(detforge::str("checkpoint ", path, " is truncated or not a detforge checkpoint (",
-                                fs::file_size(path), " bytes): ", e.what_without_backtrace()));
+                                fs::file_size(path), " bytes): ", message(e)));
   }
   if (!format.isString() || format.toStringRef() != kFormat) {
     throw IoError(detforge::str("checkpoint ", path, " has format '",
@@ -268,49 +289,55 @@ bool is_checkpoint(const std::string& path) {
 }
 
 std::optional<data::CategoryMap> read_checkpoint_classes(const std::string& path) {
-  torch::serialize::InputArchive archive;
-  open_checkpoint(path, archive);
-  c10::IValue ids, names;
-  if (!archive.try_read("category_ids", ids) || !archive.try_read("category_names", names))
-    return std::nullopt;
-  std::vector<std::string> name_list;
-  const auto list = names.toList();
-  for (size_t i = 0; i < list.size(); ++i) name_list.push_back(list.get(i).toStringRef());
-  return data::CategoryMap(ids.toIntVector(), std::move(name_list));
+  return reading(path, [&]() -> std::optional<data::CategoryMap> {
+    torch::serialize::InputArchive archive;
+    open_checkpoint(path, archive);
+    c10::IValue ids, names;
+    if (!archive.try_read("category_ids", ids) || !archive.try_read("category_names", names))
+      return std::nullopt;
+    std::vector<std::string> name_list;
+    const auto list = names.toList();
+    for (size_t i = 0; i < list.size(); ++i) name_list.push_back(list.get(i).toStringRef());
+    return data::CategoryMap(ids.toIntVector(), std::move(name_list));
+  });
 }
 
 std::optional<ExpectedPixels> read_checkpoint_pixels(const std::string& path) {
-  torch::serialize::InputArchive archive;
-  open_checkpoint(path, archive);
-  c10::IValue norm;
-  if (!archive.try_read("pixel_norm", norm)) return std::nullopt;
-  const auto v = norm.toDoubleVector();
-  if (v.size() != 6)
-    throw IoError(detforge::str(path, ": pixel_norm record has ", v.size(),
-                                " values, expected 6 (mean and std)"));
-  PixelNorm p;
-  for (size_t c = 0; c < 3; ++c) {
-    p.mean[c] = static_cast<float>(v[c]);
-    p.std[c] = static_cast<float>(v[3 + c]);
-  }
-  return ExpectedPixels{p, "the run's checkpoint"};
+  return reading(path, [&]() -> std::optional<ExpectedPixels> {
+    torch::serialize::InputArchive archive;
+    open_checkpoint(path, archive);
+    c10::IValue norm;
+    if (!archive.try_read("pixel_norm", norm)) return std::nullopt;
+    const auto v = norm.toDoubleVector();
+    if (v.size() != 6)
+      throw IoError(detforge::str(path, ": pixel_norm record has ", v.size(),
+                                  " values, expected 6 (mean and std)"));
+    PixelNorm p;
+    for (size_t c = 0; c < 3; ++c) {
+      p.mean[c] = static_cast<float>(v[c]);
+      p.std[c] = static_cast<float>(v[3 + c]);
+    }
+    return ExpectedPixels{p, "the run's checkpoint"};
+  });
 }
 
 weights::WeightFile read_checkpoint_weight_file(const std::string& path) {
-  torch::serialize::InputArchive archive;
-  open_checkpoint(path, archive);
-  weights::WeightFile out;
-  for (const char* part : {"ema", "model"}) {
-    if (auto tensors = read_part(archive, part)) {
-      out.tensors = std::move(*tensors);
-      out.source = detforge::str("detforge checkpoint ['", part, "']");
-      break;
+  return reading(path, [&] {
+    torch::serialize::InputArchive archive;
+    open_checkpoint(path, archive);
+    weights::WeightFile out;
+    for (const char* part : {"ema", "model"}) {
+      if (auto tensors = read_part(archive, part)) {
+        out.tensors = std::move(*tensors);
+        out.source = detforge::str("detforge checkpoint ['", part, "']");
+        break;
+      }
     }
-  }
-  if (out.tensors.empty()) throw IoError(detforge::str(path, ": checkpoint holds no weights"));
-  if (const auto classes = read_checkpoint_classes(path)) out.class_names = classes->names();
-  out.pixels = read_checkpoint_pixels(path);
-  return out;
+    if (out.tensors.empty()) throw IoError(detforge::str(path, ": checkpoint holds no weights"));
+    if (const auto classes = read_checkpoint_classes(path)) out.class_names = classes->names();
+    out.pixels = read_checkpoint_pixels(path);
+    return out;
+  });
 }
 
 weights::WeightFile read_any_weight_file(const std::string& path) {
@@ -319,82 +346,86 @@ weights::WeightFile read_any_weight_file(const std::string& path) {
 
 void load_checkpoint_weights(const std::string& path, torch::nn::Module& module,
                              const std::string& part) {
-  torch::serialize::InputArchive archive;
-  open_checkpoint(path, archive);
-  read_module(archive, part, module, path);
+  reading(path, [&] {
+    torch::serialize::InputArchive archive;
+    open_checkpoint(path, archive);
+    read_module(archive, part, module, path);
+  });
 }
 
 TrainProgress load_checkpoint(const std::string& path, const CheckpointParts& parts,
                               std::string* config_yaml, const RestoreTarget& target) {
-  torch::serialize::InputArchive archive;
-  open_checkpoint(path, archive);
-  TORCH_CHECK(parts.model != nullptr, "load_checkpoint: a model is required");
-  read_module(archive, "model", *parts.model, path);
-  if (parts.ema) read_module(archive, "ema", *parts.ema, path);
-  if (parts.optimizer) {
-    torch::serialize::InputArchive opt;
-    if (!archive.try_read("optimizer", opt))
-      throw TrainingError(detforge::str("checkpoint ", path, " has no optimizer state"));
-    try {
-      parts.optimizer->load(opt);
-    } catch (const c10::Error& e) {
-      throw TrainingError(detforge::str(
-          "checkpoint ", path,
-          ": optimizer state does not fit this optimizer: ", e.what_without_backtrace()));
+  return reading(path, [&] {
+    torch::serialize::InputArchive archive;
+    open_checkpoint(path, archive);
+    TORCH_CHECK(parts.model != nullptr, "load_checkpoint: a model is required");
+    read_module(archive, "model", *parts.model, path);
+    if (parts.ema) read_module(archive, "ema", *parts.ema, path);
+    if (parts.optimizer) {
+      torch::serialize::InputArchive opt;
+      if (!archive.try_read("optimizer", opt))
+        throw TrainingError(detforge::str("checkpoint ", path, " has no optimizer state"));
+      try {
+        parts.optimizer->load(opt);
+      } catch (const c10::Error& e) {
+        throw TrainingError(detforge::str(
+            "checkpoint ", path,
+            ": optimizer state does not fit this optimizer: ", e.what_without_backtrace()));
+      }
     }
-  }
-  c10::IValue counters_iv, scale, best_metric, best_weights, config;
-  archive.read("counters", counters_iv);
-  archive.read("scaler_scale", scale);
-  archive.read("best_metric", best_metric);
-  archive.read("best_weights", best_weights);
-  archive.read("config", config);
-  const auto c = counters_iv.toIntList();
-  TrainProgress p;
-  p.epoch = c.get(0);
-  p.step = c.get(1);
-  p.batch_in_epoch = c.get(2);
-  p.ema_updates = c.get(3);
-  p.nonfinite_in_row = c.get(4);
-  p.scaler_growth_tracker = c.get(5);
-  p.best_epoch = c.get(6);
-  p.scaler_scale = scale.toDouble();
-  p.best_metric = best_metric.toDouble();
-  p.best_weights = best_weights.toStringRef();
-  // Absent from checkpoints written before best_regular / best_ema existed: none yet.
-  if (c10::IValue per; archive.try_read("best_per_weights", per)) {
-    const auto v = per.toDoubleList();
-    p.best_live = {v.get(0), static_cast<int64_t>(v.get(1))};
-    p.best_ema = {v.get(2), static_cast<int64_t>(v.get(3))};
-  }
-  // Absent from single-rank checkpoints and from those written before the buckets were stored.
-  if (c10::IValue buckets; archive.try_read("grad_buckets", buckets)) {
-    for (const auto& b : buckets.toList()) {
-      p.grad_buckets.emplace_back();
-      for (const auto& i : b.get().toIntList()) p.grad_buckets.back().push_back(i);
+    c10::IValue counters_iv, scale, best_metric, best_weights, config;
+    archive.read("counters", counters_iv);
+    archive.read("scaler_scale", scale);
+    archive.read("best_metric", best_metric);
+    archive.read("best_weights", best_weights);
+    archive.read("config", config);
+    const auto c = counters_iv.toIntList();
+    TrainProgress p;
+    p.epoch = c.get(0);
+    p.step = c.get(1);
+    p.batch_in_epoch = c.get(2);
+    p.ema_updates = c.get(3);
+    p.nonfinite_in_row = c.get(4);
+    p.scaler_growth_tracker = c.get(5);
+    p.best_epoch = c.get(6);
+    p.scaler_scale = scale.toDouble();
+    p.best_metric = best_metric.toDouble();
+    p.best_weights = best_weights.toStringRef();
+    // Absent from checkpoints written before best_regular / best_ema existed: none yet.
+    if (c10::IValue per; archive.try_read("best_per_weights", per)) {
+      const auto v = per.toDoubleList();
+      p.best_live = {v.get(0), static_cast<int64_t>(v.get(1))};
+      p.best_ema = {v.get(2), static_cast<int64_t>(v.get(3))};
     }
-  }
-  if (config_yaml) *config_yaml = config.toStringRef();
-  c10::IValue ranks_iv;
-  archive.read("rng_ranks", ranks_iv);
-  const int64_t ranks = ranks_iv.toInt();
-  if (ranks != target.world_size) {
-    // Each rank's sampler shard, position and random streams belong to that world size.
-    throw TrainingError(
-        detforge::str("resume from ", path, ": it was written by ", ranks,
-                      " rank(s), this run has ", target.world_size, ". Resume with ", ranks,
-                      " rank(s), or start a new run from its weights with model.weights=", path));
-  }
-  if (target.rank < ranks) {
-    torch::Tensor state;
-    archive.read(detforge::str("rng_rank_", target.rank), state, /*is_buffer=*/true);
-    try {
-      restore_rng_state(tensor_bytes(state), target.device);
-    } catch (const IoError& e) {
-      throw IoError(detforge::str("checkpoint ", path, ": rank ", target.rank, ": ", e.what()));
+    // Absent from single-rank checkpoints and from those written before the buckets were stored.
+    if (c10::IValue buckets; archive.try_read("grad_buckets", buckets)) {
+      for (const auto& b : buckets.toList()) {
+        p.grad_buckets.emplace_back();
+        for (const auto& i : b.get().toIntList()) p.grad_buckets.back().push_back(i);
+      }
     }
-  }
-  return p;
+    if (config_yaml) *config_yaml = config.toStringRef();
+    c10::IValue ranks_iv;
+    archive.read("rng_ranks", ranks_iv);
+    const int64_t ranks = ranks_iv.toInt();
+    if (ranks != target.world_size) {
+      // Each rank's sampler shard, position and random streams belong to that world size.
+      throw TrainingError(
+          detforge::str("resume from ", path, ": it was written by ", ranks,
+                        " rank(s), this run has ", target.world_size, ". Resume with ", ranks,
+                        " rank(s), or start a new run from its weights with model.weights=", path));
+    }
+    if (target.rank < ranks) {
+      torch::Tensor state;
+      archive.read(detforge::str("rng_rank_", target.rank), state, /*is_buffer=*/true);
+      try {
+        restore_rng_state(tensor_bytes(state), target.device);
+      } catch (const IoError& e) {
+        throw IoError(detforge::str("checkpoint ", path, ": rank ", target.rank, ": ", e.what()));
+      }
+    }
+    return p;
+  });
 }
 
 void check_resume_config(const std::string& stored_yaml, const std::string& current_yaml,

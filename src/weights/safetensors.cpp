@@ -68,9 +68,14 @@ NamedTensors read_safetensors(const std::string& path) {
       const auto dtype = safetensors_dtype(path, name, entry.at("dtype").get<std::string>());
       const auto shape = entry.at("shape").get<std::vector<int64_t>>();
       const auto offsets = entry.at("data_offsets").get<std::vector<uint64_t>>();
-      int64_t numel = 1;
-      for (int64_t d : shape) numel *= d;
-      const auto bytes = static_cast<uint64_t>(numel) * torch::elementSize(dtype);
+      // Each factor is checked: a shape of 2^32 x 2^32 would wrap around to a small size.
+      uint64_t bytes = torch::elementSize(dtype);
+      for (int64_t d : shape) {
+        if (d < 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes)) {
+          throw IoError(detforge::str(path, ": tensor ", name, " has shape ",
+                                      c10::IntArrayRef(shape), " (negative or too large)"));
+        }
+      }
       // The header is untrusted: a range outside the data or of another length than
       // shape x dtype would make the copy below read out of bounds.
       if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_size ||

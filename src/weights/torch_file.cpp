@@ -18,6 +18,7 @@
 #include "core/atomic_file.h"
 #include "core/errors.h"
 #include "weights/hub_config.h"
+#include "weights/pickle_globals.h"
 
 namespace detforge::weights {
 
@@ -29,10 +30,19 @@ namespace {
 // from the zip's storages. Any other object (an nn.Module pickled whole, as Ultralytics saves
 // its models; a namespace; a numpy array) becomes an opaque kObject holding its class or
 // factory name, its arguments and the state BUILD gave it, so a module's `_parameters`,
-// `_buffers` and `_modules` can be walked afterwards. Nothing is executed. LibTorch's own
+// `_buffers` and `_modules` can be walked afterwards. Nothing is executed, and a file naming a
+// global Python would run code from is refused (weights/pickle_globals.h). LibTorch's own
 // unpickler turns OrderedDict into None and refuses unknown classes, so it cannot read these.
+//
+// The file is untrusted: objects live in one arena owned by the unpickler (so a self-referencing
+// or 100,000-deep structure is freed flat), no operation copies a container, their number is
+// bounded, and a tensor is a bounds-checked view of a storage read from the zip, so memory stays
+// a small multiple of the file's size.
 struct PyObj;
-using Obj = std::shared_ptr<PyObj>;
+using Obj = PyObj*;
+
+constexpr size_t kMaxObjects = size_t{1} << 22;
+constexpr int kMaxModuleDepth = 256;
 
 struct PyObj {
   enum Kind {
@@ -54,17 +64,12 @@ struct PyObj {
   int64_t i = 0;
   double f = 0;
   std::string s;           // string or bytes, "module.name" for a global, the class of an object
-  std::vector<Obj> items;  // tuple, list or set items; an object's constructor arguments
+  std::vector<Obj> items;  // tuple, list or set items
   std::vector<std::pair<Obj, Obj>> dict;
-  Obj state;  // an object's BUILD state (its __dict__ for a module)
+  Obj args = nullptr;   // an object's constructor arguments (a tuple)
+  Obj state = nullptr;  // an object's BUILD state (its __dict__ for a module)
   torch::Tensor tensor;
 };
-
-Obj make(PyObj::Kind k) {
-  auto o = std::make_shared<PyObj>();
-  o->kind = k;
-  return o;
-}
 
 torch::ScalarType storage_dtype(const std::string& global, const std::string& file) {
   static const std::map<std::string, torch::ScalarType> types = {
@@ -121,12 +126,13 @@ class StateDictUnpickler {
           break;      // BININT
         case 0x8a: {  // LONG1
           const int n = byte();
-          int64_t v = 0;
+          uint64_t v = 0;
           const char* d = take(n);
           for (int k = n - 1; k >= 0; --k) v = (v << 8) | static_cast<uint8_t>(d[k]);
           // Little-endian two's complement: a set top bit in the last byte means negative.
-          if (n > 0 && n < 8 && (static_cast<uint8_t>(d[n - 1]) & 0x80)) v -= int64_t{1} << (8 * n);
-          push_int(v);
+          if (n > 0 && n < 8 && (static_cast<uint8_t>(d[n - 1]) & 0x80))
+            v -= uint64_t{1} << (8 * n);
+          push_int(static_cast<int64_t>(v));
           break;
         }
         case 'G': {  // BINFLOAT (big-endian)
@@ -198,17 +204,13 @@ class StateDictUnpickler {
           break;
         }
         case 'c': {  // GLOBAL
-          auto o = make(PyObj::kGlobal);
-          o->s = line() + ".";
-          o->s += line();
-          push(o);
+          const std::string module = line();
+          push_global(module, line());
           break;
         }
         case 0x93: {  // STACK_GLOBAL
           auto name = pop(), module = pop();
-          auto o = make(PyObj::kGlobal);
-          o->s = module->s + "." + name->s;
-          push(o);
+          push_global(module->s, name->s);
           break;
         }
         case 'q':
@@ -222,10 +224,10 @@ class StateDictUnpickler {
           memo_[memo_.size()] = top();
           break;  // MEMOIZE
         case 'h':
-          push(memo_.at(byte()));
+          push(memo(byte()));
           break;  // BINGET
         case 'j':
-          push(memo_.at(le(4)));
+          push(memo(le(4)));
           break;  // LONG_BINGET
         case ')':
           push(make(PyObj::kTuple));
@@ -315,7 +317,35 @@ class StateDictUnpickler {
     take(1);
     return s;
   }
-  void push(Obj o) { stack_.push_back(std::move(o)); }
+  Obj make(PyObj::Kind k) {
+    if (arena_.size() >= kMaxObjects) {
+      throw IoError(detforge::str(file_, ": the pickle builds more than ", kMaxObjects,
+                                  " objects; no weight file needs as many"));
+    }
+    arena_.push_back(std::make_unique<PyObj>());
+    arena_.back()->kind = k;
+    return arena_.back().get();
+  }
+  void push(Obj o) { stack_.push_back(o); }
+  void push_global(const std::string& written, const std::string& name) {
+    const std::string module = python3_module(written);
+    if (const auto why = refused_global(module, name)) {
+      throw IoError(detforge::str(file_, ": refused: the pickle names the global ", module, ".",
+                                  name, ", which Python would import or call when loading it (",
+                                  *why,
+                                  "); detforge runs nothing from a file and reads no file "
+                                  "made to run code"));
+    }
+    auto o = make(PyObj::kGlobal);
+    o->s = module + "." + name;
+    push(o);
+  }
+  Obj memo(uint64_t key) const {
+    const auto it = memo_.find(key);
+    if (it == memo_.end())
+      throw IoError(detforge::str(file_, ": malformed pickle (memo entry ", key, " never set)"));
+    return it->second;
+  }
   void push_int(int64_t v) {
     auto o = make(PyObj::kInt);
     o->i = v;
@@ -331,10 +361,10 @@ class StateDictUnpickler {
     o->s.assign(take(n), n);
     push(o);
   }
-  static Obj object(const std::string& cls, const Obj& args) {
+  Obj object(const std::string& cls, Obj args) {
     auto o = make(PyObj::kObject);
     o->s = cls;
-    o->items = args->items;
+    o->args = args;
     return o;
   }
   Obj top() {
@@ -347,31 +377,43 @@ class StateDictUnpickler {
     return o;
   }
   std::vector<Obj> pop_to_mark() {
-    std::vector<Obj> out;
-    while (top()->kind != PyObj::kMark) out.insert(out.begin(), pop());
-    pop();
+    auto mark = stack_.end();
+    while (mark != stack_.begin() && (*std::prev(mark))->kind != PyObj::kMark) --mark;
+    if (mark == stack_.begin()) throw IoError(detforge::str(file_, ": malformed pickle (no MARK)"));
+    std::vector<Obj> out(mark, stack_.end());
+    stack_.erase(std::prev(mark), stack_.end());
     return out;
   }
 
   Obj load_storage(const Obj& pid) {
     // ('storage', <storage type global>, key, location, numel)
-    if (pid->kind != PyObj::kTuple || pid->items.size() < 5) {
+    const auto& a = pid->items;
+    if (pid->kind != PyObj::kTuple || a.size() < 5 || a[2]->kind != PyObj::kStr ||
+        a[4]->kind != PyObj::kInt) {
       throw IoError(detforge::str(file_, ": unexpected persistent id in pickle"));
     }
-    const std::string key = pid->items[2]->s;
+    const std::string key = a[2]->s;
     // Tensors may share a storage (views, tied weights): each key is read from the zip once.
     auto it = storages_.find(key);
     if (it == storages_.end()) {
-      const auto dtype = storage_dtype(pid->items[1]->s, file_);
-      const int64_t numel = pid->items[4]->i;
-      auto [data, size] = zip_.getRecord("data/" + key);
-      const size_t expected = static_cast<size_t>(numel) * c10::elementSize(dtype);
-      if (size < expected) {
-        throw IoError(detforge::str(file_, ": storage ", key, " holds ", size, " bytes, expected ",
-                                    expected));
+      const auto dtype = storage_dtype(a[1]->s, file_);
+      const int64_t numel = a[4]->i;
+      const auto item = static_cast<uint64_t>(c10::elementSize(dtype));
+      const std::string record = "data/" + key;
+      // The record's size is checked before anything is allocated for it: a storage declaring
+      // terabytes is refused here, and zip_check has bounded every record by the file.
+      if (!zip_.hasRecord(record))
+        throw IoError(detforge::str(file_, ": storage ", key, " has no record in the zip"));
+      const size_t size = zip_.getRecordSize(record);
+      if (numel < 0 || static_cast<uint64_t>(numel) > size / item) {
+        throw IoError(detforge::str(file_, ": storage ", key, " declares ", numel,
+                                    " elements but its record holds ", size, " bytes"));
       }
+      auto [data, read] = zip_.getRecord(record);
+      if (read < static_cast<size_t>(numel) * item)
+        throw IoError(detforge::str(file_, ": storage ", key, " is cut short"));
       auto t = torch::empty({numel}, torch::TensorOptions().dtype(dtype));
-      std::memcpy(t.data_ptr(), data.get(), expected);
+      if (numel > 0) std::memcpy(t.data_ptr(), data.get(), static_cast<size_t>(numel) * item);
       it = storages_.emplace(key, t).first;
     }
     auto o = make(PyObj::kTensor);
@@ -379,10 +421,41 @@ class StateDictUnpickler {
     return o;
   }
 
-  static std::vector<int64_t> ints(const Obj& tuple) {
+  std::vector<int64_t> ints(const Obj& tuple, const char* what) const {
+    if (tuple->kind != PyObj::kTuple && tuple->kind != PyObj::kList)
+      throw IoError(detforge::str(file_, ": malformed tensor record (", what, " is no tuple)"));
     std::vector<int64_t> v;
-    for (const auto& x : tuple->items) v.push_back(x->i);
+    for (const auto& x : tuple->items) {
+      if (x->kind != PyObj::kInt || x->i < 0)
+        throw IoError(detforge::str(file_, ": malformed tensor record (", what, ")"));
+      v.push_back(x->i);
+    }
     return v;
+  }
+
+  // storage.as_strided(size, stride, offset), once the view is known to lie inside the storage.
+  torch::Tensor view(const torch::Tensor& storage, const Obj& size_obj, const Obj& stride_obj,
+                     const Obj& offset_obj) const {
+    const auto size = ints(size_obj, "size"), stride = ints(stride_obj, "stride");
+    if (size.size() != stride.size() || offset_obj->kind != PyObj::kInt || offset_obj->i < 0)
+      throw IoError(detforge::str(file_, ": malformed tensor record (size, stride, offset)"));
+    // The last element's index, offset + sum((size - 1) * stride), in overflow-checked steps.
+    uint64_t last = static_cast<uint64_t>(offset_obj->i);
+    bool empty = false, overflow = false;
+    for (size_t d = 0; d < size.size(); ++d) {
+      if (size[d] == 0) empty = true;
+      uint64_t step = 0;
+      overflow |= __builtin_mul_overflow(static_cast<uint64_t>(std::max<int64_t>(size[d] - 1, 0)),
+                                         static_cast<uint64_t>(stride[d]), &step);
+      overflow |= __builtin_add_overflow(last, step, &last);
+    }
+    const auto storage_numel = static_cast<uint64_t>(storage.numel());
+    if (overflow || (!empty && last >= storage_numel)) {
+      throw IoError(detforge::str(file_, ": a tensor of size ", c10::IntArrayRef(size),
+                                  " and stride ", c10::IntArrayRef(stride),
+                                  " reaches past its storage of ", storage_numel, " elements"));
+    }
+    return storage.as_strided(size, stride, offset_obj->i);
   }
 
   Obj call(const std::string& fn, const Obj& args) {
@@ -390,18 +463,18 @@ class StateDictUnpickler {
     if (fn == "torch._utils._rebuild_tensor_v2" || fn == "torch._utils._rebuild_tensor") {
       // (storage, storage_offset, size, stride, ...): the arguments torch.save gives the rebuild.
       const auto& a = args->items;
-      if (a.size() < 4 || a[0]->kind != PyObj::kTensor) {
+      if (args->kind != PyObj::kTuple || a.size() < 4 || a[0]->kind != PyObj::kTensor) {
         throw IoError(detforge::str(file_, ": malformed tensor record"));
       }
       auto o = make(PyObj::kTensor);
-      // clone(): each tensor owns its bytes rather than viewing (and keeping alive) a shared
-      // storage.
-      o->tensor = a[0]->tensor.as_strided(ints(a[2]), ints(a[3]), a[1]->i).clone();
+      o->tensor = view(a[0]->tensor, a[2], a[3], a[1]);
       return o;
     }
     if (fn == "torch._utils._rebuild_parameter" ||
-        fn == "torch._utils._rebuild_parameter_with_state")
-      return args->items.at(0);
+        fn == "torch._utils._rebuild_parameter_with_state") {
+      if (args->items.empty()) throw IoError(detforge::str(file_, ": malformed parameter record"));
+      return args->items[0];
+    }
     // Anything else is kept by name, unexecuted: a module, a namespace, a dtype or device.
     return object(fn, args);
   }
@@ -410,6 +483,7 @@ class StateDictUnpickler {
   caffe2::serialize::PyTorchStreamReader& zip_;
   const char* p_;
   const char* end_;
+  std::vector<std::unique_ptr<PyObj>> arena_;
   std::vector<Obj> stack_;
   std::unordered_map<uint64_t, Obj> memo_;
   std::map<std::string, torch::Tensor> storages_;
@@ -442,8 +516,9 @@ bool is_module(const Obj& o) {
 std::set<std::string> string_set(const Obj& o) {
   std::set<std::string> out;
   if (!o) return out;
-  const auto& items =
-      o->kind == PyObj::kObject && !o->items.empty() ? o->items[0]->items : o->items;
+  const auto& items = o->kind == PyObj::kObject && o->args && !o->args->items.empty()
+                          ? o->args->items[0]->items
+                          : o->items;
   for (const auto& x : items) {
     if (x->kind == PyObj::kStr) out.insert(x->s);
   }
@@ -452,7 +527,13 @@ std::set<std::string> string_set(const Obj& o) {
 
 // What module.state_dict() would give, in its order: a module's own parameters, then its
 // persistent buffers, then each child's under "<child>.", depth first.
-void module_tensors(const Obj& module, const std::string& prefix, NamedTensors& out) {
+void module_tensors(const Obj& module, const std::string& prefix, NamedTensors& out,
+                    const std::string& file, int depth = 0) {
+  // A file's modules can hold each other in a cycle; real models nest a few dozen deep.
+  if (depth > kMaxModuleDepth) {
+    throw IoError(detforge::str(file, ": pickled modules nest deeper than ", kMaxModuleDepth,
+                                " (at ", prefix, "): a cycle?"));
+  }
   const auto add = [&](const Obj& dict, const std::set<std::string>& skip) {
     if (!dict || dict->kind != PyObj::kDict) return;
     for (const auto& [k, v] : dict->dict) {
@@ -465,7 +546,8 @@ void module_tensors(const Obj& module, const std::string& prefix, NamedTensors& 
   const Obj children = lookup(module, "_modules");
   if (!children || children->kind != PyObj::kDict) return;
   for (const auto& [k, v] : children->dict) {
-    if (k->kind == PyObj::kStr && is_module(v)) module_tensors(v, prefix + k->s + ".", out);
+    if (k->kind == PyObj::kStr && is_module(v))
+      module_tensors(v, prefix + k->s + ".", out, file, depth + 1);
   }
 }
 
@@ -494,13 +576,14 @@ std::vector<std::string> class_names(const Obj& module) {
 // The weights inside a checkpoint: a state dict, or a whole pickled module, found at the root or
 // under the keys training scripts use, EMA weights first (Ultralytics' `ema`, RT-DETR's
 // `ema.module`), then `model`, `state_dict`, `module`. `where` becomes the path taken.
-bool find_weights(const Obj& o, std::string& where, WeightFile& out, int depth = 0) {
+bool find_weights(const Obj& o, std::string& where, WeightFile& out, const std::string& file,
+                  int depth = 0) {
   if (is_tensor_dict(o)) {
     for (const auto& [k, v] : o->dict) out.tensors.emplace_back(k->s, v->tensor);
     return true;
   }
   if (is_module(o)) {
-    module_tensors(o, "", out.tensors);
+    module_tensors(o, "", out.tensors, file);
     out.class_names = class_names(o);
     where += where.empty() ? o->s : " (" + o->s + ")";
     return !out.tensors.empty();
@@ -510,7 +593,7 @@ bool find_weights(const Obj& o, std::string& where, WeightFile& out, int depth =
     const Obj v = lookup(o, key);
     if (!v) continue;
     std::string path = where + "['" + key + "']";
-    if (find_weights(v, path, out, depth + 1)) {
+    if (find_weights(v, path, out, file, depth + 1)) {
       where = path;
       return true;
     }
@@ -536,22 +619,35 @@ WeightFile read_weight_file(const std::string& path) {
   }
   in.close();
   verify_zip_checksums(path);
-  Obj root;
+  WeightFile out;
+  std::string where;
+  bool found = false;
   try {
     caffe2::serialize::PyTorchStreamReader zip(path);
     auto [data, size] = zip.getRecord("data.pkl");
-    root = StateDictUnpickler(path, zip, static_cast<const char*>(data.get()), size).run();
+    StateDictUnpickler pickle(path, zip, static_cast<const char*>(data.get()), size);
+    found = find_weights(pickle.run(), where, out, path);
   } catch (const c10::Error& e) {
     throw IoError(detforge::str(path, ": cannot read weights: ", e.what_without_backtrace()));
   }
-  WeightFile out;
-  std::string where;
-  if (!find_weights(root, where, out)) {
+  if (!found) {
     throw IoError(detforge::str(path,
                                 ": no weights found: expected a state dict (name -> tensor) or a "
                                 "pickled model, at the top or under 'ema', 'model', 'state_dict' "
                                 "or 'module'"));
   }
+  // Each tensor gets its own bytes rather than a view keeping a shared storage alive. Views can
+  // repeat a storage without end: what they would copy is bounded by the file (a tensor tied in
+  // a few places, as a shared head, is read a few times over).
+  const uint64_t file_bytes = std::filesystem::file_size(path);
+  uint64_t total = 0;
+  for (const auto& [name, t] : out.tensors) total += t.nbytes();
+  if (total > 4 * file_bytes + (uint64_t{64} << 20)) {
+    throw IoError(detforge::str(path, ": its ", out.tensors.size(), " tensors would take ", total,
+                                " bytes from a file of ", file_bytes,
+                                ": the same storage viewed over and over; refused"));
+  }
+  for (auto& [name, t] : out.tensors) t = t.clone(at::MemoryFormat::Contiguous);
   out.source = where.empty() ? "state dict" : where;
   // Ultralytics' models (every task) feed v / 255, as its LetterBox and trainer make them.
   if (out.source.find("(ultralytics.") != std::string::npos)

@@ -20,6 +20,9 @@ constexpr uint32_t kCentralHeader = 0x02014b50;
 constexpr uint32_t kLocalHeader = 0x04034b50;
 constexpr uint64_t kEndRecordSize = 22;
 constexpr uint32_t kMissing32 = 0xFFFFFFFF;
+constexpr uint64_t kStored = 0;
+constexpr uint64_t kDeflated = 8;
+constexpr uint64_t kMaxInflated = uint64_t{64} << 20;
 
 // Bounds-checked reads of one file: every offset and length comes from the file itself.
 class ZipFile {
@@ -58,6 +61,43 @@ class ZipFile {
       c = crc32(c, reinterpret_cast<const Bytef*>(buffer.data()), static_cast<uInt>(piece));
       left -= piece;
     }
+    return static_cast<uint32_t>(c);
+  }
+
+  // The CRC-32 of the `size` bytes the deflated `packed` bytes at offset inflate to; fails if
+  // they inflate to more or fewer, or are no deflate stream.
+  uint32_t inflated_crc(uint64_t offset, uint64_t packed, uint64_t size, const std::string& what) {
+    if (offset > size_ || packed > size_ - offset) {
+      fail(str(what, " extends past the end of the file (", size_, " bytes): truncated"));
+    }
+    z_stream z{};
+    if (inflateInit2(&z, -MAX_WBITS) != Z_OK) fail(str("cannot inflate ", what));
+    std::vector<char> in(std::min<uint64_t>(packed, uint64_t{1} << 20)), out(1 << 20);
+    uLong c = crc32(0L, Z_NULL, 0);
+    uint64_t produced = 0;
+    int status = Z_OK;
+    in_.seekg(static_cast<std::streamoff>(offset));
+    // Stops at the stream's end, at output past `size`, or at an error (Z_BUF_ERROR: the input
+    // ran out before the stream ended).
+    for (uint64_t left = packed; status == Z_OK && produced <= size;) {
+      if (z.avail_in == 0 && left > 0) {
+        const auto piece = static_cast<size_t>(std::min<uint64_t>(left, in.size()));
+        in_.read(in.data(), static_cast<std::streamsize>(piece));
+        if (!in_) fail(str("cannot read ", what));
+        left -= piece;
+        z.next_in = reinterpret_cast<Bytef*>(in.data());
+        z.avail_in = static_cast<uInt>(piece);
+      }
+      z.next_out = reinterpret_cast<Bytef*>(out.data());
+      z.avail_out = static_cast<uInt>(out.size());
+      status = inflate(&z, Z_NO_FLUSH);
+      const uint64_t n = out.size() - z.avail_out;
+      produced += n;
+      c = crc32(c, reinterpret_cast<const Bytef*>(out.data()), static_cast<uInt>(n));
+    }
+    inflateEnd(&z);
+    if (status != Z_STREAM_END || produced != size)
+      fail(str(what, " does not inflate to the ", size, " bytes it declares: damaged"));
     return static_cast<uint32_t>(c);
   }
 
@@ -143,14 +183,24 @@ void verify_zip_checksums(const std::string& path) {
       x += 4 + len;
     }
     p += 46 + name_len + extra_len + comment_len;
-    if (method != 0) continue;
     const std::string what = str("record '", name, "'");
-    if (packed != size) zip.fail(str(what, " is stored with ", packed, " bytes for ", size));
+    if (method != kStored && method != kDeflated)
+      zip.fail(str(what, " uses compression method ", method, " (a zip of torch.save has 0 or 8)"));
+    // LibTorch deflates its archives' code records (kilobytes); anything declaring more than
+    // kMaxInflated is refused before a reader allocates what it declares.
+    if (method == kDeflated && size > kMaxInflated) {
+      zip.fail(str(what, " is compressed and declares ", size, " bytes uncompressed (at most ",
+                   kMaxInflated, " are read)"));
+    }
+    if (method == kStored && packed != size)
+      zip.fail(str(what, " is stored with ", packed, " bytes for ", size));
     const std::string header = zip.bytes(local, 30, what);
     const Fields h(header, zip, what);
     if (h.get(0, 4) != kLocalHeader) zip.fail(str(what, ": its local header is damaged"));
     const uint64_t data = local + 30 + h.get(26, 2) + h.get(28, 2);
-    if (zip.crc(data, size, what) != crc) {
+    const uint32_t actual =
+        method == kStored ? zip.crc(data, size, what) : zip.inflated_crc(data, packed, size, what);
+    if (actual != crc) {
       zip.fail(str(what,
                    " does not match its CRC-32: the file changed after it was written (a "
                    "damaged disk or copy)"));

@@ -390,6 +390,23 @@ TEST(Checkpoint, OtherModelNamesMismatchedKeys) {
                     "unexpected: bn.bias");
 }
 
+// Inputs fuzz/checkpoint_fuzz.cpp found (docs/security.md), kept as regressions: LibTorch
+// threw errors of its own (a TorchScript type error, c10::Error) past the readers.
+TEST(Checkpoint, FuzzFindingsAreIoErrorsNamingTheFile) {
+  const std::filesystem::path dir = std::string(DETFORGE_SOURCE_DIR) + "/tests/fixtures/fuzz";
+  int count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".ckpt") continue;
+    const std::string path = entry.path().string();
+    SCOPED_TRACE(path);
+    ++count;
+    EXPECT_FALSE(is_checkpoint(path));
+    EXPECT_THROW_WITH(read_checkpoint_weight_file(path), IoError, "checkpoint " + path);
+    EXPECT_THROW_WITH(read_any_weight_file(path), IoError, path);
+  }
+  EXPECT_GE(count, 1);
+}
+
 TEST(Checkpoint, TruncatedDamagedOrMissingFileIsIoErrorNamingIt) {
   testing::TempDir dir;
   Net net;

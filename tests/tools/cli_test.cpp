@@ -1,4 +1,6 @@
 // Runs the detforge binary as a user would and checks exit codes and the one-line messages.
+#include <unistd.h>
+
 #include <algorithm>
 
 #include <gtest/gtest.h>
@@ -144,6 +146,38 @@ TEST(Cli, CheckpointOnAFullDiskExitsSixAndKeepsThePreviousOne) {
   EXPECT_NE(r.output.find("the previous file, if any, is intact"), std::string::npos) << r.output;
   const auto p = run_command(df() + " predict --config " + config + "--weights " + kept +
                              " --source " + data + "/val --out " + (dir.path() / "pred").string());
+  EXPECT_EQ(p.exit_code, 0) << p.output;
+}
+
+// The output folder turns read-only mid-run (for a run as an ordinary user; root writes
+// anywhere): the next checkpoint fails with exit 6 naming it, and the one before stays whole.
+TEST(Cli, AnOutputFolderThatTurnsReadOnlyMidRunExitsSixAndKeepsTheLastCheckpoint) {
+  if (geteuid() != 0 || run_command("command -v setpriv").exit_code != 0)
+    GTEST_SKIP() << "needs root and setpriv to run detforge as another user";
+  TempDir dir;
+  const auto data = (dir.path() / "data").string();
+  ASSERT_EQ(run_command(df() + " synth --out " + data + " --train 4 --val 2 --size 64").exit_code,
+            0);
+  const auto out = dir.path() / "out";
+  std::filesystem::create_directories(out);
+  ASSERT_EQ(run_command("chown 65534:65534 " + out.string()).exit_code, 0);
+  const std::string run = (out / "run").string();
+  const std::string config =
+      std::string(DETFORGE_SOURCE_DIR) + "/configs/yolo/synth_yolov8n.yaml data.root=" + data +
+      " data.min_size=64 data.max_size=64 data.batch_size=2 data.workers=0 eval.interval=0 ";
+  // The run waits for its first checkpoint, then loses the right to write its folder.
+  const auto r = run_command("{ setpriv --reuid=65534 --regid=65534 --clear-groups " + df() +
+                             " train -c " + config + "train.epochs=40 output_dir=" + run +
+                             " & pid=$!; for i in $(seq 600); do [ -f " + run +
+                             "/last.ckpt ] && break; sleep 0.1; done; chmod a-w " + run +
+                             "; wait $pid; echo \"exit $?\"; }");
+  EXPECT_NE(r.output.find("exit " + std::to_string(code(ExitCode::kIo))), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("io error: cannot write " + run + "/"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("last.ckpt: Permission denied"), std::string::npos) << r.output;
+  const auto p =
+      run_command(df() + " predict --config " + config + "--weights " + run +
+                  "/last.ckpt --source " + data + "/val --out " + (dir.path() / "pred").string());
   EXPECT_EQ(p.exit_code, 0) << p.output;
 }
 

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Fuzzing detforge's readers (fuzz/README.md, docs/security.md): libFuzzer targets built by clang
+# with ASan and UBSan in build-fuzz/.
+#   scripts/fuzz.sh build                   configure and build every target
+#   scripts/fuzz.sh test [ctest args]       build, then each target for DETFORGE_FUZZ_SECONDS
+#                                           (default 15) from its seeds: ctest label `fuzz`, in CI
+#   scripts/fuzz.sh run TARGET SECONDS      a campaign of one target; its figures are appended to
+#                                           build-fuzz/campaigns.tsv, crashes land in
+#                                           build-fuzz/fuzz_findings/
+#   scripts/fuzz.sh seeds                   rewrite fuzz/corpus/ with the references (Python) and
+#                                           the checkpoint seed with detforge
+#   scripts/fuzz.sh list                    the targets
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="$root/build-fuzz"
+venv="$root/.venv"
+targets=(torch_file pickle safetensors config coco yolo voc image_header checkpoint)
+export ASAN_SYMBOLIZER_PATH="${ASAN_SYMBOLIZER_PATH:-/usr/lib/llvm-14/bin/llvm-symbolizer}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}"
+
+log() { echo "[fuzz] $*"; }
+
+build_all() {
+  if [ ! -f "$build/build.ninja" ]; then
+    local prefix
+    prefix="$("$venv/bin/python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')"
+    log "configuring $build (clang, libFuzzer, ASan, UBSan)"
+    CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DDETFORGE_FUZZ=ON -DCMAKE_PREFIX_PATH="$prefix" -DDETFORGE_PYTHON="$venv/bin/python" \
+      -DDETFORGE_FUZZ_SECONDS="${DETFORGE_FUZZ_SECONDS:-15}" >/dev/null
+  fi
+  log "building ${#targets[@]} targets (-j${DETFORGE_JOBS:-2})"
+  cmake --build "$build" -j "${DETFORGE_JOBS:-2}" --target "${targets[@]/#/fuzz_}"
+}
+
+# One campaign: TARGET for SECONDS on its growing corpus; appends
+# date, target, seconds, executions, corpus size, coverage (libFuzzer's cov), crash files.
+run_campaign() {
+  local target="$1" seconds="$2"
+  local work="$build/fuzz_corpus/$target" findings="$build/fuzz_findings"
+  local dict="$root/fuzz/dict/$target.dict" out="$build/campaign-$target.log"
+  mkdir -p "$work" "$findings"
+  log "$target: ${seconds}s, corpus $work"
+  local args=(-max_total_time="$seconds" -timeout=25 -rss_limit_mb=3072 -print_final_stats=1
+              -artifact_prefix="$findings/$target-")
+  [ -f "$dict" ] && args+=(-dict="$dict")
+  local status=0
+  OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=0 "$build/fuzz/fuzz_$target" "${args[@]}" \
+    "$work" "$root/fuzz/corpus/$target" >"$out" 2>&1 || status=$?
+  local execs cov crashes
+  execs="$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$out" | grep -o '[0-9]*$' || echo 0)"
+  cov="$(grep -o 'cov: [0-9]*' "$out" | tail -1 | grep -o '[0-9]*' || echo 0)"
+  crashes="$(find "$findings" -name "$target-*" | wc -l)"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$target" "$seconds" "$execs" \
+    "$(find "$work" -type f | wc -l)" "$cov" "$crashes" >>"$build/campaigns.tsv"
+  tail -3 "$out"
+  return "$status"
+}
+
+write_seeds() {
+  "$venv/bin/python" "$root/fuzz/make_seeds.py" "$root/fuzz/corpus" "$root"
+  mkdir -p "$root/fuzz/corpus/checkpoint"
+  DETFORGE_FUZZ_WRITE_SEED="$root/fuzz/corpus/checkpoint/linear.ckpt" \
+    ASAN_OPTIONS=detect_leaks=0 "$build/fuzz/fuzz_checkpoint"
+  log "seeds written to fuzz/corpus/"
+}
+
+case "${1:-}" in
+  build) build_all ;;
+  test)
+    shift
+    build_all
+    cd "$build"
+    ctest -L fuzz -j "${DETFORGE_JOBS:-2}" --output-on-failure "$@"
+    ;;
+  run)
+    [ $# -eq 3 ] || { echo "usage: scripts/fuzz.sh run TARGET SECONDS" >&2; exit 2; }
+    [ -x "$build/fuzz/fuzz_$2" ] || build_all
+    run_campaign "$2" "$3"
+    ;;
+  seeds)
+    build_all
+    write_seeds
+    ;;
+  list) printf '%s\n' "${targets[@]}" ;;
+  *) sed -n '2,16p' "${BASH_SOURCE[0]}"; exit 2 ;;
+esac

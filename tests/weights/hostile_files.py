@@ -1,0 +1,125 @@
+"""Writes weight files made to attack whoever loads them, for tests/weights/weights_test.cpp.
+
+Usage: hostile_files.py OUT_DIR MARKER
+Each code_*.pt runs `touch MARKER` (or would, through the global it names) when Python's pickle
+loads it, as torch.load(weights_only=False) does; the size_* files declare sizes their bytes do
+not hold (or inflate to); nested_* are 100,000 levels deep. Each file also holds a proper state dict, so a reader
+that ignored the hostile part would find weights.
+"""
+import builtins
+import collections
+import io
+import os
+import pickle
+import subprocess
+import sys
+import zipfile
+
+import torch
+
+out, marker = sys.argv[1], sys.argv[2]
+os.makedirs(out, exist_ok=True)
+
+
+class Storage:
+    """A storage of the zip: ('storage', torch.FloatStorage, key, 'cpu', numel) as torch.save."""
+
+    def __init__(self, key, numel):
+        self.key, self.numel = key, numel
+
+
+class Tensor:
+    def __init__(self, storage, offset, size, stride):
+        self.args = (storage, offset, size, stride, False, collections.OrderedDict())
+
+    def __reduce__(self):
+        return torch._utils._rebuild_tensor_v2, self.args
+
+
+class Call:
+    """Unpickles to fn(*args): what a malicious __reduce__ gives pickle."""
+
+    def __init__(self, fn, *args):
+        self.fn, self.args = fn, args
+
+    def __reduce__(self):
+        return self.fn, self.args
+
+
+class Pickler(pickle.Pickler):
+    def persistent_id(self, obj):
+        if isinstance(obj, Storage):
+            return ("storage", torch.FloatStorage, obj.key, "cpu", obj.numel)
+        return None
+
+
+def pickled(obj):
+    buffer = io.BytesIO()
+    Pickler(buffer, protocol=2).dump(obj)
+    return buffer.getvalue()
+
+
+def write(name, pkl, storages, compress=False):
+    method = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
+    with zipfile.ZipFile(os.path.join(out, name), "w", method) as z:
+        z.writestr("archive/data.pkl", pkl)
+        z.writestr("archive/byteorder", "little")
+        z.writestr("archive/version", "3\n")
+        for key, data in storages.items():
+            z.writestr(f"archive/data/{key}", data)
+
+
+weights = torch.arange(4, dtype=torch.float32)
+four = {"0": weights.numpy().tobytes()}
+
+
+def state(**extra):
+    d = collections.OrderedDict(w=Tensor(Storage("0", 4), 0, (4,), (1,)))
+    d.update(extra)
+    return d
+
+
+touch = f"touch {marker}"
+write("code_os_system.pt", pickled(state(x=Call(os.system, touch))), four)
+write("code_eval.pt", pickled(state(x=Call(builtins.eval, f"__import__('os').system('{touch}')"))),
+      four)
+write("code_exec.pt", pickled(state(x=Call(builtins.exec, f"import os; os.system('{touch}')"))),
+      four)
+write("code_popen.pt", pickled(state(x=Call(subprocess.Popen, ["touch", marker]))), four)
+write("code_torch_load.pt", pickled(state(x=Call(torch.load, marker))), four)
+# A protocol-4 STACK_GLOBAL naming an attribute path of a package's class.
+body = pickled(state())
+assert body.endswith(b".")
+gadget = b"\x8c\x0bultralytics\x8c\x0dYOLO.__init__\x93)R0"
+write("code_attribute_path.pt", body[:-1] + gadget + b".", four)
+
+write("size_storage_terabytes.pt",
+      pickled({"w": Tensor(Storage("0", 10**12), 0, (10**12,), (1,))}), four)
+write("size_view_past_storage.pt", pickled({"w": Tensor(Storage("0", 4), 2, (10,), (1,))}), four)
+write("size_view_overflow.pt",
+      pickled({"w": Tensor(Storage("0", 4), 0, (2**40, 2**40), (2**40, 2**40))}), four)
+write("size_view_repeated.pt",
+      pickled({"w": Tensor(Storage("0", 4), 0, (10**6, 10**6), (0, 0))}), four)
+# 200 MB of zeros deflated to a few hundred kilobytes: a zip bomb.
+write("size_deflate_bomb.pt", pickled(state()), {"0": bytes(200 << 20)}, compress=True)
+
+# A record the central directory says is 4 GB long, in a file of a few hundred bytes.
+write("size_record_past_file.pt", pickled(state()), four)
+path = os.path.join(out, "size_record_past_file.pt")
+raw = bytearray(open(path, "rb").read())
+name = b"archive/data/0"
+at = raw.find(b"PK\x01\x02")
+while raw[at + 46:at + 46 + len(name)] != name:
+    at = raw.find(b"PK\x01\x02", at + 4)
+raw[at + 20:at + 28] = (0xFFFFFFF0).to_bytes(4, "little") * 2
+open(path, "wb").write(bytes(raw))
+
+# Fuzzing findings, kept as regressions (docs/security.md).
+torch.save({"w": torch.zeros(0), "v": torch.ones(2)}, os.path.join(out, "finding_empty_storage.pt"))
+
+# 100,000 nested lists beside a state dict, and a module that holds itself.
+deep = b"\x80\x02" + b"]" * 100_000 + b"a" * 99_999 + b"."
+write("nested_lists.pt", deep, four)
+module = torch.nn.Linear(2, 2)
+module._modules["again"] = module
+torch.save({"model": module}, os.path.join(out, "nested_module_cycle.pt"))

@@ -1,0 +1,187 @@
+// The weight-file readers against files made to attack them (tests/weights/hostile_files.py):
+// pickles that run code in Python, sizes their bytes do not hold, structures 100,000 deep.
+#include <sys/resource.h>
+
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "core/errors.h"
+#include "test_util.h"
+#include "weights/pickle_globals.h"
+#include "weights/state_dict.h"
+
+namespace detforge::weights {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::run_command;
+using testing::TempDir;
+
+// The peak resident memory of this process so far, in MiB.
+double peak_rss_mib() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;
+}
+
+class HostileFiles : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    testing::run_reference("weights/hostile_files.py",
+                           dir_->path().string() + " " + marker().string());
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static fs::path marker() { return dir_ ? dir_->path() / "payload_ran" : fs::path(); }
+  static std::string file(const std::string& name) { return (dir_->path() / name).string(); }
+
+  static TempDir* dir_;
+};
+
+TempDir* HostileFiles::dir_ = nullptr;
+
+TEST_F(HostileFiles, APickleMadeToRunCodeIsRefusedNamingItsGlobalAndRunsNothing) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"code_os_system.pt", "posix.system"},
+      {"code_eval.pt", "builtins.eval"},
+      {"code_exec.pt", "builtins.exec"},
+      {"code_popen.pt", "subprocess.Popen"},
+      {"code_torch_load.pt", "torch.serialization.load"},
+      {"code_attribute_path.pt", "ultralytics.YOLO.__init__"}};
+  for (const auto& [name, global] : cases) {
+    SCOPED_TRACE(name);
+    EXPECT_THROW_WITH(read_weight_file(file(name)), IoError,
+                      file(name) + ": refused: the pickle names the global " + global);
+  }
+  EXPECT_FALSE(fs::exists(marker()));
+  // The payloads are live: Python's own loader runs them.
+  const auto python =
+      run_command(std::string(DETFORGE_PYTHON) + " -c \"import torch; torch.load('" +
+                  file("code_os_system.pt") + "', weights_only=False)\" 2>&1");
+  EXPECT_TRUE(fs::exists(marker())) << python.output;
+}
+
+TEST_F(HostileFiles, SizesTheBytesDoNotHoldAreRefusedBeforeAllocating) {
+  const double before = peak_rss_mib();
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"size_storage_terabytes.pt",
+       "storage 0 declares 1000000000000 elements but its record "
+       "holds 16 bytes"},
+      {"size_view_past_storage.pt", "reaches past its storage of 4 elements"},
+      {"size_view_overflow.pt", "reaches past its storage of 4 elements"},
+      {"size_view_repeated.pt", "the same storage viewed over and over"},
+      {"size_deflate_bomb.pt",
+       "record 'archive/data/0' is compressed and declares 209715200 "
+       "bytes uncompressed"},
+      {"size_record_past_file.pt", "record 'archive/data/0' extends past the end of the file"},
+      {"nested_lists.pt", "no weights found"},
+      {"nested_module_cycle.pt", "pickled modules nest deeper than 256"}};
+  for (const auto& [name, message] : cases) {
+    SCOPED_TRACE(name);
+    EXPECT_THROW_WITH(read_weight_file(file(name)), IoError, message);
+  }
+  // Nothing above came near its declared size (terabytes).
+  EXPECT_LT(peak_rss_mib() - before, 256.0);
+}
+
+// Inputs the fuzz targets found (fuzz/README.md), each read as the reader should: under
+// scripts/sanitize.sh they failed before the fix.
+TEST_F(HostileFiles, FuzzFindingsReadCleanly) {
+  // An empty tensor's storage: memcpy from a null pointer (UBSan).
+  const auto empty = read_weight_file(file("finding_empty_storage.pt")).tensors;
+  ASSERT_EQ(empty.size(), 2u);
+  EXPECT_EQ(empty[0].second.numel(), 0);
+  EXPECT_TRUE(empty[1].second.equal(torch::ones(2)));
+}
+
+TEST(Safetensors, HeadersDeclaringImpossibleSizesAreRefused) {
+  TempDir dir;
+  const auto file = [&](const std::string& name, const std::string& header, size_t data_bytes) {
+    std::string bytes(8, '\0');
+    for (int k = 0; k < 8; ++k) bytes[k] = static_cast<char>((header.size() >> (8 * k)) & 0xff);
+    return dir.write(name, bytes + header + std::string(data_bytes, '\0'));
+  };
+  EXPECT_THROW_WITH(read_safetensors(file("wrap.safetensors",
+                                          R"({"w":{"dtype":"F32","shape":[4294967296,4294967296],)"
+                                          R"("data_offsets":[0,0]}})",
+                                          0)),
+                    IoError, "tensor w has shape [4294967296, 4294967296] (negative or too large)");
+  EXPECT_THROW_WITH(
+      read_safetensors(file("negative.safetensors",
+                            R"({"w":{"dtype":"F32","shape":[-1,-4],"data_offsets":[0,16]}})", 16)),
+      IoError, "tensor w has shape [-1, -4]");
+  EXPECT_THROW_WITH(read_safetensors(file("huge.safetensors",
+                                          R"({"w":{"dtype":"F32","shape":[262144,1048576],)"
+                                          R"("data_offsets":[0,1099511627776]}})",
+                                          16)),
+                    IoError, "data offsets outside the file");
+  std::string terabyte_header(8, '\0');
+  terabyte_header[5] = 1;  // 2^40 bytes of header in a file of 16
+  EXPECT_THROW_WITH(read_safetensors(dir.write("header.safetensors", terabyte_header + "{}      ")),
+                    IoError, "header size 1099511627776 does not fit in 16 bytes");
+  EXPECT_THROW(read_safetensors(file("deep.safetensors",
+                                     std::string(100'000, '[') + std::string(100'000, ']'), 0)),
+               IoError);
+}
+
+TEST(PickleGlobals, EveryModuleOfPythonsOwnIsKnown) {
+  const auto python = run_command(std::string(DETFORGE_PYTHON) +
+                                  " -c \"import sys, _compat_pickle; "
+                                  "names = set(sys.stdlib_module_names) | {m.split('.')[0] for m "
+                                  "in _compat_pickle.IMPORT_MAPPING}; print(' '.join(names))\"");
+  ASSERT_EQ(python.exit_code, 0) << python.output;
+  std::istringstream names(python.output);
+  const auto& known = python_stdlib_roots();
+  ASSERT_TRUE(std::is_sorted(known.begin(), known.end()));
+  int count = 0;
+  for (std::string name; names >> name; ++count) {
+    EXPECT_TRUE(std::binary_search(known.begin(), known.end(), name)) << name;
+  }
+  EXPECT_GT(count, 250);
+}
+
+TEST(PickleGlobals, CheckpointsGlobalsPassAndCodeRunnersDoNot) {
+  EXPECT_EQ(python3_module("__builtin__"), "builtins");
+  EXPECT_EQ(python3_module("commands"), "subprocess");
+  EXPECT_EQ(python3_module("ultralytics.nn.tasks"), "ultralytics.nn.tasks");
+  // Globals of real files: torch.save state dicts, Ultralytics' pickled models (whose criterion
+  // class starts in lower case), numpy scalars in training metadata, a script's own classes.
+  for (const auto& [module, name] : std::vector<std::pair<std::string, std::string>>{
+           {"collections", "OrderedDict"},
+           {"__builtin__", "set"},
+           {"torch", "FloatStorage"},
+           {"torch", "Size"},
+           {"torch._utils", "_rebuild_tensor_v2"},
+           {"torch._utils", "_rebuild_parameter"},
+           {"torch.nn.modules.conv", "Conv2d"},
+           {"ultralytics.nn.tasks", "DetectionModel"},
+           {"ultralytics.utils.loss", "v8DetectionLoss"},
+           {"numpy.core.multiarray", "_reconstruct"},
+           {"argparse", "Namespace"},
+           {"__main__", "Net"}}) {
+    EXPECT_FALSE(refused_global(python3_module(module), name)) << module << "." << name;
+  }
+  for (const auto& [module, name] :
+       std::vector<std::pair<std::string, std::string>>{{"posix", "system"},
+                                                        {"nt", "system"},
+                                                        {"os", "system"},
+                                                        {"builtins", "getattr"},
+                                                        {"__builtin__", "eval"},
+                                                        {"commands", "getoutput"},
+                                                        {"copy_reg", "_reconstructor.__globals__"},
+                                                        {"pathlib", "Path.write_text"},
+                                                        {"torch.hub", "load"},
+                                                        {"torch", "load"},
+                                                        {"numpy", "load"},
+                                                        {"ultralytics", "YOLO.__init__"},
+                                                        {"mmdet", "__import__"}}) {
+    EXPECT_TRUE(refused_global(python3_module(module), name)) << module << "." << name;
+  }
+}
+
+}  // namespace
+}  // namespace detforge::weights
