@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -38,6 +39,10 @@ std::string scratch_file(const std::string& name, std::string_view content) {
   const fs::path path = scratch().path / name;
   std::ofstream(path, std::ios::binary | std::ios::trunc)
       .write(content.data(), static_cast<std::streamsize>(content.size()));
+  // A new modification time for every input: readers remember the files they verified by
+  // (inode, size, time), and two inputs written within one clock tick would share it.
+  static int64_t written = 0;
+  fs::last_write_time(path, fs::file_time_type(std::chrono::seconds(1'000'000'000 + ++written)));
   return path.string();
 }
 

@@ -18,8 +18,9 @@ inline std::string_view bytes(const uint8_t* data, size_t size) {
   return {reinterpret_cast<const char*>(data), size};
 }
 
-/// Writes `content` to <scratch>/<name> and returns the path. The scratch folder is made once
-/// per process (under $TMPDIR, default /tmp) and removed at exit.
+/// Writes `content` to <scratch>/<name>, with a modification time no earlier input had, and
+/// returns the path. The scratch folder is made once per process (under $TMPDIR, default /tmp)
+/// and removed at exit.
 std::string scratch_file(const std::string& name, std::string_view content);
 
 /// The scratch folder itself.

@@ -5,6 +5,8 @@
 #include <functional>
 #include <sstream>
 
+#include <yaml-cpp/depthguard.h>
+
 #include "core/atomic_file.h"
 #include "core/config_node.h"
 #include "core/config_state.h"
@@ -75,6 +77,13 @@ bool wants_delete(const YAML::Node& node) {
   }
 }
 
+// yaml-cpp reports its nesting limit (its guard against a stack overflow) as "bad file".
+std::string yaml_message(const YAML::ParserException& e) {
+  if (const auto* deep = dynamic_cast<const YAML::DeepRecursion*>(&e))
+    return str("nested deeper than yaml-cpp's limit (", deep->depth(), " levels)");
+  return e.msg;
+}
+
 // Merges `src` (with locations `src_where`) into map `dst`, later values winning.
 void merge_into(YAML::Node dst, std::map<std::string, std::string>& dst_where,
                 const YAML::Node& src, const std::map<std::string, std::string>& src_where,
@@ -104,7 +113,7 @@ YAML::Node parse_text(const std::string& text, const std::string& name) {
   try {
     node = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
-    throw ConfigError(str(name, ":", e.mark.line + 1, ": YAML syntax error: ", e.msg));
+    throw ConfigError(str(name, ":", e.mark.line + 1, ": YAML syntax error: ", yaml_message(e)));
   }
   if (node.IsNull()) return YAML::Node(YAML::NodeType::Map);
   if (!node.IsMap()) throw ConfigError(str(name, ":1: a config file must be a YAML map"));
@@ -189,7 +198,7 @@ void apply_override(YAML::Node root, std::map<std::string, std::string>& where,
     value = YAML::Load(text.substr(eq + 1));
   } catch (const YAML::ParserException& e) {
     throw ConfigError(str(kCommandLine, " ", key, ": value '", text.substr(eq + 1),
-                          "' is not valid YAML: ", e.msg));
+                          "' is not valid YAML: ", yaml_message(e)));
   }
   std::vector<YAML::Node> chain{root};
   std::string path;

@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 
@@ -208,26 +207,14 @@ void save_checkpoint(const std::string& path, const CheckpointParts& parts, cons
 
 namespace {
 
-// Every record's CRC-32 (weights/zip_check.h), once per version of the file: a run reads its
-// checkpoint several times (weights, classes, pixels), and a file rewritten since gets a new
-// modification time.
+// Every record's CRC-32 (weights/zip_check.h, once per version of the file), named as a
+// checkpoint's.
 void verify_checkpoint(const std::string& path) {
-  static std::mutex mutex;
-  static std::map<std::string, std::pair<uintmax_t, fs::file_time_type>> verified;
-  const auto version = std::make_pair(fs::file_size(path), fs::last_write_time(path));
-  const std::string key = fs::absolute(path).string();
-  {
-    const std::lock_guard<std::mutex> lock(mutex);
-    const auto it = verified.find(key);
-    if (it != verified.end() && it->second == version) return;
-  }
   try {
     weights::verify_zip_checksums(path);
   } catch (const IoError& e) {
     throw IoError(detforge::str("checkpoint ", e.what()));
   }
-  const std::lock_guard<std::mutex> lock(mutex);
-  verified[key] = version;
 }
 
 // An exception's message, without LibTorch's C++ backtrace.

@@ -1,10 +1,16 @@
 #include "weights/zip_check.h"
 
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "core/errors.h"
@@ -152,9 +158,8 @@ Directory find_directory(ZipFile& zip) {
   zip.fail("no zip end record: truncated, or not a zip file");
 }
 
-}  // namespace
-
-void verify_zip_checksums(const std::string& path) {
+// Every record of the zip at `path`, as verify_zip_checksums says.
+void verify_records(const std::string& path) {
   ZipFile zip(path);
   const Directory d = find_directory(zip);
   const std::string dir = zip.bytes(d.offset, d.size, "the central directory");
@@ -206,6 +211,30 @@ void verify_zip_checksums(const std::string& path) {
                    "damaged disk or copy)"));
     }
   }
+}
+
+}  // namespace
+
+void verify_zip_checksums(const std::string& path) {
+  // A run opens the same file several times (weights, classes, pixels; is_checkpoint, then the
+  // reader): each version of a file, by inode, size and modification time, is read once.
+  namespace fs = std::filesystem;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw IoError(str(path, ": cannot be opened"));
+  const auto version = std::make_tuple(
+      static_cast<uint64_t>(st.st_ino), static_cast<uint64_t>(st.st_size),
+      static_cast<int64_t>(st.st_mtim.tv_sec), static_cast<int64_t>(st.st_mtim.tv_nsec));
+  const std::string key = fs::absolute(path).string();
+  static std::mutex mutex;
+  static std::map<std::string, std::decay_t<decltype(version)>> verified;
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    const auto it = verified.find(key);
+    if (it != verified.end() && it->second == version) return;
+  }
+  verify_records(path);
+  const std::lock_guard<std::mutex> lock(mutex);
+  verified[key] = version;
 }
 
 }  // namespace detforge::weights

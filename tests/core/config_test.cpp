@@ -13,6 +13,18 @@ namespace {
 
 using testing::TempDir;
 
+// A hostile config (docs/security.md): 100,000 nested lists in the file or an override are a
+// ConfigError naming the file or key, not a stack overflow.
+TEST(Config, AHundredThousandNestedLevelsAreAConfigError) {
+  const std::string deep = std::string(100'000, '[') + std::string(100'000, ']');
+  EXPECT_THROW_WITH(Config::parse("a: " + deep, "deep.yaml"), ConfigError,
+                    "deep.yaml:1: YAML syntax error: nested deeper than yaml-cpp's limit");
+  EXPECT_THROW_WITH(Config::parse("a: 1", "ok.yaml", {"a=" + deep}), ConfigError, "a: value '[[[");
+  std::string block;
+  for (int i = 0; i < 2'000; ++i) block += std::string(i, ' ') + "k:\n";
+  EXPECT_THROW_WITH(Config::parse(block, "block.yaml"), ConfigError, "nested deeper than");
+}
+
 TEST(Config, TypedGettersReadValues) {
   const Config c = Config::parse(
       "train:\n  epochs: 12\n  lr: 0.01\n  amp: true\n  name: r50\n"

@@ -55,6 +55,28 @@ std::vector<const Issue*> with_code(const std::vector<Issue>& issues, const std:
   return out;
 }
 
+// Hostile annotation files (docs/security.md): a COCO json 100,000 levels deep is refused by
+// its parser's depth limit naming the file; a VOC XML as deep is read without recursion (its
+// object has no box: an issue, no crash).
+TEST(Formats, AHundredThousandNestedLevelsAreRefusedOrReadFlat) {
+  const std::string deep = std::string(100'000, '[') + std::string(100'000, ']');
+  EXPECT_THROW_WITH(parse_coco("{\"images\": " + deep + "}", "deep.json", "."), DataError,
+                    "deep.json");
+  TempDir dir;
+  fs::create_directories(dir.path() / "Annotations");
+  std::string xml = "<annotation><object><name>a</name>";
+  for (int i = 0; i < 100'000; ++i) xml += "<bndbox>";
+  for (int i = 0; i < 100'000; ++i) xml += "</bndbox>";
+  dir.write("Annotations/a.xml", xml + "</object></annotation>");
+  const auto file =
+      read_voc((dir.path() / "Annotations").string(), (dir.path() / "JPEGImages").string());
+  EXPECT_TRUE(file.annotations.empty());
+  ASSERT_EQ(file.images.size(), 1u);
+  bool named = false;
+  for (const auto& issue : file.issues) named |= issue.format().find("a.xml") != std::string::npos;
+  EXPECT_TRUE(named);
+}
+
 TEST(Formats, BccdConvertedToYoloAndVocGivesTheSameBatches) {
   if (bccd().empty()) GTEST_SKIP() << detforge::testing::shared_missing("bccd");
   TempDir tmp;
