@@ -7,6 +7,7 @@
 #   scripts/fuzz.sh run TARGET SECONDS      a campaign of one target; its figures are appended to
 #                                           build-fuzz/campaigns.tsv, crashes land in
 #                                           build-fuzz/fuzz_findings/
+#   scripts/fuzz.sh report                  campaigns.tsv summed per target, as a markdown table
 #   scripts/fuzz.sh seeds                   rewrite fuzz/corpus/ with the references (Python) and
 #                                           the checkpoint seed with detforge
 #   scripts/fuzz.sh list                    the targets
@@ -33,8 +34,9 @@ build_all() {
   cmake --build "$build" -j "${DETFORGE_JOBS:-2}" --target "${targets[@]/#/fuzz_}"
 }
 
-# One campaign: TARGET for SECONDS on its growing corpus; appends
-# date, target, seconds, executions, corpus size, coverage (libFuzzer's cov), crash files.
+# One campaign: TARGET for SECONDS (wall clock) on its growing corpus; appends date, target,
+# wall seconds, CPU seconds (what the figures in docs/security.md add up), executions, corpus
+# size, coverage (libFuzzer's cov) and crash files so far to build-fuzz/campaigns.tsv.
 run_campaign() {
   local target="$1" seconds="$2"
   local work="$build/fuzz_corpus/$target" findings="$build/fuzz_findings"
@@ -44,15 +46,16 @@ run_campaign() {
   local args=(-max_total_time="$seconds" -timeout=25 -rss_limit_mb=3072 -print_final_stats=1
               -artifact_prefix="$findings/$target-")
   [ -f "$dict" ] && args+=(-dict="$dict")
-  local status=0
-  OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=0 "$build/fuzz/fuzz_$target" "${args[@]}" \
-    "$work" "$root/fuzz/corpus/$target" >"$out" 2>&1 || status=$?
+  local status=0 TIMEFORMAT='%U %S' cpu
+  cpu="$( { time OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=0 "$build/fuzz/fuzz_$target" \
+    "${args[@]}" "$work" "$root/fuzz/corpus/$target" >"$out" 2>&1; } 2>&1 )" || status=$?
+  cpu="$(echo "$cpu" | tail -1 | awk '{printf "%.0f", $1 + $2}')"
   local execs cov crashes
   execs="$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$out" | grep -o '[0-9]*$' || echo 0)"
   cov="$(grep -o 'cov: [0-9]*' "$out" | tail -1 | grep -o '[0-9]*' || echo 0)"
   crashes="$(find "$findings" -name "$target-*" | wc -l)"
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$target" "$seconds" "$execs" \
-    "$(find "$work" -type f | wc -l)" "$cov" "$crashes" >>"$build/campaigns.tsv"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$target" "$seconds" "$cpu" \
+    "$execs" "$(find "$work" -type f | wc -l)" "$cov" "$crashes" >>"$build/campaigns.tsv"
   tail -3 "$out"
   return "$status"
 }
@@ -82,6 +85,15 @@ case "${1:-}" in
     build_all
     write_seeds
     ;;
+  report)
+    echo "| target | campaigns | CPU time | executions | corpus | coverage (cov) | crash inputs |"
+    echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+    awk -F'\t' '{ n[$2]++; cpu[$2] += $4; ex[$2] += $5; corpus[$2] = $6;
+                   if ($7 > cov[$2]) cov[$2] = $7; crash[$2] = $8 }
+      END { for (t in n) printf "| %s | %d | %.1f h | %d | %d | %d | %d |\n",
+                                t, n[t], cpu[t] / 3600, ex[t], corpus[t], cov[t], crash[t] }' \
+      "$build/campaigns.tsv" | sort
+    ;;
   list) printf '%s\n' "${targets[@]}" ;;
-  *) sed -n '2,16p' "${BASH_SOURCE[0]}"; exit 2 ;;
+  *) sed -n '2,17p' "${BASH_SOURCE[0]}"; exit 2 ;;
 esac

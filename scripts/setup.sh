@@ -35,7 +35,7 @@ install_python() {
     "numpy==$NUMPY_VERSION" "pillow==$PILLOW_VERSION"
     "scipy==$SCIPY_VERSION" "transformers==$TRANSFORMERS_VERSION"
     "ultralytics==$ULTRALYTICS_VERSION" "tensorboard==$TENSORBOARD_VERSION"
-    "onnx==$ONNX_VERSION" "onnxruntime==$ONNXRUNTIME_VERSION"
+    "onnx==$ONNX_VERSION" "onnxruntime==$ONNXRUNTIME_VERSION" "sahi==$SAHI_VERSION"
   )
   local stamp="$venv/.detforge-pins"
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "${want[*]}" ]; then

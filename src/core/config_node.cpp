@@ -262,6 +262,12 @@ std::string ConfigNode::one_of(const std::string& key, const std::vector<std::st
   fail(key, str("unknown '", value, "'; ", list_choices(value, allowed, "allowed")));
 }
 
+std::optional<bool> ConfigNode::auto_bool(const std::string& key) const {
+  const std::string v = one_of(key, {"auto", "true", "false"}, "auto");
+  if (v == "auto") return std::nullopt;
+  return v == "true";
+}
+
 std::string list_choices(const std::string& value, const std::vector<std::string>& known,
                          const std::string& label) {
   std::string out = label + ":";

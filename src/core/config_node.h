@@ -101,6 +101,10 @@ class ConfigNode {
   std::string one_of(const std::string& key, const std::vector<std::string>& allowed,
                      const std::string& fallback) const;
 
+  /// A switch `key: auto | true | false` (absent: auto): nullopt for auto, for the caller to
+  /// decide (`train.channels_last`, `optimizer.fused`: on for CUDA).
+  std::optional<bool> auto_bool(const std::string& key) const;
+
   /// True if `key` is present and not null. Counts as a query (for suggestions), not a read; a key
   /// present with a null value counts as read (null unsets a key, so reject_unused accepts it).
   bool has(const std::string& key) const;

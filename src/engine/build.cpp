@@ -53,8 +53,7 @@ void read_train(const ConfigNode& t, const torch::Device& device, TrainerOptions
   read_count(t, "accumulate", o.accumulate);
   if (t.read("clip_grad_norm", o.clip_grad_norm))
     positive(t, "clip_grad_norm", o.clip_grad_norm, true);
-  const std::string layout = t.one_of("channels_last", {"auto", "true", "false"}, "auto");
-  o.channels_last = layout == "true" || (layout == "auto" && device.is_cuda());
+  o.channels_last = t.auto_bool("channels_last").value_or(device.is_cuda());
   read_count(t, "max_nonfinite_steps", o.max_nonfinite_steps);
   read_count(t, "log_interval", o.log_interval);
   read_count(t, "stop_at_step", o.stop_at_step, /*allow_zero=*/true);
@@ -165,8 +164,7 @@ TrainerOptions trainer_options(const ConfigNode& root, const torch::Device& devi
   o.optimizer.fused = device.is_cuda();  // optimizer.fused: auto
   section(root, "optimizer", [&](const ConfigNode& n) {
     read_optimizer(n, o.optimizer);
-    const std::string fused = n.one_of("fused", {"auto", "true", "false"}, "auto");
-    if (fused != "auto") o.optimizer.fused = fused == "true";
+    if (const auto fused = n.auto_bool("fused")) o.optimizer.fused = *fused;
   });
   section(root, "schedule", [&](const ConfigNode& n) { read_schedule(n, o); });
   section(root, "ema", [&](const ConfigNode& n) {

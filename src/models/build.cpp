@@ -47,8 +47,8 @@ void read_at_least(const ConfigNode& n, const std::vector<std::pair<const char*,
 }
 
 std::pair<bool, bool> read_fold_frozen_bn(const ConfigNode& n) {
-  const std::string v = n.one_of("fold_frozen_bn", {"auto", "true", "false"}, "auto");
-  return {v == "true", v != "false"};
+  const auto v = n.auto_bool("fold_frozen_bn");
+  return {v.value_or(false), v.value_or(true)};
 }
 
 losses::InvalidTargetPolicy read_policy(const ConfigNode& n, losses::InvalidTargetPolicy fallback) {

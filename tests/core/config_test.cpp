@@ -25,6 +25,17 @@ TEST(Config, AHundredThousandNestedLevelsAreAConfigError) {
   EXPECT_THROW_WITH(Config::parse(block, "block.yaml"), ConfigError, "nested deeper than");
 }
 
+TEST(Config, AutoSwitchesAreAutoTrueOrFalse) {
+  const auto c = Config::parse("a: auto\nb: true\nc: false\nd: maybe\n", "s.yaml");
+  const auto r = c.root();
+  EXPECT_EQ(r.auto_bool("a"), std::nullopt);
+  EXPECT_EQ(r.auto_bool("absent"), std::nullopt);
+  EXPECT_EQ(r.auto_bool("b"), std::optional<bool>(true));
+  EXPECT_EQ(r.auto_bool("c"), std::optional<bool>(false));
+  EXPECT_THROW_WITH(r.auto_bool("d"), ConfigError,
+                    "s.yaml:4 d: unknown 'maybe'; allowed: auto, true, false");
+}
+
 TEST(Config, TypedGettersReadValues) {
   const Config c = Config::parse(
       "train:\n  epochs: 12\n  lr: 0.01\n  amp: true\n  name: r50\n"
