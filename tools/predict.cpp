@@ -17,6 +17,7 @@
 #include "core/errors.h"
 #include "core/logging.h"
 #include "data/coco.h"
+#include "data/image_header.h"
 #include "engine/build.h"
 #include "engine/checkpoint.h"
 #include "engine/load_detector.h"
@@ -24,6 +25,7 @@
 #include "engine/predict_sources.h"
 #include "eval/coco_evaluator.h"
 #include "eval/coco_io.h"
+#include "ops/slicing.h"
 
 namespace detforge::tools {
 namespace {
@@ -42,7 +44,31 @@ struct PredictArgs {
   std::string draw;
   double draw_threshold = 0.3;
   int batch_size = 1;
+  std::vector<int64_t> slice;
+  engine::SliceOptions sliced;
+  std::string merge = "greedy_nmm";
+  std::string match_metric = "ios";
 };
+
+// --slice H,W (or one size for square tiles) and its companions, checked against the model's
+// stride and the images' sizes.
+engine::SliceOptions slice_options(PredictArgs a, int64_t stride,
+                                   const std::vector<engine::ImageInput>& inputs) {
+  if (a.slice.empty()) return {};
+  auto& s = a.sliced;
+  s.tile_height = a.slice[0];
+  s.tile_width = a.slice.size() > 1 ? a.slice[1] : a.slice[0];
+  s.batch_size = a.batch_size;
+  s.merge.method = ops::parse_merge_method(a.merge);
+  s.merge.metric = ops::parse_match_metric(a.match_metric);
+  std::vector<std::pair<int64_t, int64_t>> sizes;
+  for (const auto& in : inputs) {
+    if (const auto size = data::read_image_size(in.path))
+      sizes.emplace_back(size->height, size->width);
+  }
+  engine::check_slice_options(s, stride, sizes);
+  return s;
+}
 
 void run_predict(const PredictArgs& a) {
   const auto spec =
@@ -70,8 +96,15 @@ void run_predict(const PredictArgs& a) {
   const auto& categories = classes.map;
   logging::info(str("predict: categories ", categories.describe(), " from ", classes.source));
   const std::vector<int64_t>& label_to_category = categories.category_ids();
+  const auto slice = slice_options(a, detector->size_divisibility(), inputs);
   const engine::Predictor predictor(detector, engine::inference_loader_options(spec, pixels),
-                                    spec.device);
+                                    spec.device, slice);
+  if (slice.enabled()) {
+    logging::info(str("predict: sliced into ", slice.tile_height, "x", slice.tile_width,
+                      " tiles overlapping by ", slice.overlap, ", merged by ", a.merge, " (",
+                      a.match_metric, " >= ", slice.merge.threshold, ")",
+                      slice.full_image ? ", with the whole image" : ""));
+  }
   std::vector<eval::Detection> results;
   const engine::DrawOptions draw{a.draw, a.draw_threshold};
   const int64_t frames =
@@ -119,9 +152,32 @@ void add_predict_command(CLI::App& app) {
                   "annotated video)");
   cmd->add_option("--draw-threshold", a->draw_threshold, "minimum score drawn")
       ->capture_default_str();
-  cmd->add_option("--batch-size", a->batch_size, "images per forward")
+  cmd->add_option("--batch-size", a->batch_size, "images per forward (with --slice: tiles)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--slice", a->slice,
+                  "sliced inference: tiles of H,W pixels (or H for square ones) at the image's "
+                  "own resolution, merged as SAHI merges them")
+      ->delimiter(',')
+      ->expected(1, 2);
+  cmd->add_option("--overlap", a->sliced.overlap,
+                  "--slice: fraction of a tile its neighbour overlaps")
+      ->capture_default_str();
+  cmd->add_flag("--full-image", a->sliced.full_image,
+                "--slice: also predict each image whole and merge that in (SAHI's "
+                "perform_standard_pred)");
+  cmd->add_option("--merge", a->merge, "--slice: how overlapping boxes become one")
+      ->check(CLI::IsMember({"nms", "nmm", "greedy_nmm"}))
+      ->capture_default_str();
+  cmd->add_option("--match-metric", a->match_metric,
+                  "--slice: overlap as intersection over union or over the smaller box")
+      ->check(CLI::IsMember({"iou", "ios"}))
+      ->capture_default_str();
+  cmd->add_option("--match-threshold", a->sliced.merge.threshold,
+                  "--slice: boxes whose overlap reaches this are merged")
+      ->capture_default_str();
+  cmd->add_flag("--class-agnostic", a->sliced.merge.class_agnostic,
+                "--slice: merge boxes of different classes too");
   cmd->add_option("overrides", a->overrides, "config overrides a.b=value");
   cmd->callback([a] { run_predict(*a); });
 }

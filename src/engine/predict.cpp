@@ -1,5 +1,7 @@
 #include "engine/predict.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "core/atomic_file.h"
@@ -85,32 +87,127 @@ data::LoaderOptions inference_loader_options(const RunSpec& spec, const PixelNor
   return o;
 }
 
+void check_slice_options(const SliceOptions& slice, int64_t stride,
+                         const std::vector<std::pair<int64_t, int64_t>>& image_sizes) {
+  if (!slice.enabled()) return;
+  const std::string tile = str(slice.tile_height, ",", slice.tile_width);
+  if (slice.tile_height < stride || slice.tile_width < stride) {
+    throw ConfigError(str("--slice ", tile, ": tiles smaller than the model's stride of ", stride,
+                          " pixels see nothing it can detect"));
+  }
+  if (!(slice.overlap >= 0 && slice.overlap < 1))
+    throw ConfigError(str("--overlap ", slice.overlap, ": must be in [0, 1)"));
+  if (slice.batch_size < 1) throw ConfigError(str("--batch-size ", slice.batch_size, ": below 1"));
+  if (image_sizes.empty()) return;
+  int64_t height = 0, width = 0;
+  for (const auto& [h, w] : image_sizes) {
+    if (h > slice.tile_height || w > slice.tile_width) return;
+    height = std::max(height, h);
+    width = std::max(width, w);
+  }
+  throw ConfigError(str("--slice ", tile, " (height,width): larger than every image (none is over ",
+                        height, " pixels high and ", width,
+                        " wide), so each would be predicted whole; give a smaller tile"));
+}
+
 Predictor::Predictor(std::shared_ptr<models::Detector> detector, const data::LoaderOptions& loader,
-                     const torch::Device& device)
+                     const torch::Device& device, SliceOptions slice)
     : detector_(std::move(detector)),
       loader_(loader),
       pipeline_(data::make_pipeline(loader)),
-      device_(device) {
+      device_(device),
+      slice_(std::move(slice)) {
   detector_->to(device_);
   detector_->eval();
 }
 
+namespace {
+
+// The image of `in`: its own, or decoded from its file.
+cv::Mat image_of(const ImageInput& in) {
+  if (!in.image.empty()) return in.image;
+  auto decoded = data::try_decode_image(in.path);
+  if (!decoded.error.empty()) {
+    throw DataError(str("[data:image.undecodable] image_id=", in.image_id, " file=", in.file_name,
+                        ": ", decoded.error));
+  }
+  return decoded.bgr;
+}
+
+// `d`'s boxes, moved by (dx, dy), as the merge takes them.
+void add_boxes(const Detections& d, double dx, double dy, std::vector<ops::ScoredBox>& out) {
+  const auto boxes = d.boxes.tensor().to(torch::kCPU, torch::kFloat64).contiguous();
+  const auto scores = d.scores.to(torch::kCPU, torch::kFloat64).contiguous();
+  const auto labels = d.labels.to(torch::kCPU).contiguous();
+  const auto b = boxes.accessor<double, 2>();
+  const auto s = scores.accessor<double, 1>();
+  const auto l = labels.accessor<int64_t, 1>();
+  for (int64_t i = 0; i < d.size(); ++i)
+    out.push_back({b[i][0] + dx, b[i][1] + dy, b[i][2] + dx, b[i][3] + dy, s[i], l[i]});
+}
+
+}  // namespace
+
 std::vector<Detections> Predictor::predict(const std::vector<ImageInput>& images) const {
+  if (!slice_.enabled()) return predict_whole(images);
+  std::vector<Detections> out;
+  for (const auto& image : images) out.push_back(predict_sliced(image));
+  return out;
+}
+
+Detections Predictor::predict_sliced(const ImageInput& in) const {
+  const cv::Mat image = image_of(in);
+  const auto tiles = ops::slice_tiles(image.rows, image.cols, slice_.tile_height, slice_.tile_width,
+                                      slice_.overlap, slice_.overlap);
+  std::vector<ops::ScoredBox> boxes;
+  for (size_t start = 0; start < tiles.size(); start += static_cast<size_t>(slice_.batch_size)) {
+    const size_t end = std::min(tiles.size(), start + static_cast<size_t>(slice_.batch_size));
+    std::vector<ImageInput> batch;
+    for (size_t t = start; t < end; ++t) {
+      const auto& tile = tiles[t];
+      const cv::Rect area(static_cast<int>(tile.x0), static_cast<int>(tile.y0),
+                          static_cast<int>(tile.x1 - tile.x0), static_cast<int>(tile.y1 - tile.y0));
+      batch.push_back(
+          {in.image_id, str(in.file_name, " tile ", tile.x0, ",", tile.y0), in.path, image(area)});
+    }
+    const auto dets = predict_whole(batch);
+    for (size_t t = start; t < end; ++t) {
+      add_boxes(dets[t - start], static_cast<double>(tiles[t].x0), static_cast<double>(tiles[t].y0),
+                boxes);
+    }
+  }
+  if (slice_.full_image && tiles.size() > 1)
+    add_boxes(predict_whole({{in.image_id, in.file_name, in.path, image}})[0], 0, 0, boxes);
+  auto merged = boxes.size() > 1 ? ops::merge_boxes(boxes, slice_.merge) : boxes;
+  // By score, as every detector's output (a stable sort: the merge's order among equal ones).
+  std::stable_sort(merged.begin(), merged.end(),
+                   [](const auto& a, const auto& b) { return a.score > b.score; });
+  const auto n = static_cast<int64_t>(merged.size());
+  auto xyxy = torch::empty({n, 4}, torch::kFloat32);
+  auto scores = torch::empty({n}, torch::kFloat32);
+  auto labels = torch::empty({n}, torch::kInt64);
+  auto b = xyxy.accessor<float, 2>();
+  auto s = scores.accessor<float, 1>();
+  auto l = labels.accessor<int64_t, 1>();
+  for (int64_t i = 0; i < n; ++i) {
+    const auto& m = merged[static_cast<size_t>(i)];
+    b[i][0] = static_cast<float>(m.x1);
+    b[i][1] = static_cast<float>(m.y1);
+    b[i][2] = static_cast<float>(m.x2);
+    b[i][3] = static_cast<float>(m.y2);
+    s[i] = static_cast<float>(m.score);
+    l[i] = m.category;
+  }
+  return Detections(in.image_id, Boxes(xyxy), scores, labels).to(device_);
+}
+
+std::vector<Detections> Predictor::predict_whole(const std::vector<ImageInput>& images) const {
   const auto read = [&](int64_t k) {
     const auto& in = images[static_cast<size_t>(k)];
     data::Sample s;
     s.image_id = in.image_id;
     s.file_name = in.file_name;
-    if (!in.image.empty()) {
-      s.image = in.image.clone();
-    } else {
-      auto decoded = data::try_decode_image(in.path);
-      if (!decoded.error.empty()) {
-        throw DataError(str("[data:image.undecodable] image_id=", in.image_id,
-                            " file=", in.file_name, ": ", decoded.error));
-      }
-      s.image = std::move(decoded.bgr);
-    }
+    s.image = image_of(in).clone();
     // No json size to check against here: the decoded image defines the original size.
     s.original_size = {s.image.rows, s.image.cols};
     s.image_size = s.original_size;

@@ -17,6 +17,7 @@
 #include "data/loader_options.h"
 #include "engine/build.h"
 #include "models/detector.h"
+#include "ops/slicing.h"
 #include "structures/detections.h"
 
 namespace detforge::engine {
@@ -64,22 +65,54 @@ PredictionClasses prediction_classes(const std::optional<data::CategoryMap>& tra
 /// Throws IoError if it cannot be written.
 void write_categories(const data::CategoryMap& classes, const std::string& path);
 
+/// Sliced inference (`predict --slice`): each image cut into overlapping tiles at its own
+/// resolution (ops::slice_tiles, SAHI's tiles), the tiles predicted in batches, their boxes moved
+/// back into the image and merged (ops::merge_boxes, SAHI's merge); with `full_image`, the
+/// whole image's detections are merged in too (SAHI's perform_standard_pred), when it has more
+/// than one tile.
+struct SliceOptions {
+  /// Tile size in pixels; 0: no slicing.
+  int64_t tile_height = 0;
+  int64_t tile_width = 0;
+  /// Fraction of a tile its neighbour overlaps, in [0, 1).
+  double overlap = 0.2;
+  bool full_image = false;
+  /// Tiles per forward.
+  int64_t batch_size = 1;
+  /// SAHI's defaults: greedy NMM, intersection over the smaller box, 0.5, per class.
+  ops::MergeOptions merge;
+
+  bool enabled() const { return tile_height > 0; }
+};
+
+/// Checks `slice` against the model and the images to predict (their sizes, where known: empty
+/// for a video): ConfigError naming the option for tiles smaller than `stride` (the model's
+/// coarsest), an overlap outside [0, 1), a batch below 1, or tiles larger than every image (each
+/// would be predicted whole).
+void check_slice_options(const SliceOptions& slice, int64_t stride,
+                         const std::vector<std::pair<int64_t, int64_t>>& image_sizes);
+
 class Predictor {
  public:
-  /// Runs `detector` (put in eval mode and moved to `device`) on images prepared with `loader`.
+  /// Runs `detector` (put in eval mode and moved to `device`) on images prepared with `loader`,
+  /// each image whole or, when `slice` is enabled, in tiles.
   Predictor(std::shared_ptr<models::Detector> detector, const data::LoaderOptions& loader,
-            const torch::Device& device);
+            const torch::Device& device, SliceOptions slice = {});
 
-  /// The detections of `images` (one batch, one forward), boxes in original-image pixels.
-  /// Throws DataError ([data:image.undecodable]) naming the image id and file of an image that
-  /// does not decode.
+  /// The detections of `images` (one batch, one forward; sliced: the tiles of each image in
+  /// batches of slice.batch_size), boxes in original-image pixels, by score. Throws DataError
+  /// ([data:image.undecodable]) naming the image id and file of an image that does not decode.
   std::vector<Detections> predict(const std::vector<ImageInput>& images) const;
 
  private:
+  std::vector<Detections> predict_whole(const std::vector<ImageInput>& images) const;
+  Detections predict_sliced(const ImageInput& image) const;
+
   std::shared_ptr<models::Detector> detector_;
   data::LoaderOptions loader_;
   data::Pipeline pipeline_;
   torch::Device device_;
+  SliceOptions slice_;
 };
 
 }  // namespace detforge::engine

@@ -181,6 +181,41 @@ TEST(Cli, AnOutputFolderThatTurnsReadOnlyMidRunExitsSixAndKeepsTheLastCheckpoint
   EXPECT_EQ(p.exit_code, 0) << p.output;
 }
 
+// predict --slice (docs/models.md#sliced-inference---slice): a run on 64 px images in 32 px
+// tiles, and the options it refuses, each named.
+TEST(Cli, SlicedPredictRunsAndRefusesBadTiles) {
+  TempDir dir;
+  const auto data = (dir.path() / "data").string();
+  ASSERT_EQ(run_command(df() + " synth --out " + data + " --train 2 --val 2 --size 64").exit_code,
+            0);
+  const std::string predict =
+      df() + " predict --config " + DETFORGE_SOURCE_DIR +
+      "/configs/yolo/synth_yolov8n.yaml --source " + data + "/val --out " +
+      (dir.path() / "r.json").string() + " data.root=" + data +
+      " data.min_size=32 data.max_size=32 model.inference.score_threshold=0.0 ";
+  const auto ok = run_command(predict + "--slice 32 --overlap 0.25 --full-image --merge nmm");
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_NE(ok.output.find("predict: sliced into 32x32 tiles overlapping by 0.25, merged by nmm "
+                           "(ios >= 0.5), with the whole image"),
+            std::string::npos)
+      << ok.output;
+  for (const auto& [options, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--slice 16",
+            "config error: --slice 16,16: tiles smaller than the model's stride of "
+            "32 pixels"},
+           {"--slice 32 --overlap 1", "config error: --overlap 1: must be in [0, 1)"},
+           {"--slice 128,96",
+            "config error: --slice 128,96 (height,width): larger than every "
+            "image (none is over "}}) {
+    const auto r = run_command(predict + options);
+    EXPECT_EQ(r.exit_code, code(ExitCode::kConfig)) << options << "\n" << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << options << "\n" << r.output;
+  }
+  const auto merge = run_command(predict + "--slice 32 --merge soft_nms");
+  EXPECT_EQ(merge.exit_code, code(ExitCode::kUsage)) << merge.output;
+  EXPECT_NE(merge.output.find("soft_nms"), std::string::npos) << merge.output;
+}
+
 TEST(Cli, UnwritableOutputIsIoError) {
   TempDir dir;
   const auto blocker = dir.write("file", "not a folder");

@@ -177,6 +177,36 @@ TEST_F(PredictParity, YoloEqualsUltralyticsPredictOnItsCheckpoint) {
             0.5);
 }
 
+// Sliced inference (`predict --slice`) beside SAHI's get_sliced_prediction with Ultralytics on
+// the same checkpoint: 320x320 tiles at the photo's resolution overlapping by 0.2, each predicted
+// at 320 px with one class per box (Ultralytics' predict: multi_label false), merged by SAHI's
+// defaults (greedy NMM, IoS >= 0.5, per class). Every merged box of each side is on the other.
+TEST_F(PredictParity, YoloSlicedEqualsSahiWithUltralytics) {
+  const auto dir = reference("yolo");
+  const auto sahi = read_reference_file(dir + "/sahi.json", images_);
+  const auto cfg =
+      config("_base_: " + std::string(DETFORGE_SOURCE_DIR) + "/configs/yolo/yolov8n.yaml" +
+                 "\nmodel: {num_classes: 3, inference: {score_threshold: 0.25, nms_threshold: 0.7, "
+                 "multi_label: false}}\n",
+             "  min_size: 320\n  max_size: 320\n");
+  const auto out = (tmp_.path() / "sliced.json").string();
+  const auto r = run_command(testing::detforge_binary() + " predict --config " + cfg +
+                             " --weights " + dir + "/last.pt --source " + photos().string() +
+                             " --out " + out + " --slice 320 --overlap 0.2 --batch-size 4");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto ours = read_results(out, images_);
+  size_t boxes = 0;
+  for (const auto& [file, dets] : sahi) {
+    boxes += dets.size();
+    EXPECT_EQ(ours.at(file).size(), dets.size()) << file;
+  }
+  EXPECT_GT(boxes, 10u);
+  std::string miss;
+  EXPECT_EQ(matched_share(sahi, ours, 1000, 2e-3, miss), 1.0) << miss;
+  miss.clear();
+  EXPECT_EQ(matched_share(ours, sahi, 1000, 2e-3, miss), 1.0) << miss;
+}
+
 // A YOLO that detforge trained (two steps from Ultralytics' last.pt on its 16 photos), exported
 // for Ultralytics (.pt) and as ONNX, gives the same detections in Ultralytics' own predict (the
 // ONNX file through onnxruntime) as detforge predict gives with the run's checkpoint.

@@ -11,7 +11,11 @@ Usage: predict_reference_yolo.py OUT_DIR. Under OUT_DIR:
   reference.json  `YOLO(last.pt).predict(imgsz=512)` on predict_reference_common.TEST_IMAGES
                   (640x480, letterboxed to 512x384 without padding): {"images": [file, ...],
                   "detections": {file: [[x1, y1, x2, y2, score, label], ...]}} in original-image
-                  pixels, best first.
+                  pixels, best first;
+  sahi.json       the same photos through SAHI's get_sliced_prediction with last.pt: 320x320
+                  tiles overlapping by 0.2 (Ultralytics at imgsz 320, conf 0.25), merged by
+                  SAHI's defaults (greedy NMM, IoS 0.5, per class), no whole-image pass; as
+                  reference.json.
 """
 import os
 import shutil
@@ -31,6 +35,7 @@ from ultralytics.nn.tasks import DetectionModel  # noqa: E402
 
 IMGSZ = 512
 CONF, IOU, MAX_DET = 0.05, 0.7, 300
+TILE, OVERLAP, TILE_CONF = 320, 0.2, 0.25
 
 
 def calibrated_model():
@@ -76,6 +81,32 @@ def main():
         b = result.boxes
         detections[name] = detection_rows(b.xyxy.tolist(), b.conf.tolist(), b.cls.tolist())
     write_reference(os.path.join(out, "reference.json"), detections)
+    write_reference(os.path.join(out, "sahi.json"), sliced(weights))
+
+
+def sliced(weights):
+    """SAHI's sliced prediction of each test photo with the Ultralytics weights."""
+    from sahi import AutoDetectionModel
+    from sahi.predict import get_sliced_prediction
+
+    model = AutoDetectionModel.from_pretrained(model_type="ultralytics", model_path=weights,
+                                               confidence_threshold=TILE_CONF, device="cpu",
+                                               image_size=TILE)
+    detections = {}
+    for name in TEST_IMAGES:
+        # Decoded by OpenCV as detforge decodes it (SAHI would use PIL, whose JPEG decoder
+        # rounds some pixels otherwise), passed in RGB as SAHI takes arrays.
+        rgb = cv2.imread(os.path.join(bccd(), "images", name))[..., ::-1].copy()
+        result = get_sliced_prediction(
+            rgb, model, slice_height=TILE, slice_width=TILE,
+            overlap_height_ratio=OVERLAP, overlap_width_ratio=OVERLAP, perform_standard_pred=False,
+            postprocess_type="GREEDYNMM", postprocess_match_metric="IOS",
+            postprocess_match_threshold=0.5, postprocess_class_agnostic=False, verbose=0)
+        p = result.object_prediction_list
+        detections[name] = detection_rows([o.bbox.to_xyxy() for o in p],
+                                          [float(o.score.value) for o in p],
+                                          [o.category.id for o in p])
+    return detections
 
 
 if __name__ == "__main__":

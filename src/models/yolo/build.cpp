@@ -65,6 +65,7 @@ YoloOptions yolo_options(const ConfigNode& model, std::optional<int64_t> num_cla
     if (inf->read("nms_threshold", o.nms_threshold()) &&
         (o.nms_threshold() < 0 || o.nms_threshold() > 1))
       inf->fail("nms_threshold", "must be in [0, 1]");
+    inf->read("multi_label", o.multi_label());
     read_at_least(*inf,
                   {{"max_candidates", &o.max_candidates()},
                    {"detections_per_image", &o.detections_per_image()}},

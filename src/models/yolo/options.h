@@ -69,6 +69,9 @@ struct YoloOptions {
   TORCH_ARG(double, score_threshold) = 0.001;
   /// Class-aware NMS IoU threshold. Default: 0.7
   TORCH_ARG(double, nms_threshold) = 0.7;
+  /// Every class of an anchor above score_threshold is a candidate (Ultralytics' validation);
+  /// false: only its best class (Ultralytics' `predict`). Default: true
+  TORCH_ARG(bool, multi_label) = true;
   /// Highest-scoring candidates kept before NMS. Default: 30000
   TORCH_ARG(int64_t, max_candidates) = 30000;
   TORCH_ARG(int64_t, detections_per_image) = 300;

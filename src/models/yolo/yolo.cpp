@@ -374,9 +374,18 @@ std::vector<Detections> YoloImpl::postprocess(const torch::Tensor& decoded,
     const auto pred = decoded[i].transpose(0, 1).to(torch::kFloat32);
     const auto boxes = ops::box_cxcywh_to_xyxy(pred.narrow(1, 0, 4));
     const auto scores = pred.narrow(1, 4, c);
-    const auto hit = (scores > options_.score_threshold()).nonzero();
-    auto anchor = hit.select(1, 0), label = hit.select(1, 1);
-    auto score = scores.index({anchor, label});
+    torch::Tensor anchor, label, score;
+    if (options_.multi_label()) {
+      const auto hit = (scores > options_.score_threshold()).nonzero();
+      anchor = hit.select(1, 0);
+      label = hit.select(1, 1);
+      score = scores.index({anchor, label});
+    } else {
+      const auto [best, best_label] = scores.max(1);
+      anchor = (best > options_.score_threshold()).nonzero().select(1, 0);
+      label = best_label.index({anchor});
+      score = best.index({anchor});
+    }
     if (score.size(0) > options_.max_candidates()) {
       const auto order = score.argsort(0, true).narrow(0, 0, options_.max_candidates());
       anchor = anchor.index({order});

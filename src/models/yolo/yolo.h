@@ -126,7 +126,8 @@ class YoloImpl : public DetectorBase<YoloImpl, YoloOptions> {
   /// [B, 4 + C, A]: boxes (cx, cy, w, h) in input pixels and class probabilities, as the
   /// reference's Detect returns in eval mode.
   torch::Tensor decode(const YoloOutputs& outputs) const;
-  /// Multi-label candidates above score_threshold, class-aware NMS, boxes in original pixels.
+  /// Candidates above score_threshold (every class of an anchor, or its best with
+  /// multi_label false), class-aware NMS, boxes in original pixels.
   std::vector<Detections> postprocess(const torch::Tensor& decoded, const Batch& batch) const;
 
   const std::vector<int64_t>& strides() const { return strides_; }
