@@ -25,6 +25,17 @@ TEST(Config, AHundredThousandNestedLevelsAreAConfigError) {
   EXPECT_THROW_WITH(Config::parse(block, "block.yaml"), ConfigError, "nested deeper than");
 }
 
+// Found by fuzz/config_fuzz.cpp (docs/security.md): a list or a map as a key escaped as
+// yaml-cpp's conversion error.
+TEST(Config, AKeyThatIsAMapOrAListIsAConfigError) {
+  EXPECT_THROW_WITH(Config::parse("model:\n  ? {head: 1}\n  : 3\n", "k.yaml"), ConfigError,
+                    "k.yaml:2: a key must be a plain name, not a list or a map");
+  EXPECT_THROW_WITH(Config::parse("a: [{? [1]: 2}]\n", "l.yaml"), ConfigError,
+                    "l.yaml:1: a key must be a plain name");
+  EXPECT_THROW_WITH(Config::parse("a: 1", "o.yaml", {"b={? [1]: 2}"}), ConfigError,
+                    "a key must be a plain name");
+}
+
 TEST(Config, AutoSwitchesAreAutoTrueOrFalse) {
   const auto c = Config::parse("a: auto\nb: true\nc: false\nd: maybe\n", "s.yaml");
   const auto r = c.root();
