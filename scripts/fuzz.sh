@@ -90,8 +90,8 @@ case "${1:-}" in
     echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
     awk -F'\t' '{ n[$2]++; cpu[$2] += $4; ex[$2] += $5; corpus[$2] = $6;
                    if ($7 > cov[$2]) cov[$2] = $7; crash[$2] = $8 }
-      END { for (t in n) printf "| %s | %d | %.1f h | %d | %d | %d | %d |\n",
-                                t, n[t], cpu[t] / 3600, ex[t], corpus[t], cov[t], crash[t] }' \
+      END { for (t in n) printf "| %s | %d | %.0f min | %d | %d | %d | %d |\n",
+                                t, n[t], cpu[t] / 60, ex[t], corpus[t], cov[t], crash[t] }' \
       "$build/campaigns.tsv" | sort
     ;;
   list) printf '%s\n' "${targets[@]}" ;;

@@ -156,7 +156,10 @@ CocoFile read_voc(const std::string& annotations, const std::string& image_root)
     if (const char* name = a.child_value("filename"); *name) im.file_name = name;
     double w = 0, h = 0;
     const pugi::xml_node size = a.child("size");
-    if (read_double(size, "width", w) && read_double(size, "height", h) && w > 0 && h > 0) {
+    // A side past 2^31 pixels is no image's (and would not fit an integer): as if absent.
+    constexpr double kMaxSide = 2147483647.0;
+    if (read_double(size, "width", w) && read_double(size, "height", h) && w > 0 && h > 0 &&
+        w <= kMaxSide && h <= kMaxSide) {
       im.width = int64_t(w), im.height = int64_t(h);
     } else if (const auto s = read_image_size((images / im.file_name).string())) {
       // labelImg leaves <size> 0 for some images; the header has it.

@@ -68,10 +68,14 @@ TEST(Formats, AHundredThousandNestedLevelsAreRefusedOrReadFlat) {
   for (int i = 0; i < 100'000; ++i) xml += "<bndbox>";
   for (int i = 0; i < 100'000; ++i) xml += "</bndbox>";
   dir.write("Annotations/a.xml", xml + "</object></annotation>");
+  // Found by fuzz/voc_fuzz.cpp: a <size> of 1e48 was cast to an integer (UBSan).
+  dir.write("Annotations/b.xml",
+            "<annotation><size><width>1e48</width><height>4e47</height></size></annotation>");
   const auto file =
       read_voc((dir.path() / "Annotations").string(), (dir.path() / "JPEGImages").string());
+  ASSERT_EQ(file.images.size(), 2u);
+  EXPECT_EQ(file.images[1].width, 0);
   EXPECT_TRUE(file.annotations.empty());
-  ASSERT_EQ(file.images.size(), 1u);
   bool named = false;
   for (const auto& issue : file.issues) named |= issue.format().find("a.xml") != std::string::npos;
   EXPECT_TRUE(named);
