@@ -50,6 +50,7 @@ class DataLoader {
   const CocoDataset& dataset() const { return *dataset_; }
   const BatchSampler& sampler() const { return sampler_; }
   bool pinned() const { return options_.collate.pin_memory; }
+  const LoaderOptions& options() const { return options_; }
 
   /// Builds batch `k` of `batches` (an epoch's sampler order) for `epoch` on the calling thread
   /// (what a worker does): each sample through the pipeline (mosaic and mixup partners from

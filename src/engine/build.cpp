@@ -15,6 +15,7 @@
 #include "distributed/dist_env.h"
 #include "engine/build_auto.h"
 #include "engine/checkpoint.h"
+#include "engine/evaluation.h"
 #include "eval/coco_eval.h"
 
 namespace fs = std::filesystem;
@@ -132,8 +133,18 @@ void read_mlperf(const ConfigNode& n, MlperfOptions& m) {
   n.read("submission_status", m.submission_status);
 }
 
+// Calls `read` on the map at `key` when present, then rejects its unknown keys.
+template <typename F>
+void section(const ConfigNode& root, const std::string& key, F&& read) {
+  if (auto n = root.optional_child(key)) {
+    read(*n);
+    n->reject_unused();
+  }
+}
+
 void read_eval(const ConfigNode& n, TrainerOptions& o) {
   n.read("interval", o.eval_interval);
+  section(n, "slice", [&](const ConfigNode& s) { o.eval_slice = read_slice_options(s); });
   if (n.read("best_metric", o.best_metric)) {
     const auto& names = eval::stat_names();
     const bool per_class = o.best_metric.rfind("AP/", 0) == 0 && o.best_metric.size() > 3;
@@ -142,15 +153,6 @@ void read_eval(const ConfigNode& n, TrainerOptions& o) {
              str("unknown '", o.best_metric, "'; ", list_choices(o.best_metric, names, "known"),
                  ", or AP/<category name>"));
     }
-  }
-}
-
-// Calls `read` on the map at `key` when present, then rejects its unknown keys.
-template <typename F>
-void section(const ConfigNode& root, const std::string& key, F&& read) {
-  if (auto n = root.optional_child(key)) {
-    read(*n);
-    n->reject_unused();
   }
 }
 
@@ -301,6 +303,7 @@ Run build_run(const RunSpec& spec) {
   if (run.pg->rank() == 0)
     plot_training_labels(spec.files->get(train_split.dataset.source()), o.output_dir);
   run.val_data = loader(*spec.data.val);
+  check_eval_slice(o.eval_slice, run.model->size_divisibility(), run.val_data->dataset());
   const auto& val = spec.data.val->dataset;
   const auto& val_file = spec.files->get(val.source());
   run.evaluator = std::make_unique<eval::CocoEvaluator>(

@@ -6,18 +6,15 @@
 #include <nlohmann/json.hpp>
 
 #include "distributed/collectives.h"
+#include "engine/predict.h"
 #include "eval/coco_io.h"
 
 namespace detforge::engine {
+namespace {
 
-Evaluation evaluate_on_ranks(models::Detector& model, data::DataLoader& data,
-                             eval::CocoEvaluator& evaluator, dist::ProcessGroup& pg,
-                             const torch::Device& device, Precision precision,
-                             const std::string& results_path) {
-  const auto t0 = std::chrono::steady_clock::now();
-  model.eval();
-  torch::NoGradGuard no_grad;
-  evaluator.reset();
+void evaluate_batches(models::Detector& model, data::DataLoader& data,
+                      eval::CocoEvaluator& evaluator, const torch::Device& device,
+                      Precision precision) {
   data.start_epoch(0);
   while (auto batch = data.next()) {
     if (batch->size() == 0) continue;  // a short evaluation shard: nothing to predict on this rank
@@ -28,6 +25,49 @@ Evaluation evaluate_on_ranks(models::Detector& model, data::DataLoader& data,
       dets = model.predict(on_device);
     }
     evaluator.process(batch->targets, dets);
+  }
+}
+
+// This rank's images, each read whole and predicted in tiles by a Predictor that borrows `model`.
+void evaluate_sliced(models::Detector& model, const data::DataLoader& data,
+                     eval::CocoEvaluator& evaluator, const torch::Device& device,
+                     Precision precision, const SliceOptions& slice) {
+  const std::shared_ptr<models::Detector> borrowed(std::shared_ptr<models::Detector>(), &model);
+  const Predictor predictor(borrowed, data.options(), device, slice);
+  const auto& dataset = data.dataset();
+  const auto& label_to_category = dataset.categories().category_ids();
+  for (const int64_t i : data.sampler().rank_indices()) {
+    const auto& image = dataset.image(i);
+    std::vector<Detections> dets;
+    {
+      AutocastScope autocast(device, precision);
+      dets = predictor.predict({{image.id, image.file_name, dataset.image_path(i), {}}});
+    }
+    evaluator.add_image(image.id, eval::to_results(dets[0], image.id, label_to_category));
+  }
+}
+
+}  // namespace
+
+void check_eval_slice(const SliceOptions& slice, int64_t stride, const data::CocoDataset& dataset) {
+  std::vector<std::pair<int64_t, int64_t>> sizes;
+  for (int64_t i = 0; i < dataset.size(); ++i)
+    sizes.emplace_back(dataset.image(i).height, dataset.image(i).width);
+  check_slice_options(slice, stride, sizes, SliceOptionNames{true});
+}
+
+Evaluation evaluate_on_ranks(models::Detector& model, data::DataLoader& data,
+                             eval::CocoEvaluator& evaluator, dist::ProcessGroup& pg,
+                             const torch::Device& device, Precision precision,
+                             const std::string& results_path, const SliceOptions& slice) {
+  const auto t0 = std::chrono::steady_clock::now();
+  model.eval();
+  torch::NoGradGuard no_grad;
+  evaluator.reset();
+  if (slice.enabled()) {
+    evaluate_sliced(model, data, evaluator, device, precision, slice);
+  } else {
+    evaluate_batches(model, data, evaluator, device, precision);
   }
   model.train();
 

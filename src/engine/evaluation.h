@@ -13,6 +13,7 @@
 #include "data/loader.h"
 #include "distributed/process_group.h"
 #include "engine/amp.h"
+#include "engine/slice_options.h"
 #include "eval/coco_evaluator.h"
 #include "models/detector.h"
 
@@ -29,10 +30,16 @@ struct Evaluation {
 
 /// Evaluates `model` (put in eval mode, back in train mode after) on `data` with `evaluator` on
 /// `device` under `precision`. Rank 0 writes the detections to `results_path` in the results
-/// format `detforge eval` and pycocotools read. A collective: every rank of `pg` must call it.
+/// format `detforge eval` and pycocotools read. With `slice` enabled, each image of this rank's
+/// shard is read whole and predicted in tiles as `predict --slice` does (Predictor, the loader's
+/// transforms applied to each tile). A collective: every rank of `pg` must call it.
 Evaluation evaluate_on_ranks(models::Detector& model, data::DataLoader& data,
                              eval::CocoEvaluator& evaluator, dist::ProcessGroup& pg,
                              const torch::Device& device, Precision precision,
-                             const std::string& results_path);
+                             const std::string& results_path, const SliceOptions& slice = {});
+
+/// Checks eval.slice against the model's `stride` and the images of `dataset` (check_slice_options
+/// with the config's names).
+void check_eval_slice(const SliceOptions& slice, int64_t stride, const data::CocoDataset& dataset);
 
 }  // namespace detforge::engine

@@ -16,8 +16,8 @@
 #include "data/coco.h"
 #include "data/loader_options.h"
 #include "engine/build.h"
+#include "engine/slice_options.h"
 #include "models/detector.h"
-#include "ops/slicing.h"
 #include "structures/detections.h"
 
 namespace detforge::engine {
@@ -64,33 +64,6 @@ PredictionClasses prediction_classes(const std::optional<data::CategoryMap>& tra
 /// Writes `classes` as a COCO `categories` array ([{"id": 1, "name": "cell"}, ...]) to `path`.
 /// Throws IoError if it cannot be written.
 void write_categories(const data::CategoryMap& classes, const std::string& path);
-
-/// Sliced inference (`predict --slice`): each image cut into overlapping tiles at its own
-/// resolution (ops::slice_tiles, SAHI's tiles), the tiles predicted in batches, their boxes moved
-/// back into the image and merged (ops::merge_boxes, SAHI's merge); with `full_image`, the
-/// whole image's detections are merged in too (SAHI's perform_standard_pred), when it has more
-/// than one tile.
-struct SliceOptions {
-  /// Tile size in pixels; 0: no slicing.
-  int64_t tile_height = 0;
-  int64_t tile_width = 0;
-  /// Fraction of a tile its neighbour overlaps, in [0, 1).
-  double overlap = 0.2;
-  bool full_image = false;
-  /// Tiles per forward.
-  int64_t batch_size = 1;
-  /// SAHI's defaults: greedy NMM, intersection over the smaller box, 0.5, per class.
-  ops::MergeOptions merge;
-
-  bool enabled() const { return tile_height > 0; }
-};
-
-/// Checks `slice` against the model and the images to predict (their sizes, where known: empty
-/// for a video): ConfigError naming the option for tiles smaller than `stride` (the model's
-/// coarsest), an overlap outside [0, 1), a batch below 1, or tiles larger than every image (each
-/// would be predicted whole).
-void check_slice_options(const SliceOptions& slice, int64_t stride,
-                         const std::vector<std::pair<int64_t, int64_t>>& image_sizes);
 
 class Predictor {
  public:

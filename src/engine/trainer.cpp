@@ -302,8 +302,8 @@ std::map<std::string, double> Trainer::evaluate(models::Detector& model, int64_t
   // The detections behind the numbers, in the results format `detforge eval` and pycocotools
   // read (the latest evaluation of each set of weights).
   const auto results = (fs::path(o_.output_dir) / ("results_" + tag + ".json")).string();
-  const auto e =
-      evaluate_on_ranks(model, *r_.val_data, *r_.evaluator, pg_, r_.device, o_.precision, results);
+  const auto e = evaluate_on_ranks(model, *r_.val_data, *r_.evaluator, pg_, r_.device, o_.precision,
+                                   results, o_.eval_slice);
   logging::info(str("eval (", tag, " weights) after epoch ", epoch + 1, ": AP ", e.metrics.at("AP"),
                     " AP50 ", e.metrics.at("AP50"), " AP75 ", e.metrics.at("AP75"), " (", e.images,
                     " images, ", std::fixed, std::setprecision(1), e.seconds, " s)"));

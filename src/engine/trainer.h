@@ -22,6 +22,7 @@
 #include "engine/observer.h"
 #include "engine/optim.h"
 #include "engine/schedule.h"
+#include "engine/slice_options.h"
 #include "eval/coco_evaluator.h"
 #include "models/detector.h"
 #include "structures/loss_dict.h"
@@ -72,6 +73,8 @@ struct TrainerOptions {
   int64_t eval_interval = 1;
   /// Metric that picks `best` (AP, AP50, ...). Default: AP
   std::string best_metric = "AP";
+  /// eval.slice: evaluate on tiles of each validation image, merged as `predict --slice` does.
+  SliceOptions eval_slice;
   /// Save `last` every N epochs (and always at the end). Default: 1
   int64_t checkpoint_interval = 1;
   bool ema = false;

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "core/errors.h"
 #include "test_util.h"
@@ -214,6 +215,57 @@ TEST(Cli, SlicedPredictRunsAndRefusesBadTiles) {
   const auto merge = run_command(predict + "--slice 32 --merge soft_nms");
   EXPECT_EQ(merge.exit_code, code(ExitCode::kUsage)) << merge.output;
   EXPECT_NE(merge.output.find("soft_nms"), std::string::npos) << merge.output;
+}
+
+// eval.slice: the trainer's evaluation predicts each validation image in tiles exactly as
+// `predict --slice` does with the same options (the same detections, so the same AP), and the
+// config's bad slices are refused naming the key.
+TEST(Cli, SlicedEvaluationEqualsSlicedPredict) {
+  TempDir dir;
+  const auto data = (dir.path() / "data").string();
+  ASSERT_EQ(run_command(df() + " synth --out " + data + " --train 2 --val 3 --size 128").exit_code,
+            0);
+  const auto run = (dir.path() / "run").string();
+  const std::string config =
+      std::string(DETFORGE_SOURCE_DIR) + "/configs/yolo/synth_yolov8n.yaml data.root=" + data +
+      " data.min_size=64 data.max_size=64 data.batch_size=2 data.workers=0 ema.enabled=false " +
+      "model.inference.score_threshold=0.0 ";
+  const std::string slice =
+      "eval.slice.size=64 eval.slice.overlap=0.3 eval.slice.merge=nmm eval.slice.batch_size=3 ";
+  const auto t = run_command(df() + " train -c " + config + slice +
+                             "train.epochs=1 eval.interval=1 output_dir=" + run);
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  const auto out = (dir.path() / "p.json").string();
+  const auto p =
+      run_command(df() + " predict --config " + config + "--weights " + run + "/last.ckpt --ann " +
+                  data + "/annotations/instances_val.json " + "--images " + data + "/val --out " +
+                  out + " --slice 64 --overlap 0.3 --merge nmm --batch-size 3");
+  ASSERT_EQ(p.exit_code, 0) << p.output;
+  const auto read = [](const std::string& path) {
+    auto j = nlohmann::json::parse(testing::read_file(path));
+    std::sort(j.begin(), j.end(), [](const auto& a, const auto& b) {
+      return std::tie(a["image_id"], a["score"], a["bbox"]) <
+             std::tie(b["image_id"], b["score"], b["bbox"]);
+    });
+    return j;
+  };
+  const auto evaluated = read(run + "/results_live.json");
+  EXPECT_GT(evaluated.size(), 3u);
+  EXPECT_EQ(evaluated, read(out));
+  for (const auto& [options, message] : std::vector<std::pair<std::string, std::string>>{
+           {"eval.slice.size=16",
+            "config error: eval.slice.size [16, 16]: tiles smaller than the model's stride of 32"},
+           {"eval.slice.size=[256,128]",
+            "config error: eval.slice.size [256, 128] (width, height): larger than every image"},
+           {"eval.slice.size=64 eval.slice.overlap=1", "eval.slice.overlap: 1 is outside [0, 1)"},
+           {"eval.slice.size=64 eval.slice.merge=soft_nms", "eval.slice.merge"},
+           {"eval.slice.overlap=0.1", "eval.slice.size"},
+           {"eval.slice.size=64 eval.slice.tile=2", "eval.slice.tile"}}) {
+    const auto r = run_command(df() + " train -c " + config + options +
+                               " train.epochs=1 output_dir=" + run + "_bad");
+    EXPECT_EQ(r.exit_code, code(ExitCode::kConfig)) << options << "\n" << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << options << "\n" << r.output;
+  }
 }
 
 TEST(Cli, UnwritableOutputIsIoError) {
