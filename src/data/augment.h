@@ -164,6 +164,23 @@ struct ZoomOutOptions {
   int fill = 114;
 };
 
+/// Tiled training for small objects in large images: a random tile of `size` at the image's own
+/// resolution (nothing is resized). With probability `object_prob` (and boxes present) the tile
+/// is drawn among those holding the centre of a random box, else among all; a side the image
+/// lacks is padded with `fill` at the bottom or right, never upscaled. Boxes are cut at the
+/// tile's edge and kept while at least `min_visible` of their area is inside (and the box filter's
+/// size and aspect rules hold).
+struct TileOptions {
+  /// (width, height). Default: 640 x 640
+  std::array<int64_t, 2> size{640, 640};
+  /// Default: 0.1 (SAHI's slice_coco and Ultralytics' box_candidates)
+  double min_visible = 0.1;
+  /// Default: 0.5
+  double object_prob = 0.5;
+  /// Grey level of the padding. Default: 114
+  int fill = 114;
+};
+
 /// Mosaic of 4 images (YOLOv5/v8): the sample and 3 random others on a 2s x 2s canvas around a
 /// centre drawn from U(s/2, 3s/2) on each axis; each image is placed by its corner at the centre.
 /// The images should have been resized to a long side of about s before it (a `resize` entry),
@@ -196,6 +213,7 @@ std::shared_ptr<const Transform> make_affine(AffineOptions o);
 std::shared_ptr<const Transform> make_scale_jitter(ScaleJitterOptions o);
 std::shared_ptr<const Transform> make_iou_crop(IouCropOptions o);
 std::shared_ptr<const Transform> make_zoom_out(ZoomOutOptions o);
+std::shared_ptr<const Transform> make_tile(TileOptions o);
 std::shared_ptr<const Transform> make_mosaic(MosaicOptions o);
 std::shared_ptr<const Transform> make_mixup(MixUpOptions o);
 

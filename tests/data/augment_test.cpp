@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <numeric>
+#include <set>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -122,6 +123,7 @@ TEST(Augment, GeometricTransformsMoveBoxesWithPixels) {
       {"scale_jitter", make_scale_jitter(lsj), 1.15},
       {"iou_crop", make_iou_crop({}), 1.05},
       {"zoom_out", make_zoom_out({{1.0, 4.0}, 1.0, 114}), 1.05},
+      {"tile", make_tile({{96, 80}, 0.1, 0.5, 114}), 1.05},
       {"resize", make_resize({{96, 160}, 300, std::nullopt}, true), 1.15},
   };
   const Sample input = painted(7, 200, 160, kThreeBoxes);
@@ -195,10 +197,10 @@ TEST(Augment, AffineThatPushesEveryBoxOutLeavesABackgroundImage) {
 TEST(Augment, EveryTransformAcceptsAnImageWithoutBoxes) {
   const Sample empty = painted(5, 160, 120, {});
   const std::vector<Sample> others = {empty, painted(6, 100, 140, {{5, 5, 50, 60}})};
-  for (const auto& t :
-       {make_resize({{96}, 200, std::nullopt}, true), make_flip({1.0, 1.0}), make_hsv({}),
-        make_affine({}), make_scale_jitter({}), make_iou_crop({}), make_zoom_out({}),
-        make_mosaic({128, 1.0, 114}), make_mixup({1.0, 32, 114})}) {
+  for (const auto& t : {make_resize({{96}, 200, std::nullopt}, true), make_flip({1.0, 1.0}),
+                        make_hsv({}), make_affine({}), make_scale_jitter({}), make_iou_crop({}),
+                        make_zoom_out({}), make_mosaic({128, 1.0, 114}), make_mixup({1.0, 32, 114}),
+                        make_tile({{64, 64}, 0.1, 1, 0})}) {
     for (uint64_t seed = 0; seed < 4; ++seed) {
       const Sample s = run_one(t, empty, seed, {empty, empty});
       EXPECT_TRUE(s.labels.empty()) << t->name();
@@ -207,6 +209,86 @@ TEST(Augment, EveryTransformAcceptsAnImageWithoutBoxes) {
       EXPECT_EQ(s.image_id, 5) << t->name();
     }
   }
+}
+
+// An image whose pixel (x, y) holds x, y and their high bytes: a tile's first pixel names its
+// offset.
+cv::Mat coordinates(int w, int h) {
+  cv::Mat image(h, w, CV_8UC3);
+  for (int y = 0; y < h; ++y) {
+    for (int x = 0; x < w; ++x)
+      image.at<cv::Vec3b>(y, x) = {uchar(x % 256), uchar(y % 256), uchar(x / 256 + 16 * (y / 256))};
+  }
+  return image;
+}
+
+// Tiled training: a tile is a crop at the image's own resolution (its pixels are the image's,
+// unscaled), every offset comes up, object_prob 1 centres a box in every tile, a box is cut at
+// the tile's edge and kept exactly when min_visible of it is inside, and a smaller image is
+// padded to the tile, not resized.
+TEST(Augment, TileCropsAtNativeResolutionCutsBoxesAndPadsSmallImages) {
+  Sample input = painted(8, 70, 60, {});
+  input.image = coordinates(70, 60);
+  const std::vector<std::array<float, 4>> boxes = {
+      {2, 3, 30, 20}, {40, 10, 68, 50}, {20, 30, 45, 58}};
+  for (const auto& b : boxes) {
+    input.boxes.insert(input.boxes.end(), b.begin(), b.end());
+    input.labels.push_back(static_cast<int64_t>(input.labels.size()));
+    input.iscrowd.push_back(0);
+  }
+  const TileOptions options{{64, 48}, 0.5, 0.0, 114};
+  std::set<int> xs, ys;
+  for (uint64_t seed = 0; seed < 300; ++seed) {
+    const Sample s = run_one(make_tile(options), input, seed);
+    ASSERT_EQ(s.image.size(), cv::Size(64, 48));
+    const auto first = s.image.at<cv::Vec3b>(0, 0);
+    const int x = first[0], y = first[1];
+    xs.insert(x);
+    ys.insert(y);
+    ASSERT_EQ(cv::norm(s.image, input.image(cv::Rect(x, y, 64, 48)), cv::NORM_INF), 0)
+        << "seed " << seed << ": not the image's pixels at (" << x << ", " << y << ")";
+    // The boxes expected: each source box clipped to the tile, kept when half of it is inside.
+    std::vector<float> expected;
+    std::vector<int64_t> labels;
+    for (size_t k = 0; k < boxes.size(); ++k) {
+      const auto& b = boxes[k];
+      const float c[4] = {std::clamp(b[0] - x, 0.f, 64.f), std::clamp(b[1] - y, 0.f, 48.f),
+                          std::clamp(b[2] - x, 0.f, 64.f), std::clamp(b[3] - y, 0.f, 48.f)};
+      const double inside = double(c[2] - c[0]) * (c[3] - c[1]);
+      if (c[2] - c[0] < 2 || c[3] - c[1] < 2 || inside < 0.5 * (b[2] - b[0]) * (b[3] - b[1]))
+        continue;
+      expected.insert(expected.end(), c, c + 4);
+      labels.push_back(static_cast<int64_t>(k));
+    }
+    EXPECT_EQ(s.boxes, expected) << "seed " << seed << " at (" << x << ", " << y << ")";
+    EXPECT_EQ(s.labels, labels) << "seed " << seed;
+    EXPECT_EQ(s.dropped_boxes, static_cast<int64_t>(boxes.size() - labels.size()));
+  }
+  // Every offset of a 64x48 tile in a 70x60 image: 0 .. 6 across, 0 .. 12 down.
+  EXPECT_EQ(xs.size(), 7u);
+  EXPECT_EQ(ys.size(), 13u);
+  EXPECT_EQ(*xs.rbegin(), 6);
+  EXPECT_EQ(*ys.rbegin(), 12);
+
+  // object_prob 1: the tile holds the centre of the box it was drawn around, so at least a
+  // quarter of the one box is inside every tile; drawn among all tiles, few hold it.
+  const Sample one = painted(9, 300, 200, {{250, 150, 270, 166}});
+  int around = 0, anywhere = 0;
+  for (uint64_t seed = 0; seed < 40; ++seed) {
+    around += run_one(make_tile({{64, 64}, 0.25, 1.0, 114}), one, seed).labels.size();
+    anywhere += run_one(make_tile({{64, 64}, 0.25, 0.0, 114}), one, seed).labels.size();
+  }
+  EXPECT_EQ(around, 40);
+  EXPECT_LT(anywhere, 20);
+
+  // An image smaller than the tile: padded with the fill at the bottom and right, unscaled.
+  const Sample small = painted(10, 50, 40, {{5, 5, 30, 20}});
+  const Sample s = run_one(make_tile({{64, 64}, 0.1, 0.5, 114}), small, 1);
+  ASSERT_EQ(s.image.size(), cv::Size(64, 64));
+  EXPECT_EQ(cv::norm(s.image(cv::Rect(0, 0, 50, 40)), small.image, cv::NORM_INF), 0);
+  EXPECT_EQ(cv::countNonZero(s.image(cv::Rect(50, 0, 14, 64)).reshape(1) != 114), 0);
+  EXPECT_EQ(cv::countNonZero(s.image(cv::Rect(0, 40, 64, 24)).reshape(1) != 114), 0);
+  EXPECT_EQ(s.boxes, small.boxes);
 }
 
 // Four images whose boxes have different colours (labels); the mosaic keeps the first image's id,
@@ -405,6 +487,7 @@ TEST(AugmentConfig, TransformsListBuildsThePipelineInOrder) {
       - {type: hsv, hue: 0.015, saturation: 0.7, value: 0.4}
       - {type: iou_crop}
       - {type: zoom_out, side_range: [1, 3]}
+      - {type: tile, size: [320, 256], min_visible: 0.3}
       - {type: scale_jitter, size: [320, 320], scale: [0.5, 1.5]}
       - {type: flip, vertical_prob: 0.1}
     close_mosaic: 3
@@ -414,8 +497,9 @@ TEST(AugmentConfig, TransformsListBuildsThePipelineInOrder) {
   const auto& l = o.train->loader;
   std::vector<std::string> names;
   for (const auto& t : l.augmentations) names.push_back(t->name());
-  EXPECT_EQ(names, (std::vector<std::string>{"resize", "mosaic", "affine", "mixup", "hsv",
-                                             "iou_crop", "zoom_out", "scale_jitter", "flip"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"resize", "mosaic", "affine", "mixup", "hsv", "iou_crop",
+                                      "zoom_out", "tile", "scale_jitter", "flip"}));
   EXPECT_EQ(l.pipeline.close_mosaic, 3);
   EXPECT_EQ(l.pipeline.multi_scale, (std::vector<int64_t>{288, 320, 352}));
   EXPECT_EQ(l.pipeline.filter.min_side, 3.0);
@@ -441,6 +525,11 @@ TEST(AugmentConfig, BadEntriesNameTheKey) {
   EXPECT_NE(error("    transforms: [{type: affine, scael: 0.5}]\n").find("did you mean scale"),
             std::string::npos);
   EXPECT_NE(error("    transforms: [{type: zoom_out, side_range: [0.5, 2]}]\n").find(">= 1"),
+            std::string::npos);
+  EXPECT_NE(error("    transforms: [{type: tile, size: [640, 0]}]\n")
+                .find("transforms[0].size: expected S or [width, height], each >= 1"),
+            std::string::npos);
+  EXPECT_NE(error("    transforms: [{type: tile, min_visible: 2}]\n").find("must lie in [0, 1]"),
             std::string::npos);
   EXPECT_NE(error("    transforms: [{type: resize, fixed_size: 800}]\n")
                 .find("transforms[0].fixed_size: expected [width, height]"),
