@@ -1,5 +1,6 @@
 // detforge convert: one split of a COCO, YOLO or VOC dataset, checked by the validation rules,
 // written in another of these formats with its images (src/data/convert.h).
+#include <filesystem>
 #include <iostream>
 
 #include "cli.h"
@@ -7,14 +8,44 @@
 #include "core/errors.h"
 #include "data/convert.h"
 #include "data/formats.h"
+#include "data/tile_dataset.h"
 #include "data/validation.h"
 
 namespace detforge::tools {
+namespace {
+
+// The end of convert's summary line: what the policy and the output format left out.
+void report_left_out(const data::PolicyResult& kept, const std::vector<data::Issue>& issues,
+                     const data::ConvertResult& r) {
+  if (!kept.skipped_images.empty() || !kept.dropped_annotations.empty()) {
+    std::cout << " (" << kept.skipped_images.size() << " images and "
+              << kept.dropped_annotations.size() << " boxes left out: " << data::summarize(issues)
+              << ")";
+  }
+  if (r.crowd_left_out > 0) {
+    std::cout << "; " << r.crowd_left_out << " iscrowd boxes left out (YOLO labels have no "
+              << "ignore flag)";
+  }
+  std::cout << "\n";
+}
+
+// Removes the folder at `path` when it goes out of scope, also on an error.
+struct RemovedAtExit {
+  std::string path;
+  ~RemovedAtExit() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+}  // namespace
 
 void add_convert_command(CLI::App& app) {
   struct Args {
     std::string from = "coco", to, ann, images, split = "train", out, transfer = "link",
                 on_invalid = "error";
+    std::vector<int64_t> tile;
+    data::TileDatasetOptions tiles;
   };
   auto a = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("convert", command_help("convert"));
@@ -43,6 +74,19 @@ void add_convert_command(CLI::App& app) {
                   "leave out images with any error")
       ->capture_default_str()
       ->check(CLI::IsMember({"error", "drop", "skip_image"}));
+  cmd->add_option("--tile", a->tile,
+                  "cut every image into tiles of H,W pixels (H: square) at its own resolution, "
+                  "as predict --slice and SAHI's slice_coco cut them; each tile is an image")
+      ->delimiter(',')
+      ->expected(1, 2);
+  cmd->add_option("--overlap", a->tiles.overlap,
+                  "--tile: fraction of a tile its neighbour overlaps")
+      ->capture_default_str();
+  cmd->add_option("--min-visible", a->tiles.min_visible,
+                  "--tile: a box cut by a tile's edge stays while this fraction of it is inside")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_flag("--skip-empty", a->tiles.skip_empty, "--tile: leave out tiles without boxes");
   cmd->callback([a] {
     const auto& from = data::dataset_format_info(*data::parse_dataset_format(a->from));
     if (from.images == data::DatasetFormatInfo::Images::kRequired && a->images.empty())
@@ -65,19 +109,36 @@ void add_convert_command(CLI::App& app) {
     o.out_dir = a->out;
     o.split = a->split;
     o.images = *data::parse_image_transfer(a->transfer);
-    const auto r = data::convert_dataset(out, o);
+    if (a->tile.empty()) {
+      const auto r = data::convert_dataset(out, o);
+      std::cout << "convert: " << source.describe() << " -> " << a->to << " " << r.entry << ": "
+                << r.images << " images, " << r.boxes << " boxes";
+      report_left_out(kept, issues, r);
+      return;
+    }
+    if (o.images == data::ImageTransfer::kSymlink)
+      throw ConfigError(
+          "convert --tile writes new images: --image-files link or copy, not symlink");
+    // The tiles are written beside the output, then linked (or copied) into it as any image is.
+    a->tiles.tile_height = a->tile.front();
+    a->tiles.tile_width = a->tile.back();
+    a->tiles.image_dir = (std::filesystem::path(a->out) / (".tiles-" + a->split)).string();
+    const RemovedAtExit staging{a->tiles.image_dir};
+    const auto t = data::tile_dataset(out, a->tiles);
+    const auto r = data::convert_dataset(t.file, o);
     std::cout << "convert: " << source.describe() << " -> " << a->to << " " << r.entry << ": "
-              << r.images << " images, " << r.boxes << " boxes";
-    if (!kept.skipped_images.empty() || !kept.dropped_annotations.empty()) {
-      std::cout << " (" << kept.skipped_images.size() << " images and "
-                << kept.dropped_annotations.size() << " boxes left out: " << data::summarize(issues)
-                << ")";
+              << t.source_images << " images cut into " << t.tiles << " tiles of "
+              << a->tiles.tile_height << "x" << a->tiles.tile_width << " (overlap "
+              << a->tiles.overlap << "), " << r.boxes << " boxes: " << t.boxes_whole << " whole, "
+              << t.boxes_cut << " cut by a tile's edge; " << t.pieces_dropped << " pieces under "
+              << a->tiles.min_visible << " visible left out";
+    if (t.empty_tiles_skipped > 0)
+      std::cout << "; " << t.empty_tiles_skipped << " empty tiles skipped";
+    if (t.boxes_lost > 0) {
+      std::cout << "; " << t.boxes_lost << " boxes are in no tile (larger than a tile's "
+                << "overlap allows: give a larger --tile or --overlap)";
     }
-    if (r.crowd_left_out > 0) {
-      std::cout << "; " << r.crowd_left_out << " iscrowd boxes left out (YOLO labels have no "
-                << "ignore flag)";
-    }
-    std::cout << "\n";
+    report_left_out(kept, issues, r);
   });
 }
 

@@ -2,10 +2,13 @@
 // converted to YOLO and VOC on the command line, linted, broken, and trained on.
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
 
 #include "core/errors.h"
 #include "test_util.h"
@@ -128,6 +131,78 @@ TEST(Cli, ConvertsBccdToYoloAndVocThenLintsAndTrainsOnThem) {
       run_command(str(df(), " convert --to coco --ann ", yaml, " --out ", dir.path().string()));
   EXPECT_EQ(missing.exit_code, static_cast<int>(ExitCode::kConfig)) << missing.output;
   EXPECT_NE(missing.output.find("--from coco needs --images"), std::string::npos) << missing.output;
+}
+
+// `convert --tile`: BCCD's val photos cut into tiles keep the tiles and boxes of SAHI's own
+// slice_coco (run live on the same file with the same sizes), with and without empty tiles; the
+// tiles are the photos' pixels, and bad options are refused.
+TEST(Cli, ConvertTileCutsTheTilesAndBoxesOfSahisSliceCoco) {
+  const std::string bccd = testing::shared_dataset("bccd");
+  if (bccd.empty()) GTEST_SKIP() << detforge::testing::shared_missing("bccd");
+  TempDir dir;
+  const std::string ann = bccd + "/annotations/instances_val.json";
+  for (const bool skip_empty : {false, true}) {
+    const auto out = dir.path() / (skip_empty ? "skip" : "keep");
+    // 200 high, 256 wide: a height and width swapped anywhere give other tiles.
+    const auto r = run_command(str(df(), " convert --from coco --to coco --ann ", ann, " --images ",
+                                   bccd, "/images --split val --out ", out.string(),
+                                   " --tile 200,256 --overlap 0.25 --min-visible 0.3",
+                                   skip_empty ? " --skip-empty" : ""));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("73 images cut into "), std::string::npos) << r.output;
+    EXPECT_FALSE(fs::exists(out / ".tiles-val")) << "the staging folder stays behind";
+    const auto sahi = (dir.path() / "sahi.json").string();
+    testing::run_reference(
+        "tools/slice_coco_reference.py",
+        str(ann, " ", bccd, "/images 200 256 0.25 0.3 ", skip_empty ? 1 : 0, " ", sahi));
+    const auto expected = nlohmann::json::parse(testing::read_file(sahi));
+    const auto got =
+        nlohmann::json::parse(testing::read_file(out / "annotations/instances_val.json"));
+    std::map<int64_t, nlohmann::json> boxes;
+    for (const auto& a : got["annotations"]) {
+      auto& list = boxes[a["image_id"].get<int64_t>()];
+      if (list.is_null()) list = nlohmann::json::array();
+      list.push_back({a["category_id"], a["bbox"][0], a["bbox"][1], a["bbox"][2], a["bbox"][3]});
+    }
+    nlohmann::json tiles = nlohmann::json::object();
+    for (const auto& image : got["images"]) {
+      // <stem>_<x0>_<y0>_<x1>_<y1>.jpg -> "<stem> x0 y0 x1 y1", SAHI's key.
+      auto name = fs::path(image["file_name"].get<std::string>()).stem().string();
+      std::vector<std::string> parts;
+      for (int k = 0; k < 4; ++k) {
+        parts.insert(parts.begin(), name.substr(name.rfind('_') + 1));
+        name.resize(name.rfind('_'));
+      }
+      const auto id = image["id"].get<int64_t>();
+      tiles[name + " " + parts[0] + " " + parts[1] + " " + parts[2] + " " + parts[3]] =
+          boxes.count(id) ? boxes[id] : nlohmann::json::array();
+      EXPECT_TRUE(fs::exists(out / "images/val" / image["file_name"].get<std::string>()));
+    }
+    EXPECT_GT(tiles.size(), 73u * 4);
+    ASSERT_EQ(tiles.size(), expected.size())
+        << (skip_empty ? "skipping" : "keeping") << " empty tiles";
+    for (const auto& [key, list] : expected.items()) {
+      ASSERT_TRUE(tiles.contains(key)) << key;
+      EXPECT_EQ(tiles[key], list) << key;
+    }
+  }
+  // A tile's pixels are its photo's (JPEG at quality 95 moves them by a few levels).
+  const auto tile =
+      cv::imread((dir.path() / "keep/images/val/BloodImage_00004_192_0_448_200.jpg").string());
+  const auto photo = cv::imread(bccd + "/images/BloodImage_00004.jpg");
+  ASSERT_FALSE(tile.empty());
+  ASSERT_FALSE(photo.empty());
+  EXPECT_LT(cv::norm(tile, photo(cv::Rect(192, 0, 256, 200)), cv::NORM_L1) / tile.total() / 3, 3.0);
+  for (const auto& [options, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--tile 0", "config error: --tile 0,0: below 1 pixel"},
+           {"--tile 256 --overlap 1", "config error: --overlap 1: must be in [0, 1)"},
+           {"--tile 256 --image-files symlink", "--image-files link or copy, not symlink"}}) {
+    const auto bad =
+        run_command(str(df(), " convert --from coco --to yolo --ann ", ann, " --images ", bccd,
+                        "/images --split val --out ", (dir.path() / "bad").string(), " ", options));
+    EXPECT_EQ(bad.exit_code, static_cast<int>(ExitCode::kConfig)) << options << "\n" << bad.output;
+    EXPECT_NE(bad.output.find(message), std::string::npos) << options << "\n" << bad.output;
+  }
 }
 
 }  // namespace
