@@ -190,6 +190,33 @@ void add_bench_train(CLI::App& bench) {
   });
 }
 
+void add_bench_slice(CLI::App& bench) {
+  auto a = std::make_shared<bench::BenchSliceArgs>();
+  auto* cmd = bench.add_subcommand(
+      "slice", "Sliced inference of photos, photos/s: detforge vs SAHI with Ultralytics");
+  cmd->add_option("--weights", a->weights, "an Ultralytics .pt both sides load")->required();
+  cmd->add_option("--config,-c", a->config, "detforge's config for the weights (model section)")
+      ->capture_default_str();
+  cmd->add_option("--images", a->images, "a folder of photos")->capture_default_str();
+  cmd->add_option("--limit", a->limit, "photos timed (0: all)")->capture_default_str();
+  cmd->add_option("--tile", a->tile, "square tile side; the model's input size too")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--overlap", a->overlap, "fraction of a tile its neighbour overlaps")
+      ->capture_default_str();
+  cmd->add_option("--conf", a->conf, "score threshold")->capture_default_str();
+  cmd->add_option("--batch", a->batch, "detforge's tiles per forward")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--threads", a->threads, "intra-op threads for both (0: LibTorch's default)")
+      ->capture_default_str();
+  cmd->add_option("--python", a->python, "Python with SAHI and Ultralytics")->capture_default_str();
+  cmd->add_option("--peer-script", a->peer_script, "the peer's script")->capture_default_str();
+  cmd->add_flag("!--no-peer", a->peer, "skip the peer's run");
+  cmd->add_option("overrides", a->overrides, "config overrides a.b=value");
+  cmd->callback([a] { bench::run_slice_bench(*a); });
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
@@ -200,6 +227,7 @@ void add_bench_command(CLI::App& app) {
   add_bench_dist(*bench);
   add_bench_model(*bench);
   add_bench_train(*bench);
+  add_bench_slice(*bench);
 }
 
 }  // namespace detforge::tools

@@ -118,6 +118,29 @@ void run_bench_device(const BenchPeerArgs& args);
 void run_bench_rtdetr(const BenchPeerArgs& args);
 void run_bench_yolo(const BenchPeerArgs& args);
 
+/// `bench slice` (bench/slice.cpp): sliced inference of a folder's photos, detforge's predict
+/// --slice in-process beside SAHI's get_sliced_prediction with Ultralytics (bench/slice_peer.py)
+/// on the same Ultralytics weights, photos, tiles, merge, score threshold and thread count.
+struct BenchSliceArgs {
+  std::string config = "configs/yolo/bccd_yolov8n.yaml";
+  std::vector<std::string> overrides;
+  /// An Ultralytics .pt both sides load.
+  std::string weights;
+  std::string images = "../shared/datasets/bccd/images";
+  int64_t limit = 16;
+  int64_t tile = 320;
+  double overlap = 0.2;
+  double conf = 0.25;
+  /// Tiles per forward (detforge; SAHI predicts one tile at a time).
+  int64_t batch = 1;
+  int threads = 0;
+  std::string python = ".venv/bin/python";
+  std::string peer_script = "bench/slice_peer.py";
+  bool peer = true;
+};
+/// Throws ConfigError for missing weights, images, --python or --peer-script.
+void run_slice_bench(const BenchSliceArgs& args);
+
 /// `bench train` (bench/train.cpp): the whole training loop of a config for `steps` optimizer steps
 /// after `warmup` ones (no evaluation, no checkpoint), images/s and peak device memory, beside its
 /// loader alone over as many batches.

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -205,6 +207,33 @@ TEST_F(PredictParity, YoloSlicedEqualsSahiWithUltralytics) {
   EXPECT_EQ(matched_share(sahi, ours, 1000, 2e-3, miss), 1.0) << miss;
   miss.clear();
   EXPECT_EQ(matched_share(ours, sahi, 1000, 2e-3, miss), 1.0) << miss;
+}
+
+// `bench slice` runs both sides on the same photos and weights and prints their rates beside
+// the same number of detections.
+TEST_F(PredictParity, BenchSliceTimesDetforgeAndSahiOnTheSameDetections) {
+  const auto dir = reference("yolo");
+  const auto r =
+      run_command("cd " + std::string(DETFORGE_SOURCE_DIR) + " && " + testing::detforge_binary() +
+                  " bench slice --weights " + dir + "/last.pt --images " + photos().string() +
+                  " --limit 3 --tile 320 --batch 2 --threads 1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("3 photos from"), std::string::npos) << r.output;
+  for (const char* row : {"photos/s ", "tiles/s "}) {
+    const auto at = r.output.find(row);
+    ASSERT_NE(at, std::string::npos) << row << "\n" << r.output;
+    double ours = 0, theirs = 0;
+    ASSERT_EQ(std::sscanf(r.output.c_str() + at + std::strlen(row), "%lf %lf", &ours, &theirs), 2)
+        << r.output;
+    EXPECT_GT(ours, 0);
+    EXPECT_GT(theirs, 0);
+  }
+  const auto at = r.output.find("detections ");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  double ours = 0, theirs = 0;
+  ASSERT_EQ(std::sscanf(r.output.c_str() + at + 11, "%lf %lf", &ours, &theirs), 2) << r.output;
+  EXPECT_GT(ours, 5);
+  EXPECT_EQ(ours, theirs) << r.output;
 }
 
 // A YOLO that detforge trained (two steps from Ultralytics' last.pt on its 16 photos), exported
