@@ -53,7 +53,11 @@ run_campaign() {
   local execs cov crashes
   execs="$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$out" | grep -o '[0-9]*$' || echo 0)"
   cov="$(grep -o 'cov: [0-9]*' "$out" | tail -1 | grep -o '[0-9]*' || echo 0)"
-  crashes="$(find "$findings" -name "$target-*" | wc -l)"
+  # Crashes, leaks, timeouts and out-of-memory inputs; not libFuzzer's slow-unit reports (a unit
+  # over -report_slow_units seconds of wall time, which a campaign at nice 19 beside a build
+  # gets from waiting for the CPU).
+  crashes="$(find "$findings" \( -name "$target-crash-*" -o -name "$target-leak-*" \
+    -o -name "$target-timeout-*" -o -name "$target-oom-*" \) | wc -l)"
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$target" "$seconds" "$cpu" \
     "$execs" "$(find "$work" -type f | wc -l)" "$cov" "$crashes" >>"$build/campaigns.tsv"
   tail -3 "$out"

@@ -3,9 +3,10 @@
 # photos of tree crowns (NEON, Yellowstone, about 10 cm per pixel) that DeepForest's wheel ships,
 # fetched from PyPI and laid out as a VOC tree that data.format: voc reads:
 #   data/trees/Annotations/*.xml, JPEGImages/*.png, ImageSets/Main/{train,val}.txt
-#   train: 2019_YELL_2_528000_4978000_image_crop2 (2299x2472, 574 trees), cut into 2x2 parts by
-#          `detforge convert --tile` so that a batch holds 4 images;
-#   val:   2019_YELL_2_541000_4977000_image_crop  (1249x1035, 279 trees).
+#   2019_YELL_2_528000_4978000_image_crop2 (2299x2472, 574 trees) is cut into 2x2 parts of about
+#   1150x1236 by `detforge convert --tile`: three parts train (412 trees), the bottom right one
+#   (161 trees) is validated on with the other photo, 2019_YELL_2_541000_4977000_image_crop
+#   (1249x1035, 279 trees, 13 km away).
 # Usage: scripts/trees_data.sh [OUT (default data/trees)]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -37,5 +38,10 @@ rm -rf "$out"
   --out "$out" --image-files copy --tile 1236,1150 --overlap 0 --min-visible 0.5
 "$detforge" convert --from voc --to voc --ann "$src/ImageSets/Main/val.txt" --split val \
   --out "$out" --image-files copy
+# The bottom right part moves from the training list to the validation list.
+held="${train}_1149_1236_2299_2472"
+grep -v "^$held\$" "$out/ImageSets/Main/train.txt" >"$work/train.txt"
+mv "$work/train.txt" "$out/ImageSets/Main/train.txt"
+echo "$held" >>"$out/ImageSets/Main/val.txt"
 cp "$work"/deepforest-*.dist-info/licenses/LICENSE "$out/LICENSE.deepforest"
-echo "trees: $out (train: 4 parts of one photo, val: one photo; MIT, DeepForest $DEEPFOREST_VERSION)"
+echo "trees: $out (train: 3 parts of one photo, val: its fourth part and another photo; MIT, DeepForest $DEEPFOREST_VERSION)"
