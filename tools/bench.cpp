@@ -214,7 +214,9 @@ void add_bench_slice(CLI::App& bench) {
   cmd->add_option("--peer-script", a->peer_script, "the peer's script")->capture_default_str();
   cmd->add_flag("!--no-peer", a->peer, "skip the peer's run");
   cmd->add_option("overrides", a->overrides, "config overrides a.b=value");
-  cmd->callback([a] { bench::run_slice_bench(*a); });
+  cmd->callback([a] {
+    bench::run_slice_bench(Config::load(a->config, bench::slice_bench_overrides(*a)), *a);
+  });
 }
 
 }  // namespace

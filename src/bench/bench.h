@@ -138,8 +138,12 @@ struct BenchSliceArgs {
   std::string peer_script = "bench/slice_peer.py";
   bool peer = true;
 };
-/// Throws ConfigError for missing weights, images, --python or --peer-script.
-void run_slice_bench(const BenchSliceArgs& args);
+/// The config overrides of the run: args.overrides, then the tile as the model's input size, the
+/// score threshold and one class per box.
+std::vector<std::string> slice_bench_overrides(const BenchSliceArgs& args);
+/// `config`: args.config loaded with slice_bench_overrides(args). Throws ConfigError for missing
+/// weights, images, --python or --peer-script.
+void run_slice_bench(const Config& config, const BenchSliceArgs& args);
 
 /// `bench train` (bench/train.cpp): the whole training loop of a config for `steps` optimizer steps
 /// after `warmup` ones (no evaluation, no checkpoint), images/s and peak device memory, beside its

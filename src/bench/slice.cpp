@@ -17,7 +17,6 @@
 
 #include "bench/bench.h"
 #include "bench/inputs.h"
-#include "core/config_node.h"
 #include "core/errors.h"
 #include "core/logging.h"
 #include "data/image_header.h"
@@ -30,7 +29,16 @@ namespace detforge::bench {
 
 namespace fs = std::filesystem;
 
-void run_slice_bench(const BenchSliceArgs& a) {
+std::vector<std::string> slice_bench_overrides(const BenchSliceArgs& a) {
+  auto overrides = a.overrides;
+  for (const auto& o : {str("data.min_size=", a.tile), str("data.max_size=", a.tile),
+                        str("model.inference.score_threshold=", a.conf),
+                        std::string("model.inference.multi_label=false")})
+    overrides.push_back(o);
+  return overrides;
+}
+
+void run_slice_bench(const Config& config, const BenchSliceArgs& a) {
   if (a.weights.empty() || !fs::exists(a.weights))
     throw ConfigError(
         str("bench slice --weights: '", a.weights, "' not found (an Ultralytics .pt)"));
@@ -43,14 +51,8 @@ void run_slice_bench(const BenchSliceArgs& a) {
   }
   if (a.threads > 0) torch::set_num_threads(a.threads);
   const int threads = torch::get_num_threads();
-  auto overrides = a.overrides;
-  for (const auto& o : {str("data.min_size=", a.tile), str("data.max_size=", a.tile),
-                        str("model.inference.score_threshold=", a.conf),
-                        std::string("model.inference.multi_label=false")})
-    overrides.push_back(o);
-  const auto spec =
-      engine::read_run_spec(Config::load(a.config, overrides), engine::RunPurpose::kInference,
-                            engine::DeviceEnv::current(std::nullopt));
+  const auto spec = engine::read_run_spec(config, engine::RunPurpose::kInference,
+                                          engine::DeviceEnv::current(std::nullopt));
   const auto [detector, pixels] = engine::load_detector(spec, a.weights, false);
   std::optional<data::CocoFile> no_ann;
   auto images = engine::list_images({a.images, "", ""}, no_ann);

@@ -14,6 +14,7 @@
 #include "distributed/collectives.h"
 #include "distributed/dist_env.h"
 #include "engine/build_auto.h"
+#include "engine/build_slice.h"
 #include "engine/checkpoint.h"
 #include "engine/evaluation.h"
 #include "eval/coco_eval.h"

@@ -1,5 +1,5 @@
-// The options of sliced inference (`predict --slice`, eval.slice), their checks and their config
-// reader. Free of LibTorch.
+// The options of sliced inference (`predict --slice`, eval.slice) and their checks (the config's
+// reader is engine/build_slice.h). Free of LibTorch.
 #pragma once
 
 #include <cstdint>
@@ -7,7 +7,6 @@
 #include <utility>
 #include <vector>
 
-#include "core/config_node.h"
 #include "ops/slicing.h"
 
 namespace detforge::engine {
@@ -48,11 +47,5 @@ struct SliceOptionNames {
 void check_slice_options(const SliceOptions& slice, int64_t stride,
                          const std::vector<std::pair<int64_t, int64_t>>& image_sizes,
                          const SliceOptionNames& names = {});
-
-/// eval.slice: `size` (S, or [width, height] as every size in a config; required), `overlap`
-/// (0.2), `full_image` (false), `merge` (greedy_nmm | nmm | nms), `match_metric` (ios | iou),
-/// `match_threshold` (0.5), `class_agnostic` (false), `batch_size` (tiles per forward, 1).
-/// ConfigError naming the key (file and line) for a value outside its range.
-SliceOptions read_slice_options(const ConfigNode& n);
 
 }  // namespace detforge::engine
