@@ -254,7 +254,7 @@ DataOptions data_options(const ConfigNode& n, std::optional<int64_t> num_classes
   };
   out.train = split("train", true);
   out.val = split("val", false);
-  if (!out.train && !out.val) n.fail("", "needs a train or a val section");
+  out.loader = base.loader;
   n.reject_unused();
   return out;
 }

@@ -64,6 +64,9 @@ struct DataOptions {
   std::optional<std::array<float, 3>> mean, std;
   std::optional<SplitOptions> train;
   std::optional<SplitOptions> val;
+  /// The data-level loader keys alone (sizes, resize, mean / std): what inference on other
+  /// images (predict --source) prepares them with when the config has neither split.
+  LoaderOptions loader;
 };
 
 /// Reads the `data` section; `num_classes`, when given, was resolved by the caller from the whole

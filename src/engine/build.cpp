@@ -234,12 +234,13 @@ RunSpec read_run_spec(const Config& given, RunPurpose purpose, const DeviceEnv& 
                  spec.data.std.value_or(spec.detector.pixels.std)};
   spec.detector.input_pixels = spec.pixels;
   const int64_t stride = spec.detector.size_divisibility;
-  for (auto* split : {&spec.data.train, &spec.data.val}) {
-    if (!*split) continue;
-    (*split)->loader.collate.mean = spec.pixels.mean;
-    (*split)->loader.collate.std = spec.pixels.std;
-    auto& divisible = (*split)->loader.collate.size_divisible;
-    if (!data_node->has("size_divisible")) {
+  for (auto* loader : {spec.data.train ? &spec.data.train->loader : nullptr,
+                       spec.data.val ? &spec.data.val->loader : nullptr, &spec.data.loader}) {
+    if (!loader) continue;
+    loader->collate.mean = spec.pixels.mean;
+    loader->collate.std = spec.pixels.std;
+    auto& divisible = loader->collate.size_divisible;
+    if (!data_node || !data_node->has("size_divisible")) {
       divisible = stride;
     } else if (divisible % stride != 0) {
       data_node->fail("size_divisible", str(divisible, " is not a multiple of the ",

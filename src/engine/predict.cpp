@@ -70,14 +70,14 @@ PixelNorm weights_pixels(const PixelNorm& configured, const std::optional<Expect
 }
 
 data::LoaderOptions inference_loader_options(const RunSpec& spec, const PixelNorm& pixels) {
-  data::LoaderOptions o;
+  // The val split's preparation, else the train split's resize (not its augmentations), else
+  // the data section's keys alone.
+  data::LoaderOptions o = spec.data.loader;
   if (spec.data.val) {
     o = spec.data.val->loader;
   } else if (spec.data.train) {
     o = spec.data.train->loader;
-    o.augmentations.clear();  // the train split's resize, not its augmentations
-  } else {
-    o.collate.size_divisible = spec.detector.size_divisibility;
+    o.augmentations.clear();
   }
   o.transforms.train = false;
   o.collate.mean = pixels.mean;

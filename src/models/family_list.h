@@ -9,5 +9,6 @@
 //
 // An X-macro file: it has no include guard, and its includer defines DETFORGE_FAMILY.
 DETFORGE_FAMILY(retinanet)
+DETFORGE_FAMILY(rfdetr)
 DETFORGE_FAMILY(rtdetr)
 DETFORGE_FAMILY(yolo)

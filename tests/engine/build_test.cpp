@@ -89,7 +89,7 @@ TEST(RunSpec, InputPixelsAreTheFamilysUnlessTheDataSectionSetsThem) {
 TEST(RunSpec, ShippedConfigsFeedTheirReferencesPixels) {
   const std::string bccd = testing::shared_dataset("bccd");
   if (bccd.empty()) GTEST_SKIP() << detforge::testing::shared_missing("bccd");
-  for (const char* family : {"retinanet", "rtdetr", "yolo"}) {
+  for (const char* family : {"retinanet", "rfdetr", "rtdetr", "yolo"}) {
     for (const auto& e : std::filesystem::directory_iterator(
              std::filesystem::path(DETFORGE_SOURCE_DIR) / "configs" / family)) {
       const bool data =
@@ -102,9 +102,10 @@ TEST(RunSpec, ShippedConfigsFeedTheirReferencesPixels) {
       const auto file = e.path().filename().string();
       const bool scratch_choice = file == "synth_r18vd.yaml" || file == "bccd_r18vd.yaml";
       ASSERT_FALSE(scratch_choice && s.detector.weights.has_value()) << file;
-      const auto expected = std::string(family) == "retinanet" || scratch_choice
-                                ? PixelNorm::imagenet()
-                                : PixelNorm::unit();
+      const auto expected =
+          std::string(family) == "retinanet" || std::string(family) == "rfdetr" || scratch_choice
+              ? PixelNorm::imagenet()
+              : PixelNorm::unit();
       EXPECT_TRUE(s.pixels.same_as(expected)) << e.path() << ": " << s.pixels.describe();
     }
   }

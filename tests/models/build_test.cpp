@@ -192,10 +192,10 @@ TEST(ModelBuild, ConfigErrorsNameTheKey) {
   EXPECT_THROW_WITH(build("model:\n  type: retinanet\n  num_classes: 3\n  num_anchor: 9\n"),
                     ConfigError, "model.num_anchor: unknown key");
   EXPECT_THROW_WITH(build("model:\n  type: yolov8\n  num_classes: 3\n"), ConfigError,
-                    "known: retinanet, rtdetr, yolo");
+                    "known: retinanet, rfdetr, rtdetr, yolo");
   EXPECT_THROW_WITH(
       build("model:\n  type: retinanett\n  num_classes: 3\n"), ConfigError,
-      "m.yaml:2 model.type: unknown 'retinanett'; known: retinanet, rtdetr, yolo (did "
+      "m.yaml:2 model.type: unknown 'retinanett'; known: retinanet, rfdetr, rtdetr, yolo (did "
       "you mean retinanet?)");
   EXPECT_THROW_WITH(
       build("model:\n  type: retinanet\n  num_classes: 3\n  backbone: {type: resnet5}\n"),

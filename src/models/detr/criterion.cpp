@@ -1,5 +1,7 @@
 #include "models/detr/criterion.h"
 
+#include <limits>
+
 #include "losses/varifocal_loss.h"
 #include "ops/box_ops.h"
 
@@ -67,6 +69,41 @@ std::vector<std::string> detr_loss_keys(int64_t layers, bool denoising) {
     for (const char* k : {"loss_vfl", "loss_bbox", "loss_giou"}) keys.push_back(k + s);
   }
   return keys;
+}
+
+DetrTargets detr_targets(const Batch& batch, int64_t num_classes,
+                         losses::InvalidTargetPolicy policy) {
+  const auto keep = losses::check_targets(batch.targets, num_classes, policy);
+  const auto h = static_cast<double>(batch.images.size(2));
+  const auto w = static_cast<double>(batch.images.size(3));
+  const auto opts = batch.images.options();
+  DetrTargets out;
+  for (int64_t i = 0; i < batch.size(); ++i) {
+    const auto& t = batch.targets[i];
+    ops::SetTarget s;
+    s.image_id = t.image_id;
+    s.file_name = t.file_name;
+    if (keep[i]) {
+      // Normalised by the padded size: boxes are predicted relative to the whole input tensor.
+      const auto scale = torch::tensor({w, h, w, h}, opts);
+      s.labels = t.labels.to(opts.device());
+      s.boxes = ops::box_xyxy_to_cxcywh(t.boxes.tensor().to(opts) / scale);
+      out.boxes += s.labels.size(0);
+    } else {
+      ++out.skipped;
+      s.labels = torch::zeros({0}, opts.dtype(torch::kInt64));
+      s.boxes = torch::zeros({0, 4}, opts);
+    }
+    out.sets.push_back(std::move(s));
+  }
+  return out;
+}
+
+LossDict nonfinite_losses(const std::vector<std::string>& keys, const torch::Tensor& pred) {
+  LossDict nan(keys);
+  const auto value = graph_zero(pred) + std::numeric_limits<float>::quiet_NaN();
+  for (const auto& key : keys) nan.set(key, value);
+  return nan;
 }
 
 std::optional<LossDict> detr_criterion(const DetrSets& sets,

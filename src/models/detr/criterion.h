@@ -13,9 +13,11 @@
 
 #include <torch/torch.h>
 
+#include "losses/target_checks.h"
 #include "models/detr/decoder.h"
 #include "models/detr/denoising.h"
 #include "ops/set_matcher.h"
+#include "structures/batch.h"
 #include "structures/loss_dict.h"
 
 namespace detforge::models {
@@ -46,6 +48,25 @@ struct DetrCriterionOptions {
 /// (i < layers - 1) and _aux_{layers-1} for the encoder proposals; with `denoising`, _dn_i for the
 /// denoising queries of layer i.
 std::vector<std::string> detr_loss_keys(int64_t layers, bool denoising);
+
+/// The ground truth of a batch as the matcher sees it.
+struct DetrTargets {
+  /// Per image: labels, boxes cxcywh in [0, 1] of the padded size; none for a skipped image.
+  std::vector<ops::SetTarget> sets;
+  /// Images the invalid-target policy left out, and the boxes of the others.
+  int64_t skipped = 0;
+  int64_t boxes = 0;
+};
+
+/// `batch`'s targets checked by losses::check_targets (labels in [0, num_classes), finite
+/// non-empty boxes) under `policy` (throws DataError for kError), as the matcher sees them.
+DetrTargets detr_targets(const Batch& batch, int64_t num_classes,
+                         losses::InvalidTargetPolicy policy);
+
+/// Every key of `keys` set to NaN in the autograd graph of `pred`: the losses of a step whose
+/// predictions could not be matched (non-finite), which the trainer's non-finite guard skips on
+/// every rank.
+LossDict nonfinite_losses(const std::vector<std::string>& keys, const torch::Tensor& pred);
 
 /// What the criterion scores: every decoder layer's logits [L, B, N + Q, C] and boxes
 /// [L, B, N + Q, 4] (cxcywh in [0, 1]; the N denoising queries first, N = 0 without), and the

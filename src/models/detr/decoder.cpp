@@ -29,7 +29,7 @@ torch::Tensor DetrMlpImpl::forward(torch::Tensor x) {
 }
 
 DeformableAttentionImpl::DeformableAttentionImpl(const DetrDecoderOptions& o)
-    : heads_(o.heads()), levels_(3), points_(o.points()), offset_scale_(o.offset_scale()) {
+    : heads_(o.heads()), levels_(o.levels()), points_(o.points()), offset_scale_(o.offset_scale()) {
   const int64_t d = o.d_model();
   TORCH_CHECK(d % heads_ == 0, "DETR decoder: d_model ", d, " is not divisible by ", heads_,
               " heads");
@@ -38,8 +38,8 @@ DeformableAttentionImpl::DeformableAttentionImpl(const DetrDecoderOptions& o)
   weights_ = register_module("attention_weights", torch::nn::Linear(d, heads_ * levels_ * points_));
   value_ = register_module("value_proj", torch::nn::Linear(d, d));
   output_ = register_module("output_proj", torch::nn::Linear(d, d));
-  points_scale_ = register_buffer(
-      "n_points_scale", torch::full({levels_ * points_}, 1.0 / static_cast<double>(points_)));
+  points_scale_ = torch::full({levels_ * points_}, 1.0 / static_cast<double>(points_));
+  if (o.points_scale_buffer()) points_scale_ = register_buffer("n_points_scale", points_scale_);
   reset_parameters();
 }
 
@@ -79,7 +79,7 @@ torch::Tensor DeformableAttentionImpl::forward(const torch::Tensor& query,
   const auto ref = reference.view({b, q, 1, 1, 4});
   const auto wh = ref.narrow(-1, 2, 2);
   const auto loc = ref.narrow(-1, 0, 2) +
-                   offsets * points_scale_.to(query.dtype()).unsqueeze(-1) * wh * offset_scale_;
+                   offsets * points_scale_.to(query.options()).unsqueeze(-1) * wh * offset_scale_;
   // grid_sample coordinates in [-1, 1]; one "image" per (batch, head).
   const auto grids = (2 * loc - 1).permute({0, 2, 1, 3, 4}).flatten(0, 1).split(points_, 2);
   std::vector<int64_t> level_sizes;

@@ -24,8 +24,13 @@ struct DetrDecoderOptions {
   TORCH_ARG(int64_t, layers) = 6;
   TORCH_ARG(int64_t, heads) = 8;
   TORCH_ARG(int64_t, ffn_dim) = 1024;
+  /// Feature levels the deformable attention samples. Default: 3
+  TORCH_ARG(int64_t, levels) = 3;
   /// Sampling points per head and level of the deformable attention. Default: 4
   TORCH_ARG(int64_t, points) = 4;
+  /// Keep the per-point offset scale 1 / points as the buffer `n_points_scale`, as transformers'
+  /// RT-DETRv2 does (its state dicts carry it); false computes it, as rfdetr does. Default: true
+  TORCH_ARG(bool, points_scale_buffer) = true;
   /// Scale of the sampling offsets relative to the reference box. Default: 0.5
   TORCH_ARG(double, offset_scale) = 0.5;
   /// Object queries (top-k encoder proposals). Default: 300

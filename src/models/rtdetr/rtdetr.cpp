@@ -156,31 +156,6 @@ RTDetrOutputs RTDetrImpl::forward_outputs(const torch::Tensor& images,
   return out;
 }
 
-std::vector<ops::SetTarget> RTDetrImpl::set_targets(const Batch& batch,
-                                                    const std::vector<bool>& keep) const {
-  const auto h = static_cast<double>(batch.images.size(2));
-  const auto w = static_cast<double>(batch.images.size(3));
-  std::vector<ops::SetTarget> out;
-  for (int64_t i = 0; i < batch.size(); ++i) {
-    const auto& t = batch.targets[i];
-    ops::SetTarget s;
-    s.image_id = t.image_id;
-    s.file_name = t.file_name;
-    const auto opts = batch.images.options();
-    if (keep[i]) {
-      // Normalised by the padded size: boxes are predicted relative to the whole input tensor.
-      const auto scale = torch::tensor({w, h, w, h}, opts);
-      s.labels = t.labels.to(opts.device());
-      s.boxes = ops::box_xyxy_to_cxcywh(t.boxes.tensor().to(opts) / scale);
-    } else {
-      s.labels = torch::zeros({0}, opts.dtype(torch::kInt64));
-      s.boxes = torch::zeros({0, 4}, opts);
-    }
-    out.push_back(std::move(s));
-  }
-  return out;
-}
-
 LossDict RTDetrImpl::compute_loss(const RTDetrOutputs& outputs,
                                   const std::vector<ops::SetTarget>& targets,
                                   const DenoisingGroup* denoising, double num_boxes) const {
@@ -192,20 +167,15 @@ LossDict RTDetrImpl::compute_loss(const RTDetrOutputs& outputs,
   // A non-finite prediction cannot be matched: every term becomes NaN, so that the trainer's
   // non-finite guard skips the step on every rank (as for any diverged loss).
   ++nonfinite_matches_;
-  LossDict nan(loss_keys_);
-  const auto value = graph_zero(outputs.decoder.logits) + std::numeric_limits<float>::quiet_NaN();
-  for (const auto& key : loss_keys_) nan.set(key, value);
-  return nan;
+  return nonfinite_losses(loss_keys_, outputs.decoder.logits);
 }
 
 LossDict RTDetrImpl::forward_train(const Batch& batch) {
   batch.check();
-  const auto keep = losses::check_targets(batch.targets, options_.num_classes(),
-                                          options_.invalid_target_policy());
-  skipped_images_ += std::count(keep.begin(), keep.end(), false);
-  const auto targets = set_targets(batch, keep);
-  int64_t boxes = 0;
-  for (const auto& t : targets) boxes += t.labels.size(0);
+  const auto ground_truth =
+      detr_targets(batch, options_.num_classes(), options_.invalid_target_policy());
+  skipped_images_ += ground_truth.skipped;
+  const auto& targets = ground_truth.sets;
   std::optional<DenoisingGroup> denoising;
   if (options_.denoising().num_denoising() > 0) {
     std::vector<torch::Tensor> labels, gt;
@@ -223,7 +193,8 @@ LossDict RTDetrImpl::forward_train(const Batch& batch) {
                              draw_denoising_noise(batch.size(), n, c, batch.images.options()));
   }
   const auto outputs = forward_outputs(batch.images, denoising ? &*denoising : nullptr);
-  return compute_loss(outputs, targets, denoising ? &*denoising : nullptr, normalize_count(boxes));
+  return compute_loss(outputs, targets, denoising ? &*denoising : nullptr,
+                      normalize_count(ground_truth.boxes));
 }
 
 std::vector<Detections> RTDetrImpl::postprocess(const torch::Tensor& logits,

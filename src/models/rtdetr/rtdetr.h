@@ -76,9 +76,6 @@ class RTDetrImpl : public DetectorBase<RTDetrImpl, RTDetrOptions> {
   /// images [B, 3, H, W] -> decoder and encoder outputs; `denoising` prepends its queries.
   RTDetrOutputs forward_outputs(const torch::Tensor& images,
                                 const DenoisingGroup* denoising = nullptr);
-  /// The ground truth of `batch` as the matcher sees it (labels, boxes cxcywh in [0, 1] of the
-  /// padded size); images not kept have no boxes.
-  std::vector<ops::SetTarget> set_targets(const Batch& batch, const std::vector<bool>& keep) const;
   /// The losses of `outputs` against `targets`; `denoising` as passed to forward_outputs().
   /// `num_boxes` is the normaliser (forward_train: the box count through the count normaliser,
   /// so the global batch's under several ranks).

@@ -330,7 +330,8 @@ TEST_F(RTDetrParity, LossTermsMatchTransformers) {
     auto m = model();
     m->train();
     const auto b = batch(name);
-    const auto targets = m->set_targets(b, {true, true});
+    const auto targets =
+        detr_targets(b, m->num_classes(), losses::InvalidTargetPolicy::kError).sets;
     std::vector<torch::Tensor> labels, boxes;
     int64_t count = 0;
     for (const auto& t : targets) {

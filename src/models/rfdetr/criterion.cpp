@@ -1,0 +1,118 @@
+#include "models/rfdetr/criterion.h"
+
+#include "ops/box_ops.h"
+
+namespace detforge::models {
+
+namespace {
+
+// One set's matches, group by group: the queries of group g are [g * n, (g + 1) * n).
+std::optional<std::vector<ops::SetMatch>> match_groups(const torch::Tensor& logits,
+                                                       const torch::Tensor& boxes,
+                                                       const std::vector<ops::SetTarget>& targets,
+                                                       int64_t groups,
+                                                       const ops::SetMatcherOptions& matcher) {
+  const int64_t n = logits.size(1) / groups;
+  std::vector<std::vector<torch::Tensor>> queries(targets.size()), picked(targets.size());
+  for (int64_t g = 0; g < groups; ++g) {
+    const auto m =
+        ops::match_sets(logits.narrow(1, g * n, n), boxes.narrow(1, g * n, n), targets, matcher);
+    if (!m) return std::nullopt;
+    for (size_t i = 0; i < targets.size(); ++i) {
+      queries[i].push_back((*m)[i].queries + g * n);
+      picked[i].push_back((*m)[i].targets);
+    }
+  }
+  std::vector<ops::SetMatch> out;
+  for (size_t i = 0; i < targets.size(); ++i)
+    out.push_back({torch::cat(queries[i]), torch::cat(picked[i])});
+  return out;
+}
+
+struct SetTerms {
+  torch::Tensor ce, bbox, giou;
+};
+
+// The IoU-aware BCE, L1 and GIoU terms of one set (unweighted, each divided by `normaliser`).
+SetTerms set_terms(const torch::Tensor& logits, const torch::Tensor& boxes,
+                   const std::vector<ops::SetTarget>& targets,
+                   const std::vector<ops::SetMatch>& matches, double normaliser, double alpha) {
+  const auto device = logits.device();
+  std::vector<torch::Tensor> batch_idx, query_idx, labels, gt;
+  for (size_t i = 0; i < matches.size(); ++i) {
+    const auto& m = matches[i];
+    batch_idx.push_back(torch::full({m.queries.size(0)}, static_cast<int64_t>(i), torch::kInt64));
+    query_idx.push_back(m.queries);
+    labels.push_back(targets[i].labels.to(device).index_select(0, m.targets.to(device)));
+    gt.push_back(
+        targets[i].boxes.to(device, boxes.scalar_type()).index_select(0, m.targets.to(device)));
+  }
+  const auto bi = torch::cat(batch_idx).to(device), qi = torch::cat(query_idx).to(device);
+  const auto ci = torch::cat(labels), tgt_boxes = torch::cat(gt).view({-1, 4});
+  const auto src_boxes = boxes.index({bi, qi});
+  const auto tgt_xyxy = ops::box_cxcywh_to_xyxy(tgt_boxes);
+  const auto iou =
+      ops::paired_iou_giou(ops::box_cxcywh_to_xyxy(src_boxes.detach()), tgt_xyxy).first;
+  const auto giou = ops::paired_iou_giou(ops::box_cxcywh_to_xyxy(src_boxes), tgt_xyxy).second;
+
+  // A matched class's target is t = p^alpha * IoU^(1 - alpha) (at least 0.01, no gradient);
+  // every other entry is a negative weighted by p^2, whose gradient flows as in the reference.
+  const auto prob = torch::sigmoid(logits);
+  const auto t = (prob.index({bi, qi, ci}).pow(alpha) * iou.to(prob.dtype()).pow(1 - alpha))
+                     .clamp_min(0.01)
+                     .detach();
+  auto pos = torch::zeros_like(logits);
+  pos.index_put_({bi, qi, ci}, t);
+  auto neg = prob.pow(2);
+  neg = neg.index_put({bi, qi, ci}, 1 - t);
+  const auto ce = neg * logits - torch::log_sigmoid(logits) * (pos + neg);
+  return {ce.sum() / normaliser, (src_boxes - tgt_boxes).abs().sum() / normaliser,
+          (1 - giou).sum() / normaliser};
+}
+
+}  // namespace
+
+std::vector<std::string> rfdetr_loss_keys(int64_t layers) {
+  std::vector<std::string> suffixes = {""};
+  for (int64_t i = 0; i + 1 < layers; ++i) suffixes.push_back(std::to_string(i));
+  suffixes.push_back("enc");
+  std::vector<std::string> keys;
+  for (const auto& s : suffixes) {
+    for (const std::string k : {"loss_ce", "loss_bbox", "loss_giou"})
+      keys.push_back(s.empty() ? k : k + '_' + s);
+  }
+  return keys;
+}
+
+std::optional<LossDict> rfdetr_criterion(const RfdetrSets& sets,
+                                         const std::vector<ops::SetTarget>& targets,
+                                         double num_boxes, const RfdetrCriterionOptions& o,
+                                         const std::vector<std::string>& keys) {
+  const auto matcher = ops::SetMatcherOptions()
+                           .class_cost(o.class_cost())
+                           .bbox_cost(o.bbox_cost())
+                           .giou_cost(o.giou_cost())
+                           .alpha(o.alpha())
+                           .gamma(2.0);
+  LossDict out(keys);
+  const auto scored = [&](const std::string& suffix, const torch::Tensor& logits,
+                          const torch::Tensor& boxes) {
+    const auto matches = match_groups(logits, boxes, targets, sets.groups, matcher);
+    if (!matches) return false;
+    const auto t = set_terms(logits, boxes, targets, *matches, num_boxes, o.alpha());
+    out.set("loss_ce" + suffix, t.ce * o.ce_weight());
+    out.set("loss_bbox" + suffix, t.bbox * o.bbox_weight());
+    out.set("loss_giou" + suffix, t.giou * o.giou_weight());
+    return true;
+  };
+  const int64_t layers = sets.logits.size(0);
+  for (int64_t l = 0; l < layers; ++l) {
+    std::string suffix;
+    if (l + 1 < layers) suffix.append("_").append(std::to_string(l));
+    if (!scored(suffix, sets.logits[l], sets.boxes[l])) return std::nullopt;
+  }
+  if (!scored("_enc", sets.enc_logits, sets.enc_boxes)) return std::nullopt;
+  return out;
+}
+
+}  // namespace detforge::models

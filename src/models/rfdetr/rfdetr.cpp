@@ -1,0 +1,137 @@
+#include "models/rfdetr/rfdetr.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+
+#include "models/detr/criterion.h"
+#include "ops/box_ops.h"
+
+namespace detforge::models {
+
+const std::vector<std::string>& rfdetr_sizes() {
+  static const std::vector<std::string> sizes = {"nano", "small"};
+  return sizes;
+}
+
+RfdetrOptions rfdetr_preset(const std::string& size, int64_t num_classes) {
+  RfdetrOptions o(num_classes);
+  // rfdetr's RFDETRNanoConfig / RFDETRSmallConfig: the position grid is resolution / 16.
+  const bool small = size == "small";
+  TORCH_CHECK(small || size == "nano", "RF-DETR: unknown size '", size, "'");
+  o.backbone().position_grid = small ? 32 : 24;
+  o.decoder().layers = small ? 3 : 2;
+  return o;
+}
+
+RfdetrImpl::RfdetrImpl(RfdetrOptions options)
+    : DetectorBase(options, rfdetr_loss_keys(options.decoder().layers)) {
+  const auto& o = options_;
+  TORCH_CHECK(o.num_classes() >= 1, "RF-DETR: num_classes must be >= 1, got ", o.num_classes());
+  TORCH_CHECK(o.decoder().layers >= 1 && o.decoder().num_queries >= 1 && o.decoder().groups >= 1,
+              "RF-DETR: decoder layers, num_queries and groups must be >= 1");
+  TORCH_CHECK(o.backbone().out_channels == o.decoder().d_model, "RF-DETR: the projector's width ",
+              o.backbone().out_channels, " must equal the decoder's ", o.decoder().d_model);
+  const int64_t d = o.decoder().d_model, outputs = o.num_classes() + 1;
+  const int64_t rows = o.decoder().num_queries * o.decoder().groups;
+  backbone_ = register_module("backbone", std::make_shared<torch::nn::Module>())
+                  ->register_module("0", RfdetrBackbone(o.backbone()));
+  transformer_ = register_module("transformer", LwDetrTransformer(o.decoder(), outputs));
+  class_embed_ = register_module("class_embed", torch::nn::Linear(d, outputs));
+  bbox_embed_ = register_module("bbox_embed", DetrMlp(d, d, 4, 3));
+  refpoint_embed_ = register_module("refpoint_embed", torch::nn::Embedding(rows, 4));
+  query_feat_ = register_module("query_feat", torch::nn::Embedding(rows, d));
+  // rfdetr's keypoint mask, empty for detection: kept so that its state dicts load whole.
+  register_buffer("_kp_active_mask", torch::zeros({0, 0}, torch::kBool));
+  // rfdetr's initialisation: class bias at prior 0.01, a zero last box layer (each query starts
+  // at its reference box) and zero learned reference offsets.
+  torch::NoGradGuard no_grad;
+  class_embed_->bias.fill_(-std::log((1 - 0.01) / 0.01));
+  bbox_embed_->last()->weight.zero_();
+  bbox_embed_->last()->bias.zero_();
+  refpoint_embed_->weight.zero_();
+}
+
+RfdetrOutputs RfdetrImpl::forward_outputs(const torch::Tensor& images) {
+  TORCH_CHECK(images.dim() == 4 && images.size(1) == 3,
+              "RF-DETR: images must be [B, 3, H, W], got ", images.sizes());
+  const int64_t groups = is_training() ? options_.decoder().groups : 1;
+  const int64_t rows = groups * options_.decoder().num_queries;
+  const auto map = backbone_(images);
+  const auto t = transformer_(map.flatten(2).transpose(1, 2), map.size(2), map.size(3),
+                              query_feat_->weight.narrow(0, 0, rows),
+                              refpoint_embed_->weight.narrow(0, 0, rows), groups);
+  // The box head refines the one set of reference boxes at every layer.
+  return {class_embed_(t.states), reparam_boxes(bbox_embed_(t.states), t.reference.unsqueeze(0)),
+          t.enc_logits, t.enc_boxes};
+}
+
+LossDict RfdetrImpl::compute_loss(const RfdetrOutputs& outputs,
+                                  const std::vector<ops::SetTarget>& targets,
+                                  double num_boxes) const {
+  const int64_t groups = outputs.logits.size(2) / options_.decoder().num_queries;
+  auto out = rfdetr_criterion(
+      {outputs.logits, outputs.boxes, outputs.enc_logits, outputs.enc_boxes, groups}, targets,
+      num_boxes, options_.criterion(), loss_keys_);
+  if (out) return *out;
+  // A non-finite prediction cannot be matched: every term becomes NaN, so that the trainer's
+  // non-finite guard skips the step on every rank.
+  ++nonfinite_matches_;
+  return nonfinite_losses(loss_keys_, outputs.logits);
+}
+
+LossDict RfdetrImpl::forward_train(const Batch& batch) {
+  batch.check();
+  const auto targets =
+      detr_targets(batch, options_.num_classes(), options_.invalid_target_policy());
+  skipped_images_ += targets.skipped;
+  const auto outputs = forward_outputs(batch.images);
+  const int64_t groups = outputs.logits.size(2) / options_.decoder().num_queries;
+  // Every group is matched to every box: the normaliser counts each box once per group.
+  return compute_loss(
+      outputs, targets.sets,
+      normalize_total(static_cast<double>(targets.boxes) * static_cast<double>(groups)));
+}
+
+std::vector<Detections> RfdetrImpl::postprocess(const torch::Tensor& logits,
+                                                const torch::Tensor& boxes,
+                                                const Batch& batch) const {
+  const int64_t q = logits.size(1), c = logits.size(2);
+  // The top Q over all (query, class) pairs, ties to the lower index (rfdetr's stable argsort).
+  const auto scores_all = torch::sigmoid(logits).flatten(1);
+  const auto [sorted, order] = scores_all.sort(/*stable=*/true, /*dim=*/1, /*descending=*/true);
+  const auto scores = sorted.narrow(1, 0, q);
+  const auto index = order.narrow(1, 0, q);
+  const auto labels = index.remainder(c);
+  const auto query = torch::div(index, c, "floor");
+  const auto h = static_cast<double>(batch.images.size(2));
+  const auto w = static_cast<double>(batch.images.size(3));
+  const auto xyxy = ops::box_cxcywh_to_xyxy(
+      torch::cat({boxes.narrow(-1, 0, 2), boxes.narrow(-1, 2, 2).clamp_min(0)}, -1));
+  std::vector<Detections> out;
+  for (int64_t i = 0; i < logits.size(0); ++i) {
+    // The extra class column is never a target; a detection of it is no detection.
+    const auto keep = torch::where((scores[i] > options_.score_threshold()) &
+                                   (labels[i] < options_.num_classes()))[0];
+    const auto& size = batch.image_sizes[i];
+    const auto& orig = batch.original_sizes[i];
+    const double rw = w * orig.width / size.width, rh = h * orig.height / size.height;
+    const auto picked = xyxy[i].index_select(0, query[i].index_select(0, keep)) *
+                        torch::tensor({rw, rh, rw, rh}, boxes.options());
+    out.emplace_back(batch.targets[i].image_id,
+                     Boxes(ops::clip_boxes(picked, orig.height, orig.width)),
+                     scores[i].index_select(0, keep), labels[i].index_select(0, keep));
+  }
+  return out;
+}
+
+std::vector<Detections> RfdetrImpl::predict(const Batch& batch) {
+  batch.check();
+  torch::NoGradGuard no_grad;
+  const auto outputs = forward_outputs(batch.images);
+  const int64_t last = options_.decoder().layers - 1;
+  return postprocess(outputs.logits[last], outputs.boxes[last], batch);
+}
+
+}  // namespace detforge::models

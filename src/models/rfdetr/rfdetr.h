@@ -1,0 +1,74 @@
+// RF-DETR (Robinson et al. 2025, rfdetr 1.11) as its package builds RFDETRNano / RFDETRSmall: a
+// windowed DINOv2 ViT-S with a C2f projector (backbone.h), an LW-DETR decoder with two-stage
+// query selection and group DETR (transformer.h), one class head with C + 1 outputs and one box
+// head shared by every layer, the IoU-aware BCE, L1 and GIoU losses (criterion.h), no NMS.
+// Parameter and buffer names equal the reference's state dict (backbone.0.encoder...,
+// transformer.decoder.layers.0..., class_embed, refpoint_embed, query_feat).
+//
+// Boxes inside the model are cxcywh normalised by the input tensor's size (H, W of
+// batch.images), as rfdetr's for unpadded inputs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "models/detector.h"
+#include "models/rfdetr/options.h"
+#include "ops/set_matcher.h"
+
+namespace detforge::models {
+
+/// Everything a forward produces before the losses.
+struct RfdetrOutputs {
+  /// Per decoder layer: [L, B, T, C + 1] logits and [L, B, T, 4] boxes; T = groups * Q.
+  torch::Tensor logits, boxes;
+  /// The two-stage proposals: [B, T', C + 1] logits and [B, T', 4] boxes.
+  torch::Tensor enc_logits, enc_boxes;
+};
+
+class RfdetrImpl : public DetectorBase<RfdetrImpl, RfdetrOptions> {
+ public:
+  explicit RfdetrImpl(RfdetrOptions options);
+
+  /// Keys: rfdetr_loss_keys(layers); each term already carries its weight.
+  LossDict forward_train(const Batch& batch) override;
+  std::vector<Detections> predict(const Batch& batch) override;
+  static constexpr int64_t kSizeDivisibility = 32;
+
+  /// images [B, 3, H, W] -> every layer's outputs; in training mode with all the query groups,
+  /// in eval mode with the first.
+  RfdetrOutputs forward_outputs(const torch::Tensor& images);
+  /// The losses of `outputs` (forward_outputs in training mode) against `targets`; `num_boxes` is
+  /// the normaliser (the global batch's boxes times the groups).
+  LossDict compute_loss(const RfdetrOutputs& outputs, const std::vector<ops::SetTarget>& targets,
+                        double num_boxes) const;
+  /// Detections of the last layer: the top Q of the Q x (C + 1) scores (rfdetr's PostProcess),
+  /// less those of the extra class and those at or below score_threshold; boxes in original
+  /// pixels, inside the image.
+  std::vector<Detections> postprocess(const torch::Tensor& logits, const torch::Tensor& boxes,
+                                      const Batch& batch) const;
+
+  std::vector<std::pair<std::string, int64_t>> counters() const override {
+    return {{"skipped_images", skipped_images_}, {"nonfinite_matches", nonfinite_matches_}};
+  }
+  /// The class head and every group's two-stage class head; each has one extra row.
+  std::vector<ClassLayer> class_layers() const override {
+    return {{R"(class_embed\.(weight|bias))", 1, 1},
+            {R"(transformer\.enc_out_class_embed\.\d+\.(weight|bias))", 1, 1}};
+  }
+
+ private:
+  mutable int64_t nonfinite_matches_ = 0;
+  RfdetrBackbone backbone_{nullptr};
+  LwDetrTransformer transformer_{nullptr};
+  torch::nn::Linear class_embed_{nullptr};
+  DetrMlp bbox_embed_{nullptr};
+  torch::nn::Embedding refpoint_embed_{nullptr}, query_feat_{nullptr};
+};
+TORCH_MODULE(Rfdetr);
+
+}  // namespace detforge::models
