@@ -23,8 +23,9 @@ struct WeightFile {
   /// Name -> tensor as the source's state_dict() names them, contiguous on the CPU, in the
   /// dtype stored (an Ultralytics checkpoint holds float16).
   NamedTensors tensors;
-  /// The class names the source stored (Ultralytics' model.names; for a safetensors file, the
-  /// id2label of a Hugging Face config.json beside it), index = class; empty when it stored none.
+  /// The class names the source stored (Ultralytics' model.names; rfdetr's args.class_names; for
+  /// a safetensors file, the id2label of a Hugging Face config.json beside it), index = class;
+  /// empty when it stored none.
   std::vector<std::string> class_names;
   /// Where the weights were found: "state dict", "safetensors", or the path inside a
   /// checkpoint, e.g. "['ema'] (ultralytics.nn.tasks.DetectionModel)", "['ema']['module']".

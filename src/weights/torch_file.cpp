@@ -85,10 +85,11 @@ void module_tensors(const Obj& module, const std::string& prefix, NamedTensors& 
   }
 }
 
-// Class names a model object carries (Ultralytics' `names`: {0: "person", ...} or a list).
-std::vector<std::string> class_names(const Obj& module) {
+// Class names an object carries under `key` (Ultralytics' model `names`: {0: "person", ...} or a
+// list; rfdetr's checkpoint `args.class_names`, a dict or an argparse.Namespace).
+std::vector<std::string> class_names(const Obj& owner, const std::string& key = "names") {
   std::vector<std::string> out;
-  const Obj names = lookup(module, "names");
+  const Obj names = lookup(owner, key);
   if (!names) return out;
   if (names->kind == PyObj::kList || names->kind == PyObj::kTuple) {
     for (const auto& x : names->items) out.push_back(x->kind == PyObj::kStr ? x->s : "");
@@ -161,6 +162,10 @@ WeightFile read_weight_file(const std::string& path) {
     auto [data, size] = zip.getRecord("data.pkl");
     const Pickle pickle = unpickle(path, zip, static_cast<const char*>(data.get()), size);
     found = find_weights(pickle.root, where, out, path);
+    // rfdetr's checkpoints name their classes in their training arguments.
+    const Obj args = pickle.root->kind == PyObj::kDict ? lookup(pickle.root, "args") : nullptr;
+    if (found && out.class_names.empty() && args)
+      out.class_names = class_names(args, "class_names");
   } catch (const c10::Error& e) {
     throw IoError(detforge::str(path, ": cannot read weights: ", e.what_without_backtrace()));
   }

@@ -8,11 +8,15 @@ AdamW steps of its own training forward and SetCriterion on BCCD training photos
 and writes under OUT_DIR:
   rfdetr_bccd.pth  the checkpoint as rfdetr's trainer saves it ({"model": state dict, "args":
                    {num_classes, class_names, ...}}), which RFDETRNano(pretrain_weights=) reads;
+  rfdetr_5classes.pth  an untrained RFDETRNano of 5 classes (WBC, cat, RBC, dog, Platelets) saved
+                   as rfdetr's released checkpoints are, its args an argparse.Namespace, after
+                   RFDETRNano(pretrain_weights=) read it back;
   reference.json   RFDETRNano(pretrain_weights=rfdetr_bccd.pth).predict(threshold=0) on
                    predict_reference_common.TEST_IMAGES: {"images": [file, ...], "detections":
                    {file: [[x1, y1, x2, y2, score, label], ...]}} in original-image pixels, best
                    first, without the extra class (label 3) detforge never reports.
 """
+import argparse
 import os
 import sys
 import tempfile
@@ -77,6 +81,18 @@ def main():
         detections[name] = detection_rows(det.xyxy[keep].tolist(), det.confidence[keep].tolist(),
                                           det.class_id[keep].tolist())
     write_reference(os.path.join(out, "reference.json"), detections)
+
+    other = RFDETRNano(pretrain_weights=None, device="cpu", num_classes=5).model.model
+    with torch.no_grad():
+        for name, p in other.named_parameters():
+            if "class_embed" in name:
+                p.normal_(0.0, 0.1)
+    names = ["WBC", "cat", "RBC", "dog", "Platelets"]
+    five = os.path.join(out, "rfdetr_5classes.pth")
+    torch.save({"model": other.state_dict(),
+                "args": argparse.Namespace(num_classes=5, num_queries=300, group_detr=13,
+                                           class_names=names)}, five)
+    RFDETRNano(pretrain_weights=five, device="cpu", num_classes=5)
 
 
 if __name__ == "__main__":

@@ -2,16 +2,20 @@
 // made (tests/models/rfdetr/*_reference.py, run live once per build).
 #include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "core/errors.h"
 #include "models/module_state.h"
+#include "models/pretrained.h"
 #include "models/rfdetr/backbone.h"
 #include "models/rfdetr/rfdetr.h"
 #include "ops/py_reference.h"
 #include "test_util.h"
+#include "weights/state_dict.h"
 
 namespace detforge::models {
 namespace {
@@ -109,6 +113,132 @@ void expect_losses(const LossDict& losses, const std::string& c) {
   }
 }
 
+// A small RF-DETR for the guard tests: a 2-layer ViT 32 wide, 10 queries in 3 groups.
+RfdetrOptions tiny_options() {
+  RfdetrOptions o(3);
+  auto& b = o.backbone();
+  b.hidden = 32;
+  b.layers = 2;
+  b.heads = 2;
+  b.mlp = 64;
+  b.position_grid = 4;
+  b.out_stages = {1, 2};
+  b.out_channels = 32;
+  b.c2f_blocks = 1;
+  auto& d = o.decoder();
+  d.d_model = 32;
+  d.self_heads = 2;
+  d.cross_heads = 4;
+  d.ffn_dim = 64;
+  d.num_queries = 10;
+  d.groups = 3;
+  return o;
+}
+
+// One 64x64 random image per entry of `boxes` (xyxy and label per box).
+Batch tiny_batch(const std::vector<std::vector<std::vector<float>>>& boxes) {
+  Batch b;
+  const auto n = static_cast<int64_t>(boxes.size());
+  b.images = torch::randn({n, 3, 64, 64});
+  for (int64_t i = 0; i < n; ++i) {
+    b.image_sizes.push_back({64, 64});
+    b.original_sizes.push_back({64, 64});
+    std::vector<float> xyxy;
+    std::vector<int64_t> labels;
+    for (const auto& box : boxes[i]) {
+      xyxy.insert(xyxy.end(), box.begin(), box.begin() + 4);
+      labels.push_back(static_cast<int64_t>(box[4]));
+    }
+    const auto k = static_cast<int64_t>(labels.size());
+    b.targets.emplace_back(40 + i, Boxes(torch::tensor(xyxy).view({k, 4})), torch::tensor(labels),
+                           torch::Tensor(), str("cells_", 40 + i, ".jpg"));
+  }
+  return b;
+}
+
+// The loss keys never depend on the batch: boxes on one image, on both, or none anywhere (every
+// term graph-connected, finite, and every parameter the step uses gets a finite gradient).
+TEST(Rfdetr, EveryBatchGivesTheSameKeysFiniteValuesAndEveryGradient) {
+  torch::manual_seed(0);
+  Rfdetr m(tiny_options());
+  m->train();
+  const std::vector<std::vector<std::vector<std::vector<float>>>> cases = {
+      {{{4, 4, 30, 40, 0}, {20, 10, 60, 50, 2}}, {}},
+      {{{8, 8, 24, 30, 1}}, {{30, 30, 60, 62, 1}}},
+      {{}, {}},
+  };
+  for (size_t c = 0; c < cases.size(); ++c) {
+    m->zero_grad();
+    const auto losses = m->forward_train(tiny_batch(cases[c]));
+    EXPECT_EQ(losses.keys(), m->loss_keys()) << "case " << c;
+    EXPECT_TRUE(losses.nonfinite_keys().empty()) << "case " << c;
+    losses.total().backward();
+    for (const auto& item : m->named_parameters()) {
+      // DINOv2's mask token is for masked pre-training only.
+      if (item.key().find("mask_token") != std::string::npos) continue;
+      ASSERT_TRUE(item.value().grad().defined()) << "case " << c << ": " << item.key();
+      EXPECT_TRUE(item.value().grad().isfinite().all().item<bool>())
+          << "case " << c << ": " << item.key();
+    }
+  }
+}
+
+// A label equal to C and a NaN box are refused before any loss indexes with them, naming the
+// image; the skip policy trains the image with no boxes and counts it. A diverged prediction
+// (NaN pixels) cannot be matched: every term is NaN for the trainer's guard, and it is counted.
+TEST(Rfdetr, BadTargetsAreRefusedAndUnmatchablePredictionsAreTheGuards) {
+  torch::manual_seed(0);
+  Rfdetr m(tiny_options());
+  m->train();
+  EXPECT_THROW_WITH(m->forward_train(tiny_batch({{{4, 4, 30, 40, 3}}})), DataError, "cells_40.jpg");
+  EXPECT_THROW_WITH(m->forward_train(tiny_batch({{{4, NAN, 30, 40, 0}}})), DataError,
+                    "image_id=40");
+  Rfdetr skipping(tiny_options().invalid_target_policy(losses::InvalidTargetPolicy::kSkipImage));
+  skipping->train();
+  const auto skipped = skipping->forward_train(tiny_batch({{{4, 4, 30, 40, 3}}}));
+  EXPECT_TRUE(skipped.nonfinite_keys().empty());
+  EXPECT_EQ(skipping->skipped_images(), 1);
+  EXPECT_EQ(skipped.at("loss_bbox").item<double>(), 0.0);
+
+  auto diverged = tiny_batch({{{4, 4, 30, 40, 1}}});
+  diverged.images.fill_(NAN);
+  LossDict losses(m->loss_keys());
+  EXPECT_NO_THROW(losses = m->forward_train(diverged));
+  EXPECT_EQ(losses.nonfinite_keys(), m->loss_keys());
+  const auto counters = m->counters();
+  EXPECT_EQ(std::count(counters.begin(), counters.end(),
+                       std::pair<std::string, int64_t>{"nonfinite_matches", 1}),
+            1);
+}
+
+// Detections: the top Q (query, class) scores, never the extra class, in original pixels inside
+// the image.
+TEST(Rfdetr, DetectionsStayInTheImageAndNeverNameTheExtraClass) {
+  torch::manual_seed(0);
+  Rfdetr m(tiny_options());
+  m->eval();
+  auto b = tiny_batch({{}, {}});
+  b.original_sizes = {{128, 96}, {40, 200}};
+  auto bias = m->named_parameters()["class_embed.bias"];
+  const auto predict_with = [&](const std::vector<float>& values) {
+    torch::NoGradGuard no_grad;
+    bias.copy_(torch::tensor(values));
+    return m->predict(b);
+  };
+  // The extra class scores highest for every query: its 10 are the top 10, and none is reported.
+  for (const auto& d : predict_with({-2.0f, -1.0f, -3.0f, 5.0f})) EXPECT_EQ(d.size(), 0);
+  const auto dets = predict_with({-2.0f, 1.0f, -3.0f, -9.0f});
+  ASSERT_EQ(dets.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const auto& d = dets[i];
+    EXPECT_EQ(d.size(), 10);
+    const auto box = d.boxes.tensor();
+    EXPECT_GE(box.min().item<float>(), 0.0f);
+    EXPECT_LE(box.select(1, 2).max().item<float>(), b.original_sizes[i].width);
+    EXPECT_LE(box.select(1, 3).max().item<float>(), b.original_sizes[i].height);
+  }
+}
+
 // In eval mode (one query group, 300 queries): the two-stage proposals, both decoder layers'
 // logits and the boxes the shared heads give equal rfdetr's, on its state dict loaded whole.
 TEST(Rfdetr, EvalOutputsEqualRfdetrs) {
@@ -159,6 +289,44 @@ TEST(Rfdetr, TrainingOutputsLossesAndGradientsEqualRfdetrs) {
   empty[0].labels = torch::zeros({0}, torch::kInt64);
   empty[0].boxes = torch::zeros({0, 4});
   expect_losses(model->compute_loss(small, empty, 1.0), "small");
+}
+
+// rfdetr's checkpoint of 5 classes (its args an argparse.Namespace, as its released files) as the
+// `model.weights` of a 3-class model: everything but the class heads loads; by name, the rows of
+// the classes both have (WBC, RBC, Platelets) are kept in the dataset's order, and the load report
+// says which row each class came from.
+TEST(RfdetrWeights, ReferenceCheckpointWithOtherClassesFineTunesByName) {
+  const auto dir = detforge::testing::cached_reference(
+      "predict_rfdetr", "tools/predict_reference_rfdetr.py", /*is_dir=*/true);
+  const auto path = dir + "/rfdetr_5classes.pth";
+  const auto file = weights::read_weight_file(path);
+  EXPECT_EQ(file.class_names, (std::vector<std::string>{"WBC", "cat", "RBC", "dog", "Platelets"}));
+  Rfdetr plain(rfdetr_preset("nano", 3));
+  const auto report = load_pretrained_weights(*plain, path);
+  std::set<std::string> reinitialised;
+  for (const auto& m : report.load.mismatched) reinitialised.insert(m.name);
+  std::set<std::string> heads = {"class_embed.weight", "class_embed.bias"};
+  for (int g = 0; g < 13; ++g) {
+    for (const char* p : {"weight", "bias"})
+      heads.insert("transformer.enc_out_class_embed." + std::to_string(g) + "." + p);
+  }
+  EXPECT_EQ(reinitialised, heads);
+  EXPECT_TRUE(report.load.missing.empty()) << report.table(path);
+
+  Rfdetr mapped(rfdetr_preset("nano", 3));
+  PretrainedOptions by_name;
+  by_name.class_map_by_name = true;
+  by_name.class_names = {"Platelets", "RBC", "WBC"};
+  const auto r = load_pretrained_weights(*mapped, path, by_name);
+  EXPECT_EQ(r.class_map, (std::vector<std::pair<std::string, int64_t>>{
+                             {"Platelets", 4}, {"RBC", 2}, {"WBC", 0}}));
+  std::map<std::string, torch::Tensor> values;
+  for (const auto& [name, t] : file.tensors) values.emplace(name, t);
+  const auto rows = mapped->named_parameters()["class_embed.weight"];
+  const auto& file_rows = values.at("class_embed.weight");
+  EXPECT_TRUE(torch::equal(rows[0], file_rows[4]));
+  EXPECT_TRUE(torch::equal(rows[1], file_rows[2]));
+  EXPECT_TRUE(torch::equal(rows[2], file_rows[0]));
 }
 
 }  // namespace
