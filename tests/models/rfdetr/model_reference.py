@@ -6,12 +6,14 @@ reference offset and head so that each one matters, then saves {"state.<key>": i
 "x.<case>": inputs, "<case>.<output>": outputs}:
   eval:  one 384x384 image in eval mode: pred_logits, pred_boxes, aux0_logits, aux0_boxes,
          enc_logits, enc_boxes (300 queries);
-  train: two 320x448 images in training mode (13 query groups, 3900 queries): the same
+  train: two 320x448 images in training mode (13 query groups, 3900 queries), in float64 (in
+         float32, scores a few ulps apart among a group's 560 proposals trade places in its
+         top-300 with the thread count and the order of operations): the same
          outputs, targets <i>.labels / <i>.boxes, the weighted loss terms "loss.<key>" of rfdetr's
          SetCriterion (IoU-aware BCE, L1, GIoU; _0 and _enc), and the gradients "grad.<key>" of
          their sum for a few parameters;
   small: one 224x224 image in training mode (196 locations, fewer than the 300 queries) and no
-         boxes: outputs and loss terms.
+         boxes, in float64: outputs and loss terms.
 """
 import os
 import sys
@@ -74,15 +76,17 @@ def main():
     with torch.no_grad():
         outputs("eval", net(x), result)
 
-    net.train()
+    net.train().double()
     criterion.train()
-    x = torch.randn(2, 3, 320, 448)
+    x = torch.randn(2, 3, 320, 448, dtype=torch.float64)
     result["x.train"] = x
     targets = [{"labels": torch.tensor([0, 2, 1, 2]),
                 "boxes": torch.tensor([[0.3, 0.4, 0.2, 0.3], [0.6, 0.5, 0.1, 0.1],
-                                       [0.5, 0.5, 0.8, 0.9], [0.2, 0.8, 0.05, 0.1]])},
+                                       [0.5, 0.5, 0.8, 0.9], [0.2, 0.8, 0.05, 0.1]],
+                                      dtype=torch.float64)},
                {"labels": torch.tensor([1, 1]),
-                "boxes": torch.tensor([[0.7, 0.3, 0.3, 0.2], [0.25, 0.6, 0.15, 0.4]])}]
+                "boxes": torch.tensor([[0.7, 0.3, 0.3, 0.2], [0.25, 0.6, 0.15, 0.4]],
+                                      dtype=torch.float64)}]
     for i, t in enumerate(targets):
         result[f"train.{i}.labels"] = t["labels"]
         result[f"train.{i}.boxes"] = t["boxes"]
@@ -95,9 +99,10 @@ def main():
     for name in GRADS:
         result[f"train.grad.{name}"] = params[name].grad.clone()
 
-    x = torch.randn(1, 3, 224, 224)
+    x = torch.randn(1, 3, 224, 224, dtype=torch.float64)
     result["x.small"] = x
-    empty = [{"labels": torch.zeros(0, dtype=torch.int64), "boxes": torch.zeros(0, 4)}]
+    empty = [{"labels": torch.zeros(0, dtype=torch.int64),
+              "boxes": torch.zeros(0, 4, dtype=torch.float64)}]
     with torch.no_grad():
         out = net(x)
         outputs("small", out, result)
