@@ -90,6 +90,14 @@ bool is_image_file(const std::string& path) {
          ext == ".tif" || ext == ".tiff";
 }
 
+bool has_image_signature(const unsigned char* data, size_t n) {
+  const auto starts = [&](const char* magic, size_t len, size_t at = 0) {
+    return n >= at + len && std::memcmp(data + at, magic, len) == 0;
+  };
+  return starts("\xFF\xD8\xFF", 3) || starts("\x89PNG", 4) || starts("BM", 2) ||
+         (starts("RIFF", 4) && starts("WEBP", 4, 8)) || starts("II*\0", 4) || starts("MM\0*", 4);
+}
+
 std::optional<ImageSize> read_image_size(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return std::nullopt;
@@ -111,6 +119,7 @@ std::optional<ImageSize> read_image_size(const std::string& path) {
     if (w > 0 && h != 0) return ImageSize{w, h < 0 ? -int64_t(h) : int64_t(h)};
     return std::nullopt;
   }
+  if (!has_image_signature(head.data(), got)) return std::nullopt;
   const cv::Mat m = cv::imread(path, cv::IMREAD_COLOR);
   if (m.empty()) return std::nullopt;
   return ImageSize{m.cols, m.rows};

@@ -19,9 +19,14 @@ struct ImageSize {
 /// .tif .tiff, what OpenCV decodes. The YOLO reader and `predict` list folders with it.
 bool is_image_file(const std::string& path);
 
+/// Whether the first `n` bytes of a file at `data` open a JPEG, PNG, BMP, WebP or TIFF file (the
+/// formats of is_image_file). Nothing else reaches OpenCV: it hands other formats to other
+/// libraries (a DICOM file to GDCM, which aborts the process on a truncated one).
+bool has_image_signature(const unsigned char* data, size_t n);
+
 /// The size of the image at `path` as cv::imread(path, IMREAD_COLOR) would return it (EXIF
 /// orientations 5 to 8 swap width and height). nullopt if the file cannot be read or is not an
-/// image OpenCV can decode.
+/// image of those formats that OpenCV can decode.
 std::optional<ImageSize> read_image_size(const std::string& path);
 
 }  // namespace detforge::data

@@ -12,6 +12,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "core/errors.h"
+#include "data/image_header.h"
 
 namespace detforge::data {
 namespace {
@@ -99,6 +100,11 @@ DecodeResult try_decode_image(const std::string& path) {
   }
   if (bytes.empty()) {
     r.error = str(path, " is a 0-byte file");
+    return r;
+  }
+  if (!has_image_signature(bytes.data(), bytes.size())) {
+    r.error = str(path, " (", bytes.size(),
+                  " bytes) is not a JPEG, PNG, BMP, WebP or TIFF file (by its first bytes)");
     return r;
   }
   try {

@@ -16,6 +16,7 @@
 #include "data/formats.h"
 #include "data/image_header.h"
 #include "data/loader.h"
+#include "data/transforms.h"
 #include "data/validation.h"
 #include "test_util.h"
 
@@ -417,6 +418,32 @@ TEST(ImageHeader, SizesAreOpenCvsDecodedSizes) {
   EXPECT_EQ(read_image_size(paths[7])->width, 37);  // orientation 6: turned
   EXPECT_FALSE(read_image_size(tmp.write("not.jpg", "hello")).has_value());
   EXPECT_FALSE(read_image_size((tmp.path() / "missing.png").string()).has_value());
+}
+
+// Found by fuzz/image_header_fuzz.cpp: a truncated DICOM file (a 128-byte preamble, then "DICM")
+// sent OpenCV to GDCM, whose assertion aborted the process. Only JPEG, PNG, BMP, WebP and TIFF
+// files reach OpenCV: this one has no size and is an error naming the file, in the header reader
+// and in the loader's decoder alike.
+TEST(ImageHeader, FilesOfOtherFormatsNeverReachOpenCv) {
+  TempDir tmp;
+  const auto dicom = tmp.write("scan.jpg", std::string(128, '\0') + "DICM\xff");
+  EXPECT_FALSE(read_image_size(dicom).has_value());
+  const auto decoded = try_decode_image(dicom);
+  EXPECT_TRUE(decoded.bgr.empty());
+  EXPECT_NE(decoded.error.find("scan.jpg (133 bytes) is not a JPEG, PNG, BMP, WebP or TIFF file"),
+            std::string::npos)
+      << decoded.error;
+  const auto at = [](const std::string& bytes) {
+    return has_image_signature(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
+  };
+  EXPECT_TRUE(at("\xff\xd8\xff\xe0"));
+  EXPECT_TRUE(at("\x89PNG\r\n"));
+  EXPECT_TRUE(at(std::string("RIFF\0\0\0\0WEBPVP8 ", 16)));
+  EXPECT_TRUE(at(std::string("II*\0", 4)));
+  EXPECT_TRUE(at(std::string("MM\0*", 4)));
+  EXPECT_FALSE(at(std::string("RIFF\0\0\0\0WAVEfmt ", 16)));
+  EXPECT_FALSE(at("GIF89a"));
+  EXPECT_FALSE(at("\xff\xd8"));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <opencv2/imgcodecs.hpp>
 
 #include "data/draw.h"
+#include "data/transforms.h"
 #include "engine/metrics_file.h"
 #include "engine/observers/observers.h"
 #include "engine/trainer.h"
@@ -21,7 +22,8 @@ void draw_validation_images(EventFile& events, const data::CocoDataset& val,
   for (const auto& d : detections) by_image[d.image_id].push_back(&d);
   const auto& categories = val.categories();
   for (int64_t i = 0; i < std::min<int64_t>(count, val.size()); ++i) {
-    cv::Mat img = cv::imread(val.image_path(i), cv::IMREAD_COLOR);
+    // Decoded as the loader decodes it: only the image formats detforge reads reach OpenCV.
+    cv::Mat img = data::try_decode_image(val.image_path(i)).bgr;
     if (img.empty()) continue;
     std::vector<data::DrawnBox> drawn;
     for (const eval::Detection* d : by_image[val.image(i).id]) {

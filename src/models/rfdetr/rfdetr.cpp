@@ -1,8 +1,6 @@
 #include "models/rfdetr/rfdetr.h"
 
-#include <algorithm>
 #include <cmath>
-#include <limits>
 #include <memory>
 
 #include "models/detr/criterion.h"
