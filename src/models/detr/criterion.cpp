@@ -22,17 +22,9 @@ SetTerms set_terms(const torch::Tensor& logits, const torch::Tensor& boxes,
                    const DetrCriterionOptions& o) {
   const auto device = logits.device();
   const int64_t b = logits.size(0), q = logits.size(1), c = logits.size(2);
-  std::vector<torch::Tensor> batch_idx, query_idx, labels, gt;
-  for (int64_t i = 0; i < b; ++i) {
-    const auto& m = matches[i];
-    batch_idx.push_back(torch::full({m.queries.size(0)}, i, torch::kInt64));
-    query_idx.push_back(m.queries);
-    labels.push_back(targets[i].labels.to(device).index_select(0, m.targets.to(device)));
-    gt.push_back(
-        targets[i].boxes.to(device, boxes.scalar_type()).index_select(0, m.targets.to(device)));
-  }
-  const auto bi = torch::cat(batch_idx).to(device), qi = torch::cat(query_idx).to(device);
-  const auto tgt_labels = torch::cat(labels), tgt_boxes = torch::cat(gt).view({-1, 4});
+  const auto pairs = matched_pairs(boxes, targets, matches);
+  const auto &bi = pairs.image, &qi = pairs.query;
+  const auto &tgt_labels = pairs.labels, &tgt_boxes = pairs.target_boxes;
   const auto src_boxes = boxes.index({bi, qi});
   const auto tgt_xyxy = ops::box_cxcywh_to_xyxy(tgt_boxes);
   // The VFL target is the IoU of detached boxes: a label, not a path for gradients.
@@ -57,6 +49,22 @@ SetTerms set_terms(const torch::Tensor& logits, const torch::Tensor& boxes,
 }
 
 }  // namespace
+
+MatchedPairs matched_pairs(const torch::Tensor& boxes, const std::vector<ops::SetTarget>& targets,
+                           const std::vector<ops::SetMatch>& matches) {
+  const auto device = boxes.device();
+  std::vector<torch::Tensor> image, query, labels, gt;
+  for (size_t i = 0; i < matches.size(); ++i) {
+    const auto& m = matches[i];
+    const auto picked = m.targets.to(device);
+    image.push_back(torch::full({m.queries.size(0)}, static_cast<int64_t>(i), torch::kInt64));
+    query.push_back(m.queries);
+    labels.push_back(targets[i].labels.to(device).index_select(0, picked));
+    gt.push_back(targets[i].boxes.to(device, boxes.scalar_type()).index_select(0, picked));
+  }
+  return {torch::cat(image).to(device), torch::cat(query).to(device), torch::cat(labels),
+          torch::cat(gt).view({-1, 4})};
+}
 
 std::vector<std::string> detr_loss_keys(int64_t layers, bool denoising) {
   std::vector<std::string> suffixes = {""};

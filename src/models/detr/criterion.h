@@ -68,6 +68,14 @@ DetrTargets detr_targets(const Batch& batch, int64_t num_classes,
 /// every rank.
 LossDict nonfinite_losses(const std::vector<std::string>& keys, const torch::Tensor& pred);
 
+/// The matched pairs of one output set, flattened over the batch: image and query index, the
+/// target's label and box (cxcywh, in `boxes`' dtype), all on `boxes`' device.
+struct MatchedPairs {
+  torch::Tensor image, query, labels, target_boxes;
+};
+MatchedPairs matched_pairs(const torch::Tensor& boxes, const std::vector<ops::SetTarget>& targets,
+                           const std::vector<ops::SetMatch>& matches);
+
 /// What the criterion scores: every decoder layer's logits [L, B, N + Q, C] and boxes
 /// [L, B, N + Q, 4] (cxcywh in [0, 1]; the N denoising queries first, N = 0 without), and the
 /// encoder's proposals [B, Q, C] and [B, Q, 4].

@@ -1,5 +1,7 @@
 #include "models/rfdetr/criterion.h"
 
+#include "models/detr/criterion.h"
+
 #include "ops/box_ops.h"
 
 namespace detforge::models {
@@ -37,18 +39,9 @@ struct SetTerms {
 SetTerms set_terms(const torch::Tensor& logits, const torch::Tensor& boxes,
                    const std::vector<ops::SetTarget>& targets,
                    const std::vector<ops::SetMatch>& matches, double normaliser, double alpha) {
-  const auto device = logits.device();
-  std::vector<torch::Tensor> batch_idx, query_idx, labels, gt;
-  for (size_t i = 0; i < matches.size(); ++i) {
-    const auto& m = matches[i];
-    batch_idx.push_back(torch::full({m.queries.size(0)}, static_cast<int64_t>(i), torch::kInt64));
-    query_idx.push_back(m.queries);
-    labels.push_back(targets[i].labels.to(device).index_select(0, m.targets.to(device)));
-    gt.push_back(
-        targets[i].boxes.to(device, boxes.scalar_type()).index_select(0, m.targets.to(device)));
-  }
-  const auto bi = torch::cat(batch_idx).to(device), qi = torch::cat(query_idx).to(device);
-  const auto ci = torch::cat(labels), tgt_boxes = torch::cat(gt).view({-1, 4});
+  const auto pairs = matched_pairs(boxes, targets, matches);
+  const auto &bi = pairs.image, &qi = pairs.query, &ci = pairs.labels;
+  const auto& tgt_boxes = pairs.target_boxes;
   const auto src_boxes = boxes.index({bi, qi});
   const auto tgt_xyxy = ops::box_cxcywh_to_xyxy(tgt_boxes);
   const auto iou =
