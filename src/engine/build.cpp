@@ -76,6 +76,17 @@ std::vector<ParamGroupRule> read_param_groups(const ConfigNode& n) {
     if (r.weight_decay) positive(g, "weight_decay", *r.weight_decay, /*allow_zero=*/true);
     r.warmup_start_lr = g.optional<double>("warmup_start_lr");
     if (r.warmup_start_lr) positive(g, "warmup_start_lr", *r.warmup_start_lr, true);
+    r.no_decay = g.optional<std::string>("no_decay");
+    r.layer_decay = g.optional<double>("layer_decay");
+    if (r.layer_decay) {
+      if (*r.layer_decay <= 0 || *r.layer_decay > 1)
+        g.fail("layer_decay", "expected a rate in (0, 1]");
+      r.layer_index = g.required<std::string>("layer_index");
+      r.layer_zero = g.optional<std::string>("layer_zero");
+      if ((r.layers = g.optional<int64_t>("layers"))) positive(g, "layers", double(*r.layers));
+    }
+    for (const char* key : {"layer_index", "layer_zero", "layers"})
+      if (!r.layer_decay && g.has(key)) g.fail(key, "needs layer_decay in the same group");
     r.where = str(g.where("pattern"), " ", g.path());
     g.reject_unused();
     rules.push_back(r);

@@ -28,6 +28,18 @@ struct ParamGroupRule {
   std::string where;
   /// The rate its linear warmup starts from (GroupRate::warmup_start_lr). Default: none
   std::optional<double> warmup_start_lr;
+  /// Parameters of the group whose name contains a match get no weight decay. Default: none
+  std::optional<std::string> no_decay;
+  /// Layer-wise lr decay (BEiT, timm, rfdetr): a parameter at depth d gets lr_mult *
+  /// layer_decay^(layers + 1 - d), one optimizer group per depth. Default: none
+  std::optional<double> layer_decay;
+  /// A regex whose one capture group reads a block's index i from the name: depth i + 1.
+  std::string layer_index;
+  /// Names with a match sit at depth 0 (the embeddings); names matching neither regex sit
+  /// at depth layers + 1 (a final norm). Default: none
+  std::optional<std::string> layer_zero;
+  /// The depth count in the formula. Default: the highest block index + 1
+  std::optional<int64_t> layers;
 };
 
 /// What a built optimizer group holds, for the start-up table.
@@ -68,11 +80,13 @@ struct OptimizerOptions {
 OptimizerType parse_optimizer(const std::string& name);
 
 /// Builds the optimizer over `params` (name, tensor) that require grad, in the given order.
-/// Groups: the default group, then one per rule (empty rule groups are an error); with
-/// no_decay_norm_bias each of them without its own weight_decay is split into [decayed, not
-/// decayed], and the default group always has both. `groups` (if given) receives one
+/// Groups: the default group, then one per rule (empty rule groups are an error) and, for a rule
+/// with layer_decay, one per depth in increasing order; with no_decay_norm_bias or a rule's
+/// no_decay each of them is split into [decayed, not decayed], and the default group always has
+/// both halves when no_decay_norm_bias is set. `groups` (if given) receives one
 /// ParamGroupInfo per optimizer group. Throws ConfigError naming the rule for a pattern that is
-/// not a valid regex or matches no trainable parameter.
+/// not a valid regex or matches no trainable parameter, and for a layer_index without one
+/// capture group or a block index beyond `layers`.
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(
     const std::vector<std::pair<std::string, torch::Tensor>>& params,
     const OptimizerOptions& options, std::vector<ParamGroupInfo>* groups = nullptr);

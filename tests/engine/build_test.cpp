@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -13,6 +14,7 @@
 #include "core/errors.h"
 #include "data/coco.h"
 #include "eval/coco_io.h"
+#include "ops/py_reference.h"
 #include "test_util.h"
 
 namespace detforge::engine {
@@ -81,6 +83,43 @@ TEST(RunSpec, InputPixelsAreTheFamilysUnlessTheDataSectionSetsThem) {
   EXPECT_EQ(PixelNorm::imagenet().describe(),
             "(v / 255 - [0.485, 0.456, 0.406]) / [0.229, 0.224, 0.225]");
   EXPECT_EQ(PixelNorm::unit().overrides(), "data.mean=[0,0,0] data.std=[1,1,1]");
+}
+
+// configs/rfdetr/rfdetr_nano.yaml's parameter groups give every parameter of RF-DETR-N the
+// learning rate and weight decay of rfdetr's own AdamW (models/rfdetr/optimizer_reference.py):
+// the ViT at the encoder's rate with layer-wise decay and no decay on its embeddings and norms,
+// the decoder at 0.7x, the rest at the base rate.
+TEST(RunSpec, RfdetrConfigGivesEveryParameterRfdetrsRateAndDecay) {
+  const auto ref = testing::read_tensor_dict(testing::cached_reference(
+      "rfdetr_optimizer_ref.pth", "models/rfdetr/optimizer_reference.py", /*is_dir=*/false));
+  const auto config =
+      std::filesystem::path(DETFORGE_SOURCE_DIR) / "configs/rfdetr/rfdetr_nano.yaml";
+  const auto spec = read_run_spec(Config::load(config.string(), {"model.num_classes=3"}),
+                                  RunPurpose::kInference, kCpuOnly);
+  const auto model = models::build_detector(spec.detector);
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  std::map<const void*, std::string> names;
+  for (const auto& p : model->named_parameters()) {
+    named.emplace_back(p.key(), p.value());
+    names[p.value().unsafeGetTensorImpl()] = p.key();
+  }
+  std::vector<ParamGroupInfo> infos;
+  const auto optimizer = make_optimizer(named, spec.trainer.optimizer, &infos);
+  size_t seen = 0;
+  std::set<double> rates;
+  for (auto& group : optimizer->param_groups()) {
+    const auto& options = static_cast<const torch::optim::AdamWOptions&>(group.options());
+    rates.insert(options.lr());
+    for (const auto& p : group.params()) {
+      const auto& name = names.at(p.unsafeGetTensorImpl());
+      ++seen;
+      ASSERT_TRUE(ref.count("lr." + name)) << name << " is not in rfdetr's optimizer";
+      EXPECT_NEAR(options.lr(), ref.at("lr." + name).item<double>(), 1e-15) << name;
+      EXPECT_EQ(options.weight_decay(), ref.at("wd." + name).item<double>()) << name;
+    }
+  }
+  EXPECT_EQ(2 * seen, ref.size());
+  EXPECT_EQ(rates.size(), 16u);  // 14 depths in the ViT, the decoder's and the base rate
 }
 
 // Every shipped config feeds its family's reference's pixels (the YOLO configs once fed
@@ -163,6 +202,16 @@ TEST(RunSpec, TrainerSectionsAreReadWithDefaultsFromTheOptions) {
   EXPECT_THROW_WITH(
       spec_of(kModel, {"model.num_classes=3", "optimizer.param_groups=[{pattern: x, lr: 2}]"}),
       ConfigError, "<command line> optimizer.param_groups[0].lr: unknown key");
+  EXPECT_THROW_WITH(
+      spec_of(kModel, {"model.num_classes=3", "optimizer.param_groups=[{pattern: x, layers: 2}]"}),
+      ConfigError, "optimizer.param_groups[0].layers: needs layer_decay in the same group");
+  EXPECT_THROW_WITH(spec_of(kModel, {"model.num_classes=3",
+                                     "optimizer.param_groups=[{pattern: x, layer_decay: 0.8}]"}),
+                    ConfigError, "optimizer.param_groups[0].layer_index: required key is missing");
+  EXPECT_THROW_WITH(
+      spec_of(kModel, {"model.num_classes=3",
+                       "optimizer.param_groups=[{pattern: x, layer_decay: 1.5, layer_index: x}]"}),
+      ConfigError, "optimizer.param_groups[0].layer_decay: expected a rate in (0, 1]");
 }
 
 // train.channels_last and optimizer.fused are `auto` by default: on for a CUDA device, off on the

@@ -37,6 +37,16 @@ struct NetImpl : torch::nn::Module {
 };
 TORCH_MODULE(Net);
 
+ParamGroupRule rule(const std::string& pattern, double lr_mult, std::optional<double> weight_decay,
+                    const std::string& where) {
+  ParamGroupRule r;
+  r.pattern = pattern;
+  r.lr_mult = lr_mult;
+  r.weight_decay = weight_decay;
+  r.where = where;
+  return r;
+}
+
 std::vector<std::pair<std::string, torch::Tensor>> named(const torch::nn::Module& m) {
   std::vector<std::pair<std::string, torch::Tensor>> out;
   for (const auto& p : m.named_parameters()) out.emplace_back(p.key(), p.value());
@@ -125,8 +135,8 @@ TEST(Optimizer, ParamGroupsMatchTorchOptim) {
       o.weight_decay = 0.02;
       o.no_decay_norm_bias = true;
       o.fused = fused;
-      o.param_groups = {{"^fc1\\.", 0.1, std::nullopt, "rule 0", std::nullopt},
-                        {"bn", 1.0, 0.0, "rule 1", std::nullopt}};
+      o.param_groups = {rule("^fc1\\.", 0.1, std::nullopt, "rule 0"),
+                        rule("bn", 1.0, 0.0, "rule 1")};
       std::vector<ParamGroupInfo> infos;
       std::vector<std::pair<std::string, torch::Tensor>> ours;
       for (const auto& [name, p] : params)
@@ -161,13 +171,64 @@ TEST(Optimizer, ParamGroupsMatchTorchOptim) {
   }
   OptimizerOptions bad;
   bad.param_groups = {
-      {"^backbone\\.", 0.1, std::nullopt, "x.yaml:4 optimizer.param_groups[0]", std::nullopt}};
+      rule("^backbone\\.", 0.1, std::nullopt, "x.yaml:4 optimizer.param_groups[0]")};
   EXPECT_THROW_WITH(
       make_optimizer(named(*net), bad), ConfigError,
       "x.yaml:4 optimizer.param_groups[0].pattern: '^backbone\\.' matches no trainable parameter");
-  bad.param_groups = {{"(", 0.1, std::nullopt, "x.yaml:4 optimizer.param_groups[0]", std::nullopt}};
+  bad.param_groups = {rule("(", 0.1, std::nullopt, "x.yaml:4 optimizer.param_groups[0]")};
   EXPECT_THROW_WITH(make_optimizer(named(*net), bad), ConfigError,
                     "'(' is not a valid regular expression");
+}
+
+// Layer-wise lr decay (BEiT's, timm's and rfdetr's formula): a rule's parameters get
+// lr_mult * rate^(layers + 1 - depth), depth 0 for the embeddings, block index + 1 for a block,
+// layers + 1 for what follows the blocks; one optimizer group per depth, split by no_decay.
+TEST(Optimizer, LayerDecayGivesOneGroupPerDepth) {
+  std::vector<std::pair<std::string, torch::Tensor>> params;
+  for (const char* name :
+       {"embed.w", "blocks.0.w", "blocks.1.w", "blocks.1.bias", "norm.w", "head.w"})
+    params.emplace_back(name, torch::zeros({2, 2}, torch::requires_grad()));
+  OptimizerOptions o;
+  o.lr = 0.1;
+  auto decayed = rule("^(embed|blocks|norm)", 0.5, std::nullopt, "x.yaml:3 rule");
+  decayed.layer_decay = 0.5;
+  decayed.layer_index = "^blocks\\.(\\d+)\\.";
+  decayed.layer_zero = "^embed";
+  decayed.no_decay = "bias|norm";
+  o.param_groups = {decayed};
+  for (const auto layers : std::vector<std::optional<int64_t>>{std::nullopt, 4}) {
+    o.param_groups[0].layers = layers;
+    const double top = layers ? 5 : 3;  // by default, the blocks' count + 1
+    std::vector<ParamGroupInfo> infos;
+    const auto opt = make_optimizer(params, o, &infos);
+    const std::vector<std::pair<std::string, double>> expected = {
+        {"default", 1.0},
+        {"^(embed|blocks|norm) depth 0", 0.5 * std::pow(0.5, top)},
+        {"^(embed|blocks|norm) depth 1", 0.5 * std::pow(0.5, top - 1)},
+        {"^(embed|blocks|norm) depth 2", 0.5 * std::pow(0.5, top - 2)},
+        {"^(embed|blocks|norm) depth 2 (no decay)", 0.5 * std::pow(0.5, top - 2)},
+        {str("^(embed|blocks|norm) depth ", top, " (no decay)"), 0.5}};
+    ASSERT_EQ(infos.size(), expected.size());
+    for (size_t i = 0; i < infos.size(); ++i) {
+      EXPECT_EQ(infos[i].name, expected[i].first);
+      EXPECT_DOUBLE_EQ(infos[i].lr_mult, expected[i].second) << infos[i].name;
+      EXPECT_DOUBLE_EQ(opt->param_groups()[i].options().get_lr(), 0.1 * expected[i].second);
+      EXPECT_EQ(infos[i].tensors, 1) << infos[i].name;
+      EXPECT_EQ(infos[i].weight_decay,
+                infos[i].name.find("no decay") == std::string::npos ? o.weight_decay : 0.0);
+    }
+  }
+  auto bad = o;
+  bad.param_groups[0].layers = 1;
+  EXPECT_THROW_WITH(make_optimizer(params, bad, nullptr), ConfigError,
+                    "x.yaml:3 rule.layers: 1 but blocks.1.w is in block 1");
+  bad = o;
+  bad.param_groups[0].layer_index = "^blocks";
+  EXPECT_THROW_WITH(make_optimizer(params, bad, nullptr), ConfigError,
+                    "x.yaml:3 rule.layer_index: '^blocks' must have exactly one capture group");
+  bad.param_groups[0].layer_index = "^(b)locks";
+  EXPECT_THROW_WITH(make_optimizer(params, bad, nullptr), ConfigError,
+                    "reads 'b' from blocks.0.w, not a block index");
 }
 
 TEST(Optimizer, ClipGradNormMatchesDefinition) {
