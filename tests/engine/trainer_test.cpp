@@ -28,6 +28,7 @@
 #include "eval/confusion.h"
 #include "models/build.h"
 #include "models/module_state.h"
+#include "ops/py_reference.h"
 #include "test_util.h"
 
 namespace detforge::engine {
@@ -286,6 +287,39 @@ TEST_F(TrainerTest, NonFiniteLossInARowAborts) {
                     "at epoch 0 step 0");
 }
 
+// best_regular.ckpt / best_ema.ckpt in `out`: the best evaluation of each set of weights in
+// metrics.jsonl, and the checkpoint written after that evaluation's epoch.
+void expect_best_of_each_weights(const fs::path& out) {
+  for (const auto& [file, weights] :
+       {std::pair<std::string, std::string>{"best_regular.ckpt", "live"},
+        {"best_ema.ckpt", "ema"}}) {
+    double best = -1;
+    int best_epoch = -1;
+    std::istringstream again(testing::read_file(out / "metrics.jsonl"));
+    for (std::string line; std::getline(again, line);) {
+      const auto rec = nlohmann::json::parse(line);
+      if (rec.at("type") == "eval" && rec.at("weights") == weights &&
+          rec.at("AP").get<double>() > best) {
+        best = rec.at("AP").get<double>();
+        best_epoch = rec.at("epoch").get<int>();
+      }
+    }
+    torch::serialize::InputArchive archive;
+    archive.load_from((out / file).string());
+    c10::IValue per;
+    archive.read("best_per_weights", per);
+    const auto v = per.toDoubleList();
+    const size_t at = weights == "live" ? 0 : 2;
+    EXPECT_EQ(v.get(at), best) << file;
+    EXPECT_EQ(static_cast<int>(v.get(at + 1)), best_epoch) << file;
+    // The file holds the weights of that evaluation's epoch: its step counter says which.
+    c10::IValue counters;
+    archive.read("counters", counters);
+    EXPECT_EQ(counters.toIntList().get(0), best_epoch + 1)
+        << file << " is the checkpoint written after that epoch";
+  }
+}
+
 TEST_F(TrainerTest, RunDirectoryHoldsConfigMetricsCheckpointsAndCurves) {
   const auto out = dir_.path() / "outputs";
   // A low score floor: after 8 steps few detections clear the default 0.05.
@@ -320,35 +354,7 @@ TEST_F(TrainerTest, RunDirectoryHoldsConfigMetricsCheckpointsAndCurves) {
   EXPECT_EQ(data_epochs, (std::vector<int>{0, 1})) << "one augmentation record per epoch";
   EXPECT_EQ(evals, (std::set<std::pair<std::string, int>>{
                        {"live", 0}, {"live", 1}, {"ema", 0}, {"ema", 1}}));
-  // best_regular / best_ema: the best evaluation of each set of weights; best: of both.
-  for (const auto& [file, weights] :
-       {std::pair<std::string, std::string>{"best_regular.ckpt", "live"},
-        {"best_ema.ckpt", "ema"}}) {
-    double best = -1;
-    int best_epoch = -1;
-    std::istringstream again(testing::read_file(out / "metrics.jsonl"));
-    for (std::string line; std::getline(again, line);) {
-      const auto rec = nlohmann::json::parse(line);
-      if (rec.at("type") == "eval" && rec.at("weights") == weights &&
-          rec.at("AP").get<double>() > best) {
-        best = rec.at("AP").get<double>();
-        best_epoch = rec.at("epoch").get<int>();
-      }
-    }
-    torch::serialize::InputArchive archive;
-    archive.load_from((out / file).string());
-    c10::IValue per;
-    archive.read("best_per_weights", per);
-    const auto v = per.toDoubleList();
-    const size_t at = weights == "live" ? 0 : 2;
-    EXPECT_EQ(v.get(at), best) << file;
-    EXPECT_EQ(static_cast<int>(v.get(at + 1)), best_epoch) << file;
-    // The file holds the weights of that evaluation's epoch: its step counter says which.
-    c10::IValue counters;
-    archive.read("counters", counters);
-    EXPECT_EQ(counters.toIntList().get(0), best_epoch + 1)
-        << file << " is the checkpoint written after that epoch";
-  }
+  expect_best_of_each_weights(out);
   // The end of the run drew the curves (2 x 2 panels of 560 x 380 points and a title row, two
   // pixels per point), the training labels and the last evaluation of each set of weights.
   const cv::Mat png = cv::imread((out / "curves.png").string());
@@ -797,44 +803,120 @@ TEST_F(TrainerTest, TwoRanksUnderLaunchAndTorchrunMatchOneProcessWithTheSameGlob
   EXPECT_EQ(summaries, 1u) << "only rank 0 prints the summary\n" << r.output;
 }
 
-// RT-DETR under two ranks where most batches hold no box (only the first training image keeps
-// its annotations): in every step where one rank's batch is empty and the other's is not, the
-// reference's denoising branch would return nothing on the empty rank and the loss all-reduce
-// would deadlock. detforge's fixed schema trains on; the trainer checks at every checkpoint that
-// both ranks' weights are bitwise identical (and fails naming the tensor if not).
-TEST_F(TrainerTest, RTDetrTwoRanksWithEmptyBatchesNeitherHangNorDiverge) {
-  const auto ann = data_dir() / "annotations";
+// A data section in batches of 2 whose training set keeps the first image's boxes only
+// (annotations/instances_train_first_only.json, written here), so most batches hold no box.
+std::string first_image_only_data_yaml() {
+  const auto ann = TrainerTest::data_dir() / "annotations";
   auto coco = nlohmann::json::parse(testing::read_file(ann / "instances_train.json"));
   const auto first = coco["images"][0]["id"];
   nlohmann::json kept = nlohmann::json::array();
   for (const auto& a : coco["annotations"]) {
     if (a["image_id"] == first) kept.push_back(a);
   }
-  ASSERT_FALSE(kept.empty());
+  EXPECT_FALSE(kept.empty());
   coco["annotations"] = kept;
   std::ofstream(ann / "instances_train_first_only.json") << coco.dump();
+  return "data: {root: " + TrainerTest::data_dir().string() +
+         ", num_classes: 3, workers: 0, batch_size: 2, min_size: 64, max_size: 64,\n"
+         "       aspect_ratio_group_factor: -1,\n"
+         "       train: {ann: annotations/instances_train_first_only.json, images: train},\n"
+         "       val: {ann: annotations/instances_val.json, images: val}}\n";
+}
+
+// `detforge train -c cfg` on two ranks under `detforge launch` (port: base + pid): both train 2
+// epochs of 8 steps and write out/last.ckpt.
+void expect_two_ranks_train(const std::string& cfg, const fs::path& out, int port_base) {
+  const std::string port = std::to_string(port_base + ::getpid() % 20000);
+  const auto r = testing::run_command(
+      "timeout 300 " + testing::detforge_binary() + " launch --nproc-per-node 2 --master-port " +
+      port + " -- " + testing::detforge_binary() + " train -c " + cfg + " dist.timeout_s=60");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("trained 2 epoch(s), 8 step(s)"), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::exists(out / "last.ckpt"));
+}
+
+// An RF-DETR-N small enough for seconds a step (64x64 images: 16 locations and 2 groups of 20
+// queries), trained as `detforge train` trains it, with rfdetr's AdamW and layer-wise decay.
+std::string rfdetr_yaml(const fs::path& out, const std::string& data) {
+  return "seed: 0\ndevice: cpu\noutput_dir: " + out.string() +
+         "\nmodel: {type: rfdetr, size: nano, num_classes: 3,\n"
+         "        decoder: {num_queries: 20, groups: 2}, inference: {score_threshold: 0.0}}\n" +
+         data +
+         "train: {epochs: 2, log_interval: 1, clip_grad_norm: 0.1}\n"
+         "optimizer: {type: adamw, lr: 1.0e-4, weight_decay: 1.0e-4, param_groups: [\n"
+         "  {pattern: '^backbone\\.0\\.encoder\\.', lr_mult: 0.735, layer_decay: 0.8,\n"
+         "   layer_index: '\\.layer\\.(\\d+)\\.', layer_zero: embeddings, layers: 13},\n"
+         "  {pattern: '^transformer\\.decoder\\.', lr_mult: 0.7}]}\n"
+         "schedule: {policy: constant}\n"
+         "ema: {enabled: true, decay: 0.993, tau: 5}\n";
+}
+
+// The family's seed checks at the trainer's level: both sets of weights evaluated every epoch,
+// best_regular / best_ema holding each one's best, and the EMA's ramp honoured (rfdetr's PR #59
+// ignored `tau`): with tau = 1e9 the ramp keeps the decay near 0 on a short run, so the EMA
+// follows the live weights; with tau = 5 it lags behind them.
+TEST_F(TrainerTest, RfdetrEvaluatesBothWeightsKeepsTheBestOfEachAndHonoursTheEmaRamp) {
+  const auto out = dir_.path() / "rf";
+  const auto r = train(Config::parse(rfdetr_yaml(out, data_yaml()), "rf.yaml"));
+  EXPECT_EQ(r.steps_done, 8);
+  std::set<std::pair<std::string, int>> evals;
+  int train_records = 0;
+  std::istringstream lines(testing::read_file(out / "metrics.jsonl"));
+  for (std::string line; std::getline(lines, line);) {
+    const auto rec = nlohmann::json::parse(line);
+    if (rec.at("type") == "eval")
+      evals.insert({rec.at("weights").get<std::string>(), rec.at("epoch").get<int>()});
+    if (rec.at("type") != "train") continue;
+    ++train_records;
+    for (const char* key : {"loss_ce", "loss_bbox", "loss_giou", "loss_ce_0", "loss_giou_enc"})
+      EXPECT_TRUE(rec.contains(key)) << key << " in " << line;
+  }
+  EXPECT_EQ(train_records, 8);
+  EXPECT_EQ(evals, (std::set<std::pair<std::string, int>>{
+                       {"live", 0}, {"live", 1}, {"ema", 0}, {"ema", 1}}));
+  expect_best_of_each_weights(out);
+  // The EMA against the live weights in last.ckpt, with tau 5 and with tau 1e9.
+  const auto lag = [](const fs::path& ckpt) {
+    const auto live = stored_tensors(ckpt.string(), "model");
+    const auto ema = stored_tensors(ckpt.string(), "ema");
+    double most = 0;
+    for (size_t i = 0; i < live.size(); ++i) {
+      if (live[i].is_floating_point() && live[i].numel() > 0)
+        most = std::max(most, testing::max_abs_diff(live[i], ema[i]));
+    }
+    return most;
+  };
+  const auto follow = dir_.path() / "rf_follow";
+  train(Config::parse(rfdetr_yaml(follow, data_yaml()), "rf.yaml",
+                      {"ema.tau=1.0e9", "train.epochs=1", "eval.interval=0"}));
+  EXPECT_GT(lag(out / "last.ckpt"), 2e-5);     // measured 2.3e-4
+  EXPECT_LT(lag(follow / "last.ckpt"), 1e-9);  // measured 4.5e-13
+}
+
+// RT-DETR under two ranks where most batches hold no box (only the first training image keeps
+// its annotations): in every step where one rank's batch is empty and the other's is not, the
+// reference's denoising branch would return nothing on the empty rank and the loss all-reduce
+// would deadlock. detforge's fixed schema trains on; the trainer checks at every checkpoint that
+// both ranks' weights are bitwise identical (and fails naming the tensor if not).
+TEST_F(TrainerTest, RTDetrTwoRanksWithEmptyBatchesNeitherHangNorDiverge) {
   const std::string yaml =
       "seed: 0\ndevice: cpu\noutput_dir: " + (dir_.path() / "rt").string() +
       "\nmodel: {type: rtdetr, num_classes: 3, backbone: {type: r18vd},\n"
       "        encoder: {hidden_dim: 32, ffn_dim: 64, heads: 4, expansion: 0.5},\n"
       "        decoder: {d_model: 32, ffn_dim: 64, heads: 4, layers: 2, num_queries: 20},\n"
-      "        denoising: {num_queries: 10}}\n"
-      "data: {root: " +
-      data_dir().string() +
-      ", num_classes: 3, workers: 0, batch_size: 2, min_size: 64, max_size: 64,\n"
-      "       aspect_ratio_group_factor: -1,\n"
-      "       train: {ann: annotations/instances_train_first_only.json, images: train},\n"
-      "       val: {ann: annotations/instances_val.json, images: val}}\n"
+      "        denoising: {num_queries: 10}}\n" +
+      first_image_only_data_yaml() +
       "train: {epochs: 2, log_interval: 1, clip_grad_norm: 0.1}\n"
       "optimizer: {type: adamw, lr: 1.0e-4, weight_decay: 1.0e-4}\n";
-  const auto cfg = dir_.write("rt.yaml", yaml);
-  const std::string port = std::to_string(21000 + ::getpid() % 20000);
-  const auto r = testing::run_command(
-      "timeout 120 " + testing::detforge_binary() + " launch --nproc-per-node 2 --master-port " +
-      port + " -- " + testing::detforge_binary() + " train -c " + cfg + " dist.timeout_s=30");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("trained 2 epoch(s), 8 step(s)"), std::string::npos) << r.output;
-  EXPECT_TRUE(fs::exists(dir_.path() / "rt" / "last.ckpt"));
+  expect_two_ranks_train(dir_.write("rt.yaml", yaml), dir_.path() / "rt", 21000);
+}
+
+// RF-DETR under two ranks where most batches hold no box: its loss keys are fixed at
+// construction, so the all-reduce never waits for a key one rank lacks, and both ranks' weights
+// stay bitwise identical (the trainer checks at every checkpoint).
+TEST_F(TrainerTest, RfdetrTwoRanksWithEmptyBatchesNeitherHangNorDiverge) {
+  const auto yaml = rfdetr_yaml(dir_.path() / "rf2", first_image_only_data_yaml());
+  expect_two_ranks_train(dir_.write("rf.yaml", yaml), dir_.path() / "rf2", 22000);
 }
 
 // RT-DETR trains the batch norms of its encoder and input projections (the backbone's are

@@ -45,7 +45,9 @@
 #include "eval/coco_evaluator.h"
 #include "eval/coco_io.h"
 #include "losses/focal_loss.h"
+#include "models/detr/criterion.h"
 #include "models/retinanet/retinanet.h"
+#include "models/rfdetr/rfdetr.h"
 #include "test_util.h"
 
 namespace detforge {
@@ -358,6 +360,68 @@ TEST(Gpu, PredictAndEvalOnCudaGiveTheCpuDetections) {
   const auto sa = on_cpu.evaluate().stats, sb = on_gpu.evaluate().stats;
   ASSERT_EQ(sa.size(), sb.size());
   for (size_t k = 0; k < sa.size(); ++k) EXPECT_NEAR(sa[k], sb[k], 1e-6) << "stat " << k;
+}
+
+// RF-DETR's forward, loss and gradients (float64: in float32, proposals a few ulps apart trade
+// places in a group's top-k between any two summation orders, as tests/models/rfdetr says, and a
+// query would start from another box) on `device`, from the batch's checked targets.
+StepResult rfdetr_step(models::RfdetrImpl& model, const Batch& batch, const torch::Device& device) {
+  model.train();
+  model.zero_grad();
+  auto targets = models::detr_targets(batch, 3, losses::InvalidTargetPolicy::kError).sets;
+  for (auto& t : targets) {
+    t.labels = t.labels.to(device);
+    t.boxes = t.boxes.to(device, torch::kFloat64);
+  }
+  const auto outputs = model.forward_outputs(batch.images.to(device, torch::kFloat64));
+  const double groups = static_cast<double>(model.options().decoder().groups);
+  const auto losses = model.compute_loss(outputs, targets, 4.0 * groups);  // 4 boxes per group
+  losses.total().backward();
+  StepResult r;
+  for (const auto& key : losses.keys()) r.losses[key] = losses.at(key).item<double>();
+  for (const auto& p : model.parameters()) {  // (the ViT's mask token has no gradient)
+    if (p.grad().defined()) r.grads.push_back(p.grad().detach().to(torch::kCPU, torch::kFloat32));
+  }
+  return r;
+}
+
+// RF-DETR on the last visible CUDA device against the CPU: every tensor of the backbone, the
+// two-stage selection, the deformable decoder, the matcher, the loss and the post-processing
+// must follow the model's device. The step runs in float64; the detections in float32, where the
+// 30 x 3 (query, class) pairs all fit in the kept 300 and only the proposals' order could differ.
+TEST(Gpu, RfdetrTrainStepAndDetectionsOnCudaFollowTheCpu) {
+  SKIP_WITHOUT_CUDA();
+  torch::manual_seed(0);
+  auto options = models::rfdetr_preset("nano", 3);
+  options.decoder().num_queries = 30;
+  options.decoder().groups = 3;
+  models::Rfdetr cpu(options);
+  const torch::Device last(torch::kCUDA, torch::cuda::device_count() - 1);
+  auto gpu = std::dynamic_pointer_cast<models::RfdetrImpl>(cpu->copy());
+  ASSERT_TRUE(gpu);
+  const Batch batch = make_batch();
+  cpu->to(torch::kFloat64);
+  gpu->to(last, torch::kFloat64);
+  const auto ref = rfdetr_step(*cpu, batch, torch::kCPU);
+  const auto got = rfdetr_step(*gpu, batch, last);
+  expect_losses_close(ref, got, 1e-6, "float64");
+  ASSERT_EQ(ref.grads.size(), got.grads.size());
+  EXPECT_LT(worst_grad_error(ref, got), 1e-6);
+  cpu->to(torch::kFloat32);
+  gpu->to(torch::kFloat32);
+  cpu->eval();
+  gpu->eval();
+  NoTf32 no_tf32;
+  torch::NoGradGuard no_grad;
+  const auto a = cpu->predict(batch);
+  const auto b = gpu->predict(batch.to(last));
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    const auto bb = b[i].to(torch::kCPU);
+    ASSERT_EQ(a[i].size(), bb.size()) << "image " << i;
+    EXPECT_GT(a[i].size(), 0) << "image " << i;
+    EXPECT_EQ(unmatched_detections(a[i], bb), 0) << "image " << i;
+  }
 }
 
 // NCCL through the real process group (a store on a free port, world size 1), and the
