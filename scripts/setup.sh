@@ -36,7 +36,7 @@ install_python() {
     "scipy==$SCIPY_VERSION" "transformers==$TRANSFORMERS_VERSION"
     "ultralytics==$ULTRALYTICS_VERSION" "tensorboard==$TENSORBOARD_VERSION"
     "onnx==$ONNX_VERSION" "onnxruntime==$ONNXRUNTIME_VERSION" "sahi==$SAHI_VERSION"
-    "rfdetr==$RFDETR_VERSION" "supervision==$SUPERVISION_VERSION"
+    "rfdetr==$RFDETR_VERSION" "supervision==$SUPERVISION_VERSION" "timm==$TIMM_VERSION"
   )
   local stamp="$venv/.detforge-pins"
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "${want[*]}" ]; then

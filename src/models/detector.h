@@ -86,13 +86,16 @@ class Detector : public torch::nn::Module {
   /// publish to this detector's names), go under `prefix`; keys starting with one of
   /// `ignore_prefixes` (after the renames: a classifier's head) are passed over; every module
   /// tensor whose whole name matches `required` must come from the file. `layouts` names the
-  /// files it reads, for messages. An empty `required` (default): the family reads no such file.
+  /// files it reads, for messages. `adapt` (if set) gets the file's backbone tensors, named as
+  /// under `prefix`, before they load: to resample what the family can resample (a ViT's patch
+  /// kernel and position table). An empty `required` (default): the family reads no such file.
   struct BackboneFile {
     std::string prefix;
     std::vector<std::pair<std::string, std::string>> renames;
     std::vector<std::string> ignore_prefixes;
     std::string required;
     std::string layouts;
+    std::function<void(std::vector<std::pair<std::string, torch::Tensor>>&)> adapt;
   };
   virtual BackboneFile backbone_file() const { return {}; }
 

@@ -335,6 +335,7 @@ int64_t import_backbone_weights(Detector& detector, const std::string& path) {
                       name_listing(outside, 3), "); model.backbone.weights reads ", layout.layouts,
                       ", a whole detector goes in model.weights"));
   }
+  if (layout.adapt) layout.adapt(backbone);
   LoadReport report;
   try {
     report = load_named_tensors(detector, backbone, path,

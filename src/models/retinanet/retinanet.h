@@ -70,7 +70,8 @@ class RetinaNetImpl : public DetectorBase<RetinaNetImpl, RetinaNetOptions> {
             {},
             {"fc."},
             R"(backbone\.body\..*)",
-            "a torchvision ImageNet ResNet / ResNeXt classification state dict"};
+            "a torchvision ImageNet ResNet / ResNeXt classification state dict",
+            {}};
   }
   std::vector<ClassLayer> class_layers() const override {
     return {{R"(head\.classification_head\.cls_logits\.(weight|bias))",

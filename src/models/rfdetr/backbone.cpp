@@ -1,6 +1,7 @@
 #include "models/rfdetr/backbone.h"
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <string>
 
@@ -161,18 +162,38 @@ WindowedDinoImpl::WindowedDinoImpl(const RfdetrBackboneOptions& o) : o_(o) {
   layernorm_ = layer_norm(*this, "layernorm", o.hidden);
 }
 
+torch::Tensor resample_position_table(const torch::Tensor& table, int64_t grid_h, int64_t grid_w) {
+  const int64_t g = static_cast<int64_t>(std::lround(std::sqrt(double(table.size(1) - 1))));
+  TORCH_CHECK(table.dim() == 3 && table.size(0) == 1 && g * g + 1 == table.size(1),
+              "a position table [1, 1 + g * g, D] was expected, got ", table.sizes());
+  const int64_t dim = table.size(2);
+  const auto grid = table.narrow(1, 1, g * g).reshape({1, g, g, dim}).permute({0, 3, 1, 2});
+  const auto resized = at::_upsample_bicubic2d_aa(grid.to(torch::kFloat32), {grid_h, grid_w},
+                                                  /*align_corners=*/false)
+                           .to(table.scalar_type());
+  return torch::cat(
+      {table.narrow(1, 0, 1), resized.permute({0, 2, 3, 1}).reshape({1, grid_h * grid_w, dim})}, 1);
+}
+
+torch::Tensor resample_patch_kernel(const torch::Tensor& kernel, int64_t size) {
+  const int64_t old_h = kernel.size(2), old_w = kernel.size(3), old = old_h * old_w;
+  if (old_h == size && old_w == size) return kernel;
+  // Column j of `resize` [size * size, old]: basis patch j resized to size x size.
+  const auto basis =
+      torch::eye(old, kernel.options().dtype(torch::kFloat32)).view({old, 1, old_h, old_w});
+  const auto resize =
+      at::_upsample_bicubic2d_aa(basis, {size, size}, /*align_corners=*/false).view({old, -1}).t();
+  return kernel.reshape({kernel.size(0), kernel.size(1), old})
+      .to(torch::kFloat32)
+      .matmul(torch::linalg_pinv(resize))
+      .view({kernel.size(0), kernel.size(1), size, size})
+      .to(kernel.scalar_type());
+}
+
 torch::Tensor WindowedDinoImpl::position_embeddings(int64_t grid_h, int64_t grid_w) const {
   const int64_t g = o_.position_grid;
   if (grid_h == g && grid_w == g) return position_embeddings_;
-  const auto grid =
-      position_embeddings_.narrow(1, 1, g * g).reshape({1, g, g, o_.hidden}).permute({0, 3, 1, 2});
-  // As the reference: bicubic with antialiasing (F.interpolate's antialias path), in float32.
-  const auto resized = at::_upsample_bicubic2d_aa(grid.to(torch::kFloat32), {grid_h, grid_w},
-                                                  /*align_corners=*/false)
-                           .to(grid.scalar_type());
-  return torch::cat({position_embeddings_.narrow(1, 0, 1),
-                     resized.permute({0, 2, 3, 1}).reshape({1, grid_h * grid_w, o_.hidden})},
-                    1);
+  return resample_position_table(position_embeddings_, grid_h, grid_w);
 }
 
 std::vector<torch::Tensor> WindowedDinoImpl::forward(const torch::Tensor& x) {

@@ -35,6 +35,17 @@ struct RfdetrBackboneOptions {
   int64_t c2f_blocks = 3;
 };
 
+/// A ViT's position table [1, 1 + g * g, D] (the CLS token's entry first) at a grid_h x grid_w
+/// grid, as rfdetr's DINOv2 interpolates it at run time and timm's resample_abs_pos_embed does:
+/// bicubic with antialiasing, in float32.
+torch::Tensor resample_position_table(const torch::Tensor& table, int64_t grid_h, int64_t grid_w);
+
+/// A patch-embedding kernel [O, I, k, k] for patches of size x size, as FlexiViT and timm's
+/// resample_patch_embed do: the kernel whose response to a patch resized to `size` (bicubic,
+/// antialiased) best equals the old kernel's response to the patch, by the resize's
+/// pseudo-inverse. In float32.
+torch::Tensor resample_patch_kernel(const torch::Tensor& kernel, int64_t size);
+
 /// LayerNorm over the channels of an NCHW map (ConvNeXt's), eps 1e-6.
 class ChannelLayerNormImpl : public torch::nn::Module {
  public:

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <memory>
 
+#include "core/errors.h"
+#include "core/logging.h"
 #include "models/detr/criterion.h"
 #include "ops/box_ops.h"
 
@@ -130,6 +132,39 @@ std::vector<Detections> RfdetrImpl::predict(const Batch& batch) {
   const auto outputs = forward_outputs(batch.images);
   const int64_t last = options_.decoder().layers - 1;
   return postprocess(outputs.logits[last], outputs.boxes[last], batch);
+}
+
+Detector::BackboneFile RfdetrImpl::backbone_file() const {
+  const int64_t patch = options_.backbone().patch, grid = options_.backbone().position_grid;
+  BackboneFile file{
+      "backbone.0.encoder.encoder.",
+      // rfdetr's names (whole model, or its DinoV2 module), transformers' classifier.
+      {{R"(^backbone\.0\.encoder\.)", ""},
+       {R"(^encoder\.(embeddings|encoder|layernorm)\.)", "$1."},
+       {R"(^dinov2\.)", ""}},
+      {"classifier."},
+      R"(backbone\.0\.encoder\.encoder\..*)",
+      "a DINOv2 ViT in transformers' Dinov2Model names or rfdetr's backbone.0.encoder "
+      "names",
+      {}};
+  file.adapt = [patch, grid](NamedTensors& tensors) {
+    for (auto& [name, t] : tensors) {
+      if (name == "embeddings.patch_embeddings.projection.weight" && t.dim() == 4 &&
+          t.size(2) == t.size(3) && t.size(3) != patch) {
+        logging::info(str("model.backbone.weights: the ", t.size(3),
+                          " px patch kernel resampled to ", patch,
+                          " px (FlexiViT's pseudo-inverse of the resize)"));
+        t = resample_patch_kernel(t, patch);
+      }
+      const int64_t g = t.dim() == 3 ? std::lround(std::sqrt(double(t.size(1) - 1))) : 0;
+      if (name == "embeddings.position_embeddings" && g * g + 1 == t.size(1) && g != grid) {
+        logging::info(str("model.backbone.weights: the ", g, " x ", g,
+                          " position table resampled to ", grid, " x ", grid, " (bicubic)"));
+        t = resample_position_table(t, grid, grid);
+      }
+    }
+  };
+  return file;
 }
 
 }  // namespace detforge::models

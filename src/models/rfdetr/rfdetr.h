@@ -55,6 +55,12 @@ class RfdetrImpl : public DetectorBase<RfdetrImpl, RfdetrOptions> {
   std::vector<std::pair<std::string, int64_t>> counters() const override {
     return {{"skipped_images", skipped_images_}, {"nonfinite_matches", nonfinite_matches_}};
   }
+  /// model.backbone.weights: a DINOv2 ViT of this width and depth in transformers' Dinov2Model
+  /// names (or Dinov2ForImageClassification's), or rfdetr's backbone.0.encoder names. Another
+  /// patch size or position grid (DINOv2's 14 px patches and 37 x 37 grid) is resampled to this
+  /// model's (resample_patch_kernel, resample_position_table), as rfdetr does not: it starts
+  /// its 16 px models from its own checkpoints only.
+  BackboneFile backbone_file() const override;
   /// The class head and every group's two-stage class head; each has one extra row.
   std::vector<ClassLayer> class_layers() const override {
     return {{R"(class_embed\.(weight|bias))", 1, 1},

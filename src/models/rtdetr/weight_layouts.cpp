@@ -44,7 +44,8 @@ Detector::BackboneFile RTDetrImpl::backbone_file() const {
           {"fc."},
           R"(model\.backbone\.model\..*)",
           "a ResNet-vd in transformers' RTDetrResNetBackbone names or PResNet's (rtdetrv2_pytorch, "
-          "e.g. ResNet18_vd_pretrained_from_paddle.pth)"};
+          "e.g. ResNet18_vd_pretrained_from_paddle.pth)",
+          {}};
 }
 
 std::vector<std::pair<std::string, std::string>> RTDetrImpl::weight_renames() const {

@@ -101,7 +101,8 @@ class YoloImpl : public DetectorBase<YoloImpl, YoloOptions> {
             {},
             {"model.9."},
             R"(model\.[0-8]\..*)",
-            "an Ultralytics YOLOv8 classification checkpoint of the same scale (yolov8n-cls.pt)"};
+            "an Ultralytics YOLOv8 classification checkpoint of the same scale (yolov8n-cls.pt)",
+            {}};
   }
   /// `yolov8<scale>.yaml` for the preset scales with Ultralytics' reg_max of 16.
   std::string ultralytics_model_file() const override;

@@ -333,5 +333,41 @@ TEST(RfdetrWeights, ReferenceCheckpointWithOtherClassesFineTunesByName) {
   EXPECT_TRUE(torch::equal(rows[2], file_rows[0]));
 }
 
+// model.backbone.weights. A DINOv2-S that transformers wrote (Dinov2Model.save_pretrained: 14 px
+// patches, a 37 x 37 position grid) starts RF-DETR-N's ViT: every block tensor as written, the
+// patch kernel and the position table resampled to 16 px and 24 x 24 as timm's
+// resample_patch_embed and resample_abs_pos_embed do. rfdetr's own DinoV2 names load as they
+// are, and a ViT of another width is refused naming the tensor.
+TEST(RfdetrWeights, Dinov2FilesStartTheBackbone) {
+  const auto dir = detforge::testing::cached_reference(
+      "rfdetr_dinov2", "models/rfdetr/dinov2_reference.py", /*is_dir=*/true);
+  const auto expected = detforge::testing::read_tensor_dict(dir + "/expected.pth");
+  const std::string prefix = "backbone.0.encoder.encoder.";
+  Rfdetr model(rfdetr_preset("nano", 3));
+  const auto hf = weights::read_state_dict(dir + "/hf/model.safetensors");
+  EXPECT_EQ(import_backbone_weights(*model, dir + "/hf/model.safetensors"),
+            static_cast<int64_t>(hf.size()));
+  auto params = model->named_parameters();
+  for (const auto& [name, t] : hf) {
+    const auto& ours = params[prefix + name];
+    if (name == "embeddings.patch_embeddings.projection.weight") {
+      expect_near(ours, expected.at("patch"), 1e-5, name);
+    } else if (name == "embeddings.position_embeddings") {
+      expect_near(ours, expected.at("position"), 1e-6, name);
+    } else {
+      EXPECT_TRUE(torch::equal(ours, t)) << name;
+    }
+  }
+  Rfdetr own(rfdetr_preset("nano", 3));
+  const auto rfdetr_file = weights::read_state_dict(dir + "/rfdetr_dinov2.pth");
+  EXPECT_EQ(import_backbone_weights(*own, dir + "/rfdetr_dinov2.pth"),
+            static_cast<int64_t>(rfdetr_file.size()));
+  auto own_params = own->named_parameters();
+  for (const auto& [name, t] : rfdetr_file)
+    EXPECT_TRUE(torch::equal(own_params["backbone.0.encoder." + name], t)) << name;
+  EXPECT_THROW_WITH(import_backbone_weights(*own, dir + "/narrow/model.safetensors"), IoError,
+                    "embeddings.cls_token");
+}
+
 }  // namespace
 }  // namespace detforge::models
