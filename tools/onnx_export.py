@@ -1,14 +1,16 @@
 """Exports a detector, given as its reference framework's weights, to ONNX with raw outputs.
 
-Usage: onnx_export.py --family retinanet|rtdetr|yolo --weights PATH --height H --width W
+Usage: onnx_export.py --family retinanet|rfdetr|rtdetr|yolo --weights PATH --height H --width W
            [--batch B] [--opset N] --out OUT.onnx
            [--arch A --num-classes C --v2 0|1 [--norm-eps E]]   (retinanet only)
+           [--size nano|small --num-classes C]                 (rfdetr only)
 
-WEIGHTS is what `detforge export` writes: --format pth (torchvision RetinaNet state dict),
---format hf (transformers RT-DETRv2 folder), --format ultralytics (YOLOv8 .pt). The reference
-model is rebuilt from it, wrapped to return the network's outputs before post-processing (score
-thresholds and NMS are left to the runtime) and exported with torch's TorchScript-based exporter
-(Ultralytics' own exporter for yolo, which uses the same one).
+WEIGHTS is what `detforge export` writes: --format pth (torchvision RetinaNet or rfdetr state
+dict), --format hf (transformers RT-DETRv2 folder), --format ultralytics (YOLOv8 .pt). The
+reference model is rebuilt from it, wrapped to return the network's outputs before
+post-processing (score thresholds and NMS are left to the runtime) and exported with torch's
+TorchScript-based exporter (Ultralytics' and rfdetr's own exporters for yolo and rfdetr, which
+use the same one).
 
 Shapes are fixed: no dynamic axes; the model takes exactly B x 3 x H x W. Input `images`,
 float32 [B, 3, H, W], is the tensor the network body receives, already resized, padded and
@@ -18,6 +20,8 @@ yolo: RGB in 0..1). Outputs:
              BoxCoder(1, 1, 1, 1), clipped to HxW), scores [B, N, C] = sigmoid(cls_logits)
   rtdetr     logits [B, Q, C], pred_boxes [B, Q, 4] cxcywh in 0..1 (as transformers returns them)
   yolo       output0 [B, 4 + C, A]: xywh input pixels and class scores (as Ultralytics exports it)
+  rfdetr     input `input` (rfdetr's name; ImageNet-normalised); dets [B, Q, 4] cxcywh in 0..1,
+             labels [B, Q, C + 1] class logits (as rfdetr's RFDETR.export writes them)
 After exporting, runs onnx.checker and prints one line: family, input and output shapes, opset,
 file size. Exit codes: 0 done, 2 bad arguments or a missing Python package, 1 export failure.
 """
@@ -36,8 +40,11 @@ PINS = {"torch": "torch==@TORCH_VERSION@", "onnx": "onnx==@ONNX_VERSION@",
         "onnxruntime": "onnxruntime==@ONNXRUNTIME_VERSION@",
         "torchvision": "torchvision==@TORCHVISION_VERSION@",
         "transformers": "transformers==@TRANSFORMERS_VERSION@",
-        "ultralytics": "ultralytics==@ULTRALYTICS_VERSION@"}
-FAMILY_PACKAGE = {"retinanet": "torchvision", "rtdetr": "transformers", "yolo": "ultralytics"}
+        "ultralytics": "ultralytics==@ULTRALYTICS_VERSION@", "rfdetr": "rfdetr==@RFDETR_VERSION@"}
+FAMILY_PACKAGE = {"retinanet": "torchvision", "rfdetr": "rfdetr", "rtdetr": "transformers",
+                  "yolo": "ultralytics"}
+# The options only some families take, and which need them.
+FAMILY_OPTIONS = {"retinanet": ("arch", "num_classes", "v2"), "rfdetr": ("size", "num_classes")}
 RETINANET_ARCHS = ("resnet18", "resnet34", "resnet50", "resnet101", "resnext50_32x4d",
                    "resnext101_32x8d")
 # 18 as Ultralytics picks for this torch: onnxruntime's CUDA provider lacks some opset >= 19
@@ -108,6 +115,7 @@ def parse_args(argv):
     p.add_argument("--arch", choices=RETINANET_ARCHS)
     p.add_argument("--num-classes", type=int)
     p.add_argument("--v2", type=int, choices=(0, 1))
+    p.add_argument("--size", choices=("nano", "small"))
     p.add_argument("--norm-eps", type=float, default=1e-5,
                    help="retinanet: FrozenBatchNorm2d eps (detforge model.backbone.norm_eps)")
     a = p.parse_args(argv)
@@ -117,17 +125,18 @@ def parse_args(argv):
     if not 17 <= a.opset <= MAX_OPSET:
         p.error(f"--opset must be in [17, {MAX_OPSET}] (the TorchScript exporter's newest), "
                 f"got {a.opset}")
-    retinanet_only = {"--arch": a.arch, "--num-classes": a.num_classes, "--v2": a.v2}
-    if a.family == "retinanet":
-        missing = [k for k, v in retinanet_only.items() if v is None]
-        if missing:
-            p.error(f"--family retinanet needs {', '.join(missing)}")
-        if a.num_classes < 1:
-            p.error(f"--num-classes must be >= 1, got {a.num_classes}")
-    else:
-        given = [k for k, v in retinanet_only.items() if v is not None]
-        if given:
-            p.error(f"{', '.join(given)}: for --family retinanet only, not {a.family}")
+    needed = FAMILY_OPTIONS.get(a.family, ())
+    flag = {"arch": "--arch", "num_classes": "--num-classes", "v2": "--v2", "size": "--size"}
+    missing = [flag[k] for k in needed if getattr(a, k) is None]
+    if missing:
+        p.error(f"--family {a.family} needs {', '.join(missing)}")
+    given = [flag[k] for k in flag if k not in needed and getattr(a, k) is not None]
+    if given:
+        owners = {f: "/".join(fam for fam, keys in FAMILY_OPTIONS.items() if k in keys)
+                  for k, f in flag.items()}
+        p.error(f"{', '.join(given)}: for --family {owners[given[0]]} only, not {a.family}")
+    if a.num_classes is not None and a.num_classes < 1:
+        p.error(f"--num-classes must be >= 1, got {a.num_classes}")
     if a.family == "yolo" and (a.height % 32 or a.width % 32):
         p.error(f"--family yolo needs --height and --width divisible by 32 (the largest stride), "
                 f"got {a.height}x{a.width}")
@@ -255,9 +264,30 @@ def export_yolo(a):
     shutil.move(f, a.out)
 
 
-EXPORTERS = {"retinanet": export_retinanet, "rtdetr": export_rtdetr, "yolo": export_yolo}
-OUTPUTS = {"retinanet": ["boxes", "scores"], "rtdetr": ["logits", "pred_boxes"],
-           "yolo": ["output0"]}
+def export_rfdetr(a):
+    import torch
+    from rfdetr import RFDETRNano, RFDETRSmall
+
+    model = {"nano": RFDETRNano, "small": RFDETRSmall}[a.size](
+        pretrain_weights=None, device="cpu", num_classes=a.num_classes)
+    net = model.model.model
+    state = torch.load(a.weights, map_location="cpu", weights_only=True)
+    check_state_dict(net, state, f"--weights {a.weights} does not fit rfdetr's RFDETR"
+                     f"{a.size.capitalize()} (num_classes={a.num_classes})")
+    net.load_state_dict(state)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="You are using the legacy TorchScript")
+        warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
+        f = model.export(output_dir=os.path.join(a.tmp, "rfdetr"), shape=(a.height, a.width),
+                         batch_size=a.batch, opset_version=a.opset, verbose=False)
+    shutil.move(str(f), a.out)
+
+
+EXPORTERS = {"retinanet": export_retinanet, "rfdetr": export_rfdetr, "rtdetr": export_rtdetr,
+             "yolo": export_yolo}
+INPUT = {"rfdetr": "input"}
+OUTPUTS = {"retinanet": ["boxes", "scores"], "rfdetr": ["dets", "labels"],
+           "rtdetr": ["logits", "pred_boxes"], "yolo": ["output0"]}
 
 
 def summarise(a):
@@ -278,9 +308,10 @@ def summarise(a):
     inputs = [(v.name, *shape(v)) for v in m.graph.input]
     outputs = [(v.name, *shape(v)) for v in m.graph.output]
     want = [a.batch, 3, a.height, a.width]
-    if [(n, d) for n, _, d in inputs] != [("images", want)]:
+    name = INPUT.get(a.family, "images")
+    if [(n, d) for n, _, d in inputs] != [(name, want)]:
         raise ExportError(f"{a.out}: inputs {[(n, s) for n, s, _ in inputs]}, expected "
-                          f"images {want}")
+                          f"{name} {want}")
     if [n for n, _, _ in outputs] != OUTPUTS[a.family]:
         raise ExportError(f"{a.out}: outputs {[n for n, _, _ in outputs]}, expected "
                           f"{OUTPUTS[a.family]}")
@@ -299,6 +330,9 @@ def quiet_and_offline(family, tmp):
         os.environ["YOLO_OFFLINE"] = "1"
         os.environ.setdefault("YOLO_CONFIG_DIR", tmp)
         os.environ.setdefault("YOLO_VERBOSE", "false")
+    elif family == "rfdetr":
+        os.environ.setdefault("YOLO_CONFIG_DIR", tmp)
+        os.environ["HF_HUB_OFFLINE"] = "1"
     elif family == "rtdetr":
         os.environ["HF_HUB_OFFLINE"] = "1"
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")

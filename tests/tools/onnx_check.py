@@ -10,7 +10,7 @@ queries: two scores within float noise of each other may swap places in the top-
 are matched jointly, one permutation per image, before comparing. --xyxy names outputs of
 pixel boxes [..., 4], whose differences are measured in units of each expected box's size
 (RetinaNet: a delta's float32 rounding times an anchor of up to 812 pixels reaches 1e-3 pixels
-on boxes of any position).
+on boxes of any position). --plain runs onnxruntime with its graph optimisations off.
 Prints one line per output (shapes, max diff, tolerance); exit 0 when all pass, 1 otherwise.
 """
 import argparse
@@ -80,6 +80,8 @@ def main():
     p.add_argument("tol", type=parse_tolerances)
     p.add_argument("--unordered", default="", help="comma-separated output names")
     p.add_argument("--xyxy", default="", help="comma-separated outputs of boxes [..., 4]")
+    p.add_argument("--plain", action="store_true",
+                   help="run with onnxruntime's graph optimisations off (ORT_DISABLE_ALL)")
     a = p.parse_args()
     try:
         import onnxruntime as ort
@@ -99,7 +101,11 @@ def main():
         print(f"onnx_check: {a.io} has no 'images' tensor (has {sorted(io)})", file=sys.stderr)
         return 1
     try:
-        session = ort.InferenceSession(a.model, providers=["CPUExecutionProvider"])
+        options = ort.SessionOptions()
+        if a.plain:
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        session = ort.InferenceSession(a.model, sess_options=options,
+                                       providers=["CPUExecutionProvider"])
         names = [o.name for o in session.get_outputs()]
         outputs = session.run(None, {session.get_inputs()[0].name: io["images"]})
     except Exception as e:

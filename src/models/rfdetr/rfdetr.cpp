@@ -134,6 +134,32 @@ std::vector<Detections> RfdetrImpl::predict(const Batch& batch) {
   return postprocess(outputs.logits[last], outputs.boxes[last], batch);
 }
 
+std::vector<std::pair<std::string, torch::Tensor>> RfdetrImpl::export_outputs(
+    const torch::Tensor& images) {
+  torch::NoGradGuard no_grad;
+  const auto outputs = forward_outputs(images);
+  const int64_t last = outputs.logits.size(0) - 1;
+  return {{"dets", outputs.boxes[last].to(torch::kFloat32)},
+          {"labels", outputs.logits[last].to(torch::kFloat32)}};
+}
+
+std::vector<std::string> RfdetrImpl::onnx_export_args() const {
+  const std::string size = options_.backbone().position_grid == 32 ? "small" : "nano";
+  const auto preset = rfdetr_preset(size, options_.num_classes());
+  const auto& d = options_.decoder();
+  const auto& p = preset.decoder();
+  if (d.layers != p.layers || d.num_queries != p.num_queries || d.groups != p.groups ||
+      d.ffn_dim != p.ffn_dim || d.points != p.points) {
+    throw ConfigError(str("--format onnx: model.decoder differs from RF-DETR ", size, "'s (layers ",
+                          p.layers, ", num_queries ", p.num_queries, ", groups ", p.groups,
+                          ", ffn_dim ", p.ffn_dim, ", points ", p.points,
+                          "); the ONNX route rebuilds the model in rfdetr, which builds only its "
+                          "presets"));
+  }
+  return {"--family", "rfdetr",        "--size",
+          size,       "--num-classes", std::to_string(options_.num_classes())};
+}
+
 Detector::BackboneFile RfdetrImpl::backbone_file() const {
   const int64_t patch = options_.backbone().patch, grid = options_.backbone().position_grid;
   BackboneFile file{

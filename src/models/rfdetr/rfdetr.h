@@ -55,6 +55,13 @@ class RfdetrImpl : public DetectorBase<RfdetrImpl, RfdetrOptions> {
   std::vector<std::pair<std::string, int64_t>> counters() const override {
     return {{"skipped_images", skipped_images_}, {"nonfinite_matches", nonfinite_matches_}};
   }
+  /// dets [B, Q, 4] (cxcywh in 0..1) and labels [B, Q, C + 1] (logits) of the last layer, as
+  /// rfdetr's ONNX export gives them.
+  std::vector<std::pair<std::string, torch::Tensor>> export_outputs(
+      const torch::Tensor& images) override;
+  /// --family rfdetr --size S --num-classes C: rfdetr's RFDETRNano / RFDETRSmall and its own
+  /// exporter. Throws ConfigError for decoder or backbone options other than the preset's.
+  std::vector<std::string> onnx_export_args() const override;
   /// model.backbone.weights: a DINOv2 ViT of this width and depth in transformers' Dinov2Model
   /// names (or Dinov2ForImageClassification's), or rfdetr's backbone.0.encoder names. Another
   /// patch size or position grid (DINOv2's 14 px patches and 37 x 37 grid) is resampled to this
