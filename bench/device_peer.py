@@ -8,13 +8,15 @@ argv: INPUTS DEVICE ARCH CLASSES ITERS WARMUP OUT. INPUTS is a state dict (image
 labels_i); ARCH a torchvision.models name (resnet50, resnext50_32x4d); OUT gets
 {"fp32" | "bf16" | "fp32_cl" | "bf16_cl": {"step_s", "peak_mib"}}.
 """
-import json, sys, time
+import json, sys
 import torch, torchvision
 from torchvision.models.detection.backbone_utils import _resnet_fpn_extractor
 from torchvision.models.detection.image_list import ImageList
 from torchvision.models.detection.retinanet import RetinaNet
 from torchvision.ops import misc
 from torchvision.ops.feature_pyramid_network import LastLevelP6P7
+
+from peer_timing import timed
 
 inputs, device, arch, classes, iters, warmup, out = sys.argv[1:8]
 classes, iters, warmup = int(classes), int(iters), int(warmup)
@@ -27,10 +29,6 @@ body = getattr(torchvision.models, arch)(weights=None, norm_layer=misc.FrozenBat
 backbone = _resnet_fpn_extractor(body, 3, returned_layers=[2, 3, 4], extra_blocks=LastLevelP6P7(256, 256))
 model = RetinaNet(backbone, classes).to(dev).train()
 sizes = [tuple(images.shape[-2:])] * b
-
-def sync():
-    if dev.type == "cuda":
-        torch.cuda.synchronize(dev)
 
 res = {}
 for name, bf16, channels_last in [("fp32", False, False), ("bf16", True, False),
@@ -46,16 +44,6 @@ for name, bf16, channels_last in [("fp32", False, False), ("bf16", True, False),
             losses = model.compute_loss(targets, head, anchors)
         sum(losses.values()).backward()
 
-    if dev.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(dev)
-    for _ in range(warmup):
-        step()
-    sync()
-    t0 = time.perf_counter()
-    for _ in range(iters):
-        step()
-    sync()
-    s = (time.perf_counter() - t0) / iters
-    peak = torch.cuda.max_memory_allocated(dev) / 2**20 if dev.type == "cuda" else 0.0
+    s, peak = timed(step, dev, iters, warmup)
     res[name] = {"step_s": s, "peak_mib": peak}
 json.dump(res, open(out, "w"))

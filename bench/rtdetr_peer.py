@@ -10,10 +10,12 @@ synchronised around the timed calls); OUT gets {"train_s", "infer_s", "peak_rss_
 "train_peak_mib", "infer_peak_mib"} (seconds per batch; this process's peak RSS and each phase's
 peak device memory in MiB, 0 on the CPU).
 """
-import json, resource, sys, time
+import json, resource, sys
 import torch
 from transformers import RTDetrResNetConfig, RTDetrV2Config, RTDetrV2ForObjectDetection
 from transformers.models.rt_detr.image_processing_rt_detr import RTDetrImageProcessor
+
+from peer_timing import timed
 
 inputs, weights = sys.argv[1:3]
 threads, iters, warmup = map(int, sys.argv[3:6])
@@ -34,11 +36,6 @@ model.load_state_dict(torch.load(weights, weights_only=True), strict=True)
 model.to(device)
 processor = RTDetrImageProcessor()
 
-
-def sync():
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
 def train_step():
     model.zero_grad(set_to_none=True)
     model(pixel_values=images, labels=labels).loss.backward()
@@ -51,17 +48,6 @@ def infer():
 res = {}
 for name, mode, fn in (("train", True, train_step), ("infer", False, infer)):
     model.train(mode)
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-    for _ in range(warmup):
-        fn()
-    sync()
-    t0 = time.perf_counter()
-    for _ in range(iters):
-        fn()
-    sync()
-    res[name + "_s"] = (time.perf_counter() - t0) / iters
-    res[name + "_peak_mib"] = (torch.cuda.max_memory_allocated(device) / 2**20
-                               if device.type == "cuda" else 0.0)
+    res[name + "_s"], res[name + "_peak_mib"] = timed(fn, device, iters, warmup)
 res["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 json.dump(res, open(out, "w"))

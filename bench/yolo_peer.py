@@ -10,12 +10,14 @@ cuda:N (fp32, synchronised around the timed calls); OUT gets {"train_s", "infer_
 "train_peak_mib", "infer_peak_mib"} (seconds per batch; this process's peak RSS and each phase's
 peak device memory in MiB, 0 on the CPU).
 """
-import json, os, resource, sys, tempfile, time, types
+import json, os, resource, sys, tempfile, types
 os.environ.setdefault("YOLO_CONFIG_DIR", tempfile.mkdtemp())
 os.environ.setdefault("YOLO_OFFLINE", "1")
 import torch
 from ultralytics.nn.tasks import DetectionModel
 from ultralytics.utils.nms import non_max_suppression
+
+from peer_timing import timed
 
 inputs, weights, scale = sys.argv[1:4]
 threads, iters, warmup = map(int, sys.argv[4:7])
@@ -39,20 +41,6 @@ model.load_state_dict(torch.load(weights, weights_only=True), strict=True)
 model.to(device)
 criterion = model.init_criterion()
 
-
-def sync():
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def peak_mib():
-    return torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else 0.0
-
-
-def reset_peak():
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-
 def train_step():
     model.zero_grad(set_to_none=True)
     loss, _ = criterion(model(images), batch)
@@ -65,27 +53,9 @@ def infer():
 
 res = {}
 model.train()
-reset_peak()
-for _ in range(warmup):
-    train_step()
-sync()
-t0 = time.perf_counter()
-for _ in range(iters):
-    train_step()
-sync()
-res["train_s"] = (time.perf_counter() - t0) / iters
-res["train_peak_mib"] = peak_mib()
+res["train_s"], res["train_peak_mib"] = timed(train_step, device, iters, warmup)
 model.eval()
 model.fuse(verbose=False)
-reset_peak()
-for _ in range(warmup):
-    infer()
-sync()
-t0 = time.perf_counter()
-for _ in range(iters):
-    infer()
-sync()
-res["infer_s"] = (time.perf_counter() - t0) / iters
-res["infer_peak_mib"] = peak_mib()
+res["infer_s"], res["infer_peak_mib"] = timed(infer, device, iters, warmup)
 res["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 json.dump(res, open(out, "w"))

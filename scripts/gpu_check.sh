@@ -14,6 +14,7 @@
 #   bench_yolov8n.txt,    YOLOv8n / YOLOv8s train step and inference (fp32, batch 16 at 640 px)
 #   bench_yolov8s.txt     beside Ultralytics on the same GPU, with peak device memory
 #   bench_rtdetr.txt      RT-DETRv2 r18vd the same way beside transformers
+#   bench_rfdetr.txt      RF-DETR-N (batch 16 at 384 px) beside rfdetr where the host has it
 #   train_mlperf.txt,     bench train: the whole training loop (loader, copies, step, optimizer,
 #   train_yolov8n.txt,    EMA; no evaluation) of the MLPerf recipe (batch 32 at 800 px), YOLOv8n and
 #   train_rtdetr.txt      RT-DETRv2 r18vd (batch 16 at 640 px) on synthetic images, and the loader
@@ -242,6 +243,7 @@ bench_train train_rtdetr "$out/rtdetr_r18vd_synth.yaml" "$out/synth640" data.num
   data.min_size=640 data.max_size=640 data.batch_size=16 data.workers=8
 bench bench_r50 retinanet_r50_fpn 16 800 device_peer.py
 bench bench_yolov8s yolov8s 16 640 yolo_peer.py
+bench bench_rfdetr rfdetr_nano 16 384 rfdetr_peer.py
 run_part mlperf "$out/mlperf/train.log" mlperf
 if [ -f "$out/mlperf/checker.txt" ]; then
   verdict="$(grep -E "SUCCESS|FAILED" "$out/mlperf/checker.txt" | tail -n 1)"

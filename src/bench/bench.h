@@ -105,7 +105,7 @@ struct BenchPeerArgs {
   bool peer = true;
   /// cpu or cuda:N (run_bench_device only).
   std::string device = "cpu";
-  /// The peer's script (bench/device_peer.py, bench/rtdetr_peer.py or bench/yolo_peer.py),
+  /// The peer's script (bench/device_peer.py, rtdetr_peer.py, rfdetr_peer.py or yolo_peer.py),
   /// relative to the working directory.
   std::string peer_script;
   /// run_bench_device only: a folder for the profile of one bf16 train step (empty: none).
@@ -116,6 +116,8 @@ struct BenchPeerArgs {
 /// (bench/device.cpp).
 void run_bench_device(const BenchPeerArgs& args);
 void run_bench_rtdetr(const BenchPeerArgs& args);
+/// `bench model --model rfdetr_nano` (bench/rfdetr.cpp): detforge beside rfdetr.
+void run_bench_rfdetr(const BenchPeerArgs& args);
 void run_bench_yolo(const BenchPeerArgs& args);
 
 /// `bench slice` (bench/slice.cpp): sliced inference of a folder's photos, detforge's predict

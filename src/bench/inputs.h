@@ -1,9 +1,10 @@
-// Inputs and peer runs shared by the detector benchmarks (bench/model.cpp, bench/rtdetr.cpp,
-// bench/yolo.cpp).
+// Inputs, timings and peer runs shared by the detector benchmarks (bench/model.cpp,
+// bench/rtdetr.cpp, bench/rfdetr.cpp, bench/yolo.cpp; the last three through bench/phases.cpp).
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <random>
 #include <string>
 #include <utility>
@@ -46,6 +47,28 @@ double peak_device_mib(const torch::Device& device);
 nlohmann::json run_peer(const std::string& python, const std::filesystem::path& dir,
                         const std::string& script, const std::string& args, const std::string& who,
                         std::string& note);
+
+/// Seconds per call of a benchmark's two phases on detforge's side, each phase's peak device
+/// memory (MiB; 0 on the CPU) and the process's peak RSS (MiB) after both.
+struct PhaseTimes {
+  double train_s = 0, infer_s = 0, train_mib = 0, infer_mib = 0, rss_mb = 0;
+};
+
+/// Times `train` with `module` in training mode, then `infer` in eval mode: `warmup` untimed
+/// calls, then `iters` timed ones, synchronised on `device`; logs "detforge: <what> train step"
+/// and "... inference".
+PhaseTimes time_phases(torch::nn::Module& module, const torch::Device& device, int iters,
+                       int warmup, const std::string& what, const std::function<void()>& train,
+                       const std::function<void()>& infer);
+
+/// The DETR families' peer inputs: images, boxes_i (normalised cxcywh), labels_i.
+std::vector<std::pair<std::string, torch::Tensor>> detr_peer_inputs(const Batch& batch, int size);
+
+/// The rows every detector benchmark prints after its speed rows: both phases' peak device memory
+/// on CUDA, peak RSS, what the memory speedup means (`who`: the peer) and the peer's `note`.
+void print_memory_rows(const PhaseTimes& t, const nlohmann::json& peer, int batch,
+                       const torch::Device& device, const std::string& who,
+                       const std::string& note);
 
 /// One table row "name  ours  theirs  speedup": theirs is `batch / peer[key]` (seconds per
 /// batch -> images/s, speedup ours / theirs) when `rate`, else `peer[key]` (speedup theirs / ours,

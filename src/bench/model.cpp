@@ -35,10 +35,11 @@ namespace {
 namespace fs = std::filesystem;
 
 // Which benchmark `bench model` runs for --model / --device.
-enum class BenchKind { kRetinaNetCpu, kDevice, kRtdetr, kYolo };
+enum class BenchKind { kRetinaNetCpu, kDevice, kRtdetr, kRfdetr, kYolo };
 
 BenchKind bench_kind(const BenchModelArgs& a) {
   if (a.model == "rtdetr_r18vd") return BenchKind::kRtdetr;
+  if (a.model == "rfdetr_nano") return BenchKind::kRfdetr;
   if (a.model.rfind("yolov8", 0) == 0) return BenchKind::kYolo;
   if (a.device != "cpu" || a.model == "retinanet_x50_mlperf") return BenchKind::kDevice;
   return BenchKind::kRetinaNetCpu;
@@ -51,6 +52,8 @@ const char* default_peer_script(BenchKind kind) {
       return "bench/device_peer.py";
     case BenchKind::kRtdetr:
       return "bench/rtdetr_peer.py";
+    case BenchKind::kRfdetr:
+      return "bench/rfdetr_peer.py";
     case BenchKind::kYolo:
       return "bench/yolo_peer.py";
     case BenchKind::kRetinaNetCpu:
@@ -327,6 +330,9 @@ void run_model_bench(BenchModelArgs a) {
       break;
     case BenchKind::kRtdetr:
       run_bench_rtdetr(peer);
+      break;
+    case BenchKind::kRfdetr:
+      run_bench_rfdetr(peer);
       break;
     case BenchKind::kYolo:
       run_bench_yolo(peer);

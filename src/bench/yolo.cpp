@@ -5,10 +5,8 @@
 // thread count and device, in the same run, both in fp32. Ultralytics' inference runs fused
 // (conv + BN as one conv), as its predictor and validator run it; detforge folds the BN in eval
 // mode too. On a GPU each side's peak device memory is measured per phase.
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <functional>
 #include <random>
 #include <string>
 
@@ -48,59 +46,37 @@ void run_bench_yolo(const BenchPeerArgs& a) {
     inputs.emplace_back("boxes_" + std::to_string(i), batch.targets[i].boxes.tensor());
     inputs.emplace_back("labels_" + std::to_string(i), batch.targets[i].labels);
   }
-  const auto time_it = [&](const char* what, bool train, const std::function<void()>& fn) {
-    model->train(train);
-    logging::info(str("detforge: YOLOv8", scale, " ", what, ", batch ", a.batch, " at ", a.size,
-                      "x", a.size, ", ", threads, " threads"));
-    reset_peak_memory(device);
-    for (int i = 0; i < a.warmup; ++i) fn();
-    synchronize(device);
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < a.iters; ++i) fn();
-    synchronize(device);
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / a.iters;
-  };
-  const fs::path dir =
-      fs::temp_directory_path() / ("detforge_bench_yolo_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const auto dir = write_peer_inputs("yolo", inputs);
   const auto weights = (dir / "weights.pth").string();
   weights::write_state_dict(models::export_state(*model), weights);
   model->to(device);
   const Batch on_device = batch.to(device);
-  const double train_s = time_it("train step", true, [&] {
-    model->zero_grad(/*set_to_none=*/true);
-    model->forward_train(on_device).total().backward();
-  });
-  const double train_mib = peak_device_mib(device);
-  const double infer_s = time_it("inference", false, [&] { model->predict(on_device); });
-  const double infer_mib = peak_device_mib(device);
-  const double rss = peak_rss_mb();
-
+  const auto t = time_phases(
+      *model, device, a.iters, a.warmup,
+      str("YOLOv8", scale, ", batch ", a.batch, " at ", a.size, "x", a.size, ", ", threads,
+          " threads,"),
+      [&] {
+        model->zero_grad(/*set_to_none=*/true);
+        model->forward_train(on_device).total().backward();
+      },
+      [&] { model->predict(on_device); });
   nlohmann::json peer;
-  std::string peer_note;
+  std::string note;
   if (a.peer) {
-    const auto in_path = (dir / "inputs.pth").string();
-    weights::write_state_dict(inputs, in_path);
     logging::info(str("Ultralytics: same weights and inputs, ", threads, " threads"));
     peer = run_peer(a.python, dir, a.peer_script,
-                    str("'", in_path, "' '", weights, "' ", scale, " ", threads, " ", a.iters, " ",
-                        a.warmup, " ", a.device),
-                    "Ultralytics", peer_note);
+                    str("'", (dir / "inputs.pth").string(), "' '", weights, "' ", scale, " ",
+                        threads, " ", a.iters, " ", a.warmup, " ", a.device),
+                    "Ultralytics", note);
   }
-  if (peer_note.empty()) fs::remove_all(dir);
+  if (note.empty()) fs::remove_all(dir);
   std::printf(
       "YOLOv8%s (80 classes) on %s, fp32, %d threads; batch %d at %dx%d, 8 boxes per image\n",
       scale.c_str(), a.device.c_str(), threads, a.batch, a.size, a.size);
   std::printf("%-24s %12s %12s %9s\n", "measure", "detforge", "Ultralytics", "speedup");
-  print_peer_row("train images/s", a.batch / train_s, peer, "train_s", a.batch, true);
-  print_peer_row("inference images/s", a.batch / infer_s, peer, "infer_s", a.batch, true);
-  if (device.is_cuda()) {
-    print_peer_row("train peak device MiB", train_mib, peer, "train_peak_mib", a.batch, false);
-    print_peer_row("infer peak device MiB", infer_mib, peer, "infer_peak_mib", a.batch, false);
-  }
-  print_peer_row("peak RSS MiB", rss, peer, "peak_rss_mb", a.batch, false);
-  std::printf("(peak RSS: each whole process; speedup for memory = Ultralytics / detforge)\n");
-  if (!peer_note.empty()) std::printf("%s\n", peer_note.c_str());
+  print_peer_row("train images/s", a.batch / t.train_s, peer, "train_s", a.batch, true);
+  print_peer_row("inference images/s", a.batch / t.infer_s, peer, "infer_s", a.batch, true);
+  print_memory_rows(t, peer, a.batch, device, "Ultralytics", note);
 }
 
 }  // namespace detforge::bench

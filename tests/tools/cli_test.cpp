@@ -362,8 +362,8 @@ TEST(Cli, GpuCheckRunsEveryPartAndSkipsTheGpuOnesWithoutCuda) {
   for (const char* part :
        {"bench_r50: skipped (no CUDA device)", "bench_mlperf: skipped (no CUDA device)",
         "bench_yolov8n: skipped (no CUDA device)", "bench_rtdetr: skipped (no CUDA device)",
-        "train_mlperf: skipped (no CUDA device)", "train_yolov8n: skipped (no CUDA device)",
-        "train_rtdetr: skipped (no CUDA device)"})
+        "bench_rfdetr: skipped (no CUDA device)", "train_mlperf: skipped (no CUDA device)",
+        "train_yolov8n: skipped (no CUDA device)", "train_rtdetr: skipped (no CUDA device)"})
     EXPECT_NE(summary.find(part), std::string::npos) << part << "\n" << summary;
   const std::string checker = testing::read_file(tmp.path() / "out" / "mlperf" / "checker.txt");
   EXPECT_NE(checker.find("Compliance checks: training_5.1.0/closed_retinanet.yaml"),
