@@ -10,7 +10,7 @@ synchronised around the timed calls); OUT gets {"train_s", "infer_s", "peak_rss_
 "train_peak_mib", "infer_peak_mib"} (seconds per batch; this process's peak RSS and each phase's
 peak device memory in MiB, 0 on the CPU).
 """
-import json, os, resource, sys, tempfile, warnings
+import os, tempfile, warnings
 os.environ.setdefault("YOLO_CONFIG_DIR", tempfile.mkdtemp())
 warnings.filterwarnings("ignore")
 import torch
@@ -18,18 +18,10 @@ from rfdetr import RFDETRNano
 from rfdetr.config import TrainConfig
 from rfdetr.models.lwdetr import build_criterion_from_config
 
-from peer_timing import timed
+from peer_timing import detr_peer_args, write_train_infer
 
-inputs, weights = sys.argv[1:3]
-threads, iters, warmup = map(int, sys.argv[3:6])
-device = torch.device(sys.argv[6])
-out = sys.argv[7]
-torch.set_num_threads(threads)
-data = torch.load(inputs, weights_only=True)
-images = data["images"].to(device)
+weights, iters, warmup, device, out, images, targets = detr_peer_args("labels")
 b, size = images.size(0), images.size(-1)
-targets = [{"labels": data[f"labels_{i}"].to(device), "boxes": data[f"boxes_{i}"].to(device)}
-           for i in range(b)]
 rf = RFDETRNano(pretrain_weights=None, device="cpu", num_classes=80)
 model = rf.model.model
 model.load_state_dict(torch.load(weights, weights_only=True), strict=True)
@@ -47,10 +39,4 @@ def infer():
     with torch.no_grad():
         postprocess(model(images), sizes)
 
-res = {}
-for name, mode, fn in (("train", True, train_step), ("infer", False, infer)):
-    model.train(mode)
-    criterion.train(mode)
-    res[name + "_s"], res[name + "_peak_mib"] = timed(fn, device, iters, warmup)
-res["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-json.dump(res, open(out, "w"))
+write_train_infer(out, [model, criterion], train_step, infer, device, iters, warmup)

@@ -10,23 +10,14 @@ synchronised around the timed calls); OUT gets {"train_s", "infer_s", "peak_rss_
 "train_peak_mib", "infer_peak_mib"} (seconds per batch; this process's peak RSS and each phase's
 peak device memory in MiB, 0 on the CPU).
 """
-import json, resource, sys
 import torch
 from transformers import RTDetrResNetConfig, RTDetrV2Config, RTDetrV2ForObjectDetection
 from transformers.models.rt_detr.image_processing_rt_detr import RTDetrImageProcessor
 
-from peer_timing import timed
+from peer_timing import detr_peer_args, write_train_infer
 
-inputs, weights = sys.argv[1:3]
-threads, iters, warmup = map(int, sys.argv[3:6])
-device = torch.device(sys.argv[6])
-out = sys.argv[7]
-torch.set_num_threads(threads)
-data = torch.load(inputs, weights_only=True)
-images = data["images"].to(device)
+weights, iters, warmup, device, out, images, labels = detr_peer_args("class_labels")
 b, size = images.size(0), images.size(-1)
-labels = [{"class_labels": data[f"labels_{i}"].to(device), "boxes": data[f"boxes_{i}"].to(device)}
-          for i in range(b)]
 backbone = RTDetrResNetConfig(layer_type="basic", depths=[2, 2, 2, 2], hidden_sizes=[64, 128, 256, 512],
                               out_features=["stage2", "stage3", "stage4"])
 config = RTDetrV2Config(backbone_config=backbone, encoder_in_channels=[128, 256, 512],
@@ -45,9 +36,4 @@ def infer():
         o = model(pixel_values=images)
         processor.post_process_object_detection(o, threshold=0.0, target_sizes=[(size, size)] * b)
 
-res = {}
-for name, mode, fn in (("train", True, train_step), ("infer", False, infer)):
-    model.train(mode)
-    res[name + "_s"], res[name + "_peak_mib"] = timed(fn, device, iters, warmup)
-res["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-json.dump(res, open(out, "w"))
+write_train_infer(out, [model], train_step, infer, device, iters, warmup)
