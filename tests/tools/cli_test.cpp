@@ -166,12 +166,18 @@ TEST(Cli, AnOutputFolderThatTurnsReadOnlyMidRunExitsSixAndKeepsTheLastCheckpoint
   const std::string config =
       std::string(DETFORGE_SOURCE_DIR) + "/configs/yolo/synth_yolov8n.yaml data.root=" + data +
       " data.min_size=64 data.max_size=64 data.batch_size=2 data.workers=0 eval.interval=0 ";
+  // A checkout inside a folder only root may enter (`mktemp -d` makes them) is out of the other
+  // user's reach: there it keeps the right to search and read folders (CAP_DAC_READ_SEARCH),
+  // never to write them.
+  std::string as_user = "setpriv --reuid=65534 --regid=65534 --clear-groups ";
+  if (run_command(as_user + "test -x " + df()).exit_code != 0)
+    as_user += "--inh-caps=+dac_read_search --ambient-caps=+dac_read_search ";
   // The run waits for its first checkpoint, then loses the right to write its folder.
-  const auto r = run_command("{ setpriv --reuid=65534 --regid=65534 --clear-groups " + df() +
-                             " train -c " + config + "train.epochs=40 output_dir=" + run +
-                             " & pid=$!; for i in $(seq 600); do [ -f " + run +
-                             "/last.ckpt ] && break; sleep 0.1; done; chmod a-w " + run +
-                             "; wait $pid; echo \"exit $?\"; }");
+  const auto r =
+      run_command("{ " + as_user + df() + " train -c " + config +
+                  "train.epochs=40 output_dir=" + run + " & pid=$!; for i in $(seq 600); do [ -f " +
+                  run + "/last.ckpt ] && break; sleep 0.1; done; chmod a-w " + run +
+                  "; wait $pid; echo \"exit $?\"; }");
   EXPECT_NE(r.output.find("exit " + std::to_string(code(ExitCode::kIo))), std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("io error: cannot write " + run + "/"), std::string::npos) << r.output;
