@@ -153,6 +153,23 @@ struct IouCropOptions {
   int64_t trials = 40;
 };
 
+/// DETR's resize-then-crop branch (DETR, Deformable DETR, LW-DETR and RF-DETR train with it): with
+/// probability `prob`, the shorter side is resized to one of `short_sides` (aspect kept), then a
+/// random crop is cut whose sides are drawn from [side[0], side[1]] (at most the image's): one
+/// side for a square crop (rfdetr's RandomSizedCrop), else width and height apart (DETR's
+/// RandomSizeCrop). A `resize` after it sets the training size, as in those recipes (their
+/// other branch is that resize alone).
+struct ResizeCropOptions {
+  /// Default: 0.5
+  double prob = 0.5;
+  /// Default: {400, 500, 600}
+  std::vector<int64_t> short_sides{400, 500, 600};
+  /// [min, max] pixels. Default: [384, 600]
+  std::array<int64_t, 2> side{384, 600};
+  /// Default: true
+  bool square = true;
+};
+
 /// SSD's zoom-out (torchvision RandomZoomOut): the image is placed at a random spot of a canvas
 /// U(side_range) times its size, filled with `fill`.
 struct ZoomOutOptions {
@@ -212,6 +229,7 @@ std::shared_ptr<const Transform> make_hsv(HsvOptions o);
 std::shared_ptr<const Transform> make_affine(AffineOptions o);
 std::shared_ptr<const Transform> make_scale_jitter(ScaleJitterOptions o);
 std::shared_ptr<const Transform> make_iou_crop(IouCropOptions o);
+std::shared_ptr<const Transform> make_resize_crop(ResizeCropOptions o);
 std::shared_ptr<const Transform> make_zoom_out(ZoomOutOptions o);
 std::shared_ptr<const Transform> make_tile(TileOptions o);
 std::shared_ptr<const Transform> make_mosaic(MosaicOptions o);

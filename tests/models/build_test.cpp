@@ -10,6 +10,7 @@
 #include "core/config_node.h"
 #include "core/errors.h"
 #include "models/retinanet/build.h"
+#include "models/rfdetr/build.h"
 #include "models/rtdetr/build.h"
 #include "models/yolo/build.h"
 #include "test_util.h"
@@ -356,7 +357,10 @@ TEST(ClassWeights, ReadForEveryFamilyAndCheckedAtTheKey) {
   EXPECT_EQ(
       rtdetr_options(model("rtdetr", "{class_weights: [1, 2.5, 0]}")).criterion().class_weights(),
       w);
-  for (const char* type : {"retinanet", "yolo", "rtdetr"}) {
+  EXPECT_EQ(
+      rfdetr_options(model("rfdetr", "{class_weights: [1, 2.5, 0]}")).criterion().class_weights(),
+      w);
+  for (const char* type : {"retinanet", "yolo", "rtdetr", "rfdetr"}) {
     SCOPED_TRACE(type);
     EXPECT_THROW_WITH(detector_spec(model(type, "{class_weights: [1, 2]}")), ConfigError,
                       "m.yaml:4 model.loss.class_weights: has 2 entries but the model has 3 "

@@ -16,6 +16,11 @@ inline double uniform(std::mt19937_64& rng, double lo, double hi) {
   return lo + (hi - lo) * uniform01(rng);
 }
 
+/// A whole number in [lo, hi] (lo <= hi), each equally likely.
+inline int draw_int(std::mt19937_64& rng, int lo, int hi) {
+  return lo + static_cast<int>(rng() % static_cast<uint64_t>(hi - lo + 1));
+}
+
 /// Whether an event of probability p happens; certain and impossible outcomes draw nothing from
 /// the stream.
 inline bool chance(std::mt19937_64& rng, double p) {

@@ -12,11 +12,6 @@
 namespace detforge::data {
 namespace {
 
-// An offset in [lo, hi], each equally likely.
-int draw(std::mt19937_64& rng, int lo, int hi) {
-  return lo + static_cast<int>(rng() % static_cast<uint64_t>(hi - lo + 1));
-}
-
 class Tile final : public Transform {
  public:
   explicit Tile(TileOptions o) : o_(o) {}
@@ -35,13 +30,13 @@ class Tile final : public Transform {
       const auto around = [&](double centre, int side, int span) {
         const int lo = std::clamp(static_cast<int>(std::ceil(centre - side)), 0, span);
         const int hi = std::clamp(static_cast<int>(std::floor(centre)), lo, span);
-        return draw(rng, lo, hi);
+        return draw_int(rng, lo, hi);
       };
       x = around(0.5 * (b[0] + b[2]), cw, W - cw);
       y = around(0.5 * (b[1] + b[3]), ch, H - ch);
     } else {
-      x = draw(rng, 0, W - cw);
-      y = draw(rng, 0, H - ch);
+      x = draw_int(rng, 0, W - cw);
+      y = draw_int(rng, 0, H - ch);
     }
     if (cw == tw && ch == th) {
       s.image = s.image(cv::Rect(x, y, tw, th)).clone();

@@ -6,6 +6,7 @@
 
 #include "core/config_node.h"
 #include "core/errors.h"
+#include "losses/build.h"
 
 namespace detforge::models {
 
@@ -47,6 +48,7 @@ RfdetrOptions rfdetr_options(const ConfigNode& model, std::optional<int64_t> num
                    {"giou_weight", &c.giou_weight()}},
                   0.0);
     o.invalid_target_policy(read_policy(*l, o.invalid_target_policy()));
+    c.class_weights(losses::read_class_weights(*l, classes));
     l->reject_unused();
   }
   if (auto inf = model.optional_child("inference")) {

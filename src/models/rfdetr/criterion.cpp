@@ -1,7 +1,7 @@
 #include "models/rfdetr/criterion.h"
 
+#include "losses/class_weights.h"
 #include "models/detr/criterion.h"
-
 #include "ops/box_ops.h"
 
 namespace detforge::models {
@@ -35,10 +35,12 @@ struct SetTerms {
   torch::Tensor ce, bbox, giou;
 };
 
-// The IoU-aware BCE, L1 and GIoU terms of one set (unweighted, each divided by `normaliser`).
+// The IoU-aware BCE, L1 and GIoU terms of one set (unweighted but for the class weights of the
+// matched class terms, each divided by `normaliser`).
 SetTerms set_terms(const torch::Tensor& logits, const torch::Tensor& boxes,
                    const std::vector<ops::SetTarget>& targets,
-                   const std::vector<ops::SetMatch>& matches, double normaliser, double alpha) {
+                   const std::vector<ops::SetMatch>& matches, double normaliser,
+                   const RfdetrCriterionOptions& o) {
   const auto pairs = matched_pairs(boxes, targets, matches);
   const auto &bi = pairs.image, &qi = pairs.query, &ci = pairs.labels;
   const auto& tgt_boxes = pairs.target_boxes;
@@ -51,6 +53,7 @@ SetTerms set_terms(const torch::Tensor& logits, const torch::Tensor& boxes,
   // A matched class's target is t = p^alpha * IoU^(1 - alpha) (at least 0.01, no gradient);
   // every other entry is a negative weighted by p^2, whose gradient flows as in the reference.
   const auto prob = torch::sigmoid(logits);
+  const double alpha = o.alpha();
   const auto t = (prob.index({bi, qi, ci}).pow(alpha) * iou.to(prob.dtype()).pow(1 - alpha))
                      .clamp_min(0.01)
                      .detach();
@@ -58,7 +61,15 @@ SetTerms set_terms(const torch::Tensor& logits, const torch::Tensor& boxes,
   pos.index_put_({bi, qi, ci}, t);
   auto neg = prob.pow(2);
   neg = neg.index_put({bi, qi, ci}, 1 - t);
-  const auto ce = neg * logits - torch::log_sigmoid(logits) * (pos + neg);
+  auto ce = neg * logits - torch::log_sigmoid(logits) * (pos + neg);
+  if (!o.class_weights().empty()) {
+    auto matched = torch::zeros_like(logits, torch::kBool);
+    matched.index_put_({bi, qi, ci}, true);
+    // The last column is rfdetr's extra class, which no target names: weight 1.
+    auto w = o.class_weights();
+    w.push_back(1.0);
+    ce = ce * losses::positive_class_multiplier(w, matched, ce.scalar_type(), "RF-DETR loss_ce");
+  }
   return {ce.sum() / normaliser, (src_boxes - tgt_boxes).abs().sum() / normaliser,
           (1 - giou).sum() / normaliser};
 }
@@ -92,7 +103,7 @@ std::optional<LossDict> rfdetr_criterion(const RfdetrSets& sets,
                           const torch::Tensor& boxes) {
     const auto matches = match_groups(logits, boxes, targets, sets.groups, matcher);
     if (!matches) return false;
-    const auto t = set_terms(logits, boxes, targets, *matches, num_boxes, o.alpha());
+    const auto t = set_terms(logits, boxes, targets, *matches, num_boxes, o);
     out.set("loss_ce" + suffix, t.ce * o.ce_weight());
     out.set("loss_bbox" + suffix, t.bbox * o.bbox_weight());
     out.set("loss_giou" + suffix, t.giou * o.giou_weight());

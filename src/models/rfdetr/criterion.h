@@ -30,6 +30,10 @@ struct RfdetrCriterionOptions {
   TORCH_ARG(double, ce_weight) = 1.0;
   TORCH_ARG(double, bbox_weight) = 5.0;
   TORCH_ARG(double, giou_weight) = 2.0;
+  /// Per-class weight of the matched (positive) class terms (`model.loss.class_weights`,
+  /// losses/class_weights.h): one value per class, or empty (default) for 1 each. Matching and
+  /// the box terms do not use it.
+  TORCH_ARG(std::vector<double>, class_weights) = {};
 };
 
 /// loss_ce, loss_bbox, loss_giou of the last layer; the same with _i for decoder layer i

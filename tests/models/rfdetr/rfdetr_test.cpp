@@ -212,6 +212,39 @@ TEST(Rfdetr, BadTargetsAreRefusedAndUnmatchablePredictionsAreTheGuards) {
             1);
 }
 
+// model.loss.class_weights (rfdetr has none; MMDetection's rule, losses/class_weights.h): weights
+// of 1 change nothing; a weight w on the labelled class multiplies its matched class terms by w,
+// so every loss_ce key moves linearly in w - 1 (upwards: those terms are positive), in every
+// layer and the proposals, while the matching and the box terms stay as they were.
+TEST(Rfdetr, ClassWeightsScaleOnlyTheMatchedClassTerms) {
+  const auto losses_with = [](std::vector<double> weights) {
+    torch::manual_seed(0);
+    auto o = tiny_options();
+    o.criterion().class_weights(std::move(weights));
+    Rfdetr m(o);
+    m->train();
+    torch::manual_seed(1);
+    return m->forward_train(
+        tiny_batch({{{4, 4, 30, 40, 1}, {20, 10, 60, 50, 1}}, {{8, 8, 24, 30, 1}}}));
+  };
+  const auto plain = losses_with({});
+  const auto ones = losses_with({1, 1, 1});
+  const auto two = losses_with({1, 2, 1});
+  const auto three = losses_with({1, 3, 1});
+  for (const auto& key : plain.keys()) {
+    const double p = plain.at(key).item<double>();
+    EXPECT_EQ(ones.at(key).item<double>(), p) << key;
+    if (key.rfind("loss_ce", 0) == 0) {
+      const double d2 = two.at(key).item<double>() - p, d3 = three.at(key).item<double>() - p;
+      EXPECT_GT(d2, 1e-4 * p) << key;
+      EXPECT_NEAR(d3, 2 * d2, 1e-5 * p) << key;
+    } else {
+      EXPECT_EQ(two.at(key).item<double>(), p) << key;
+      EXPECT_EQ(three.at(key).item<double>(), p) << key;
+    }
+  }
+}
+
 // Detections: the top Q (query, class) scores, never the extra class, in original pixels inside
 // the image.
 TEST(Rfdetr, DetectionsStayInTheImageAndNeverNameTheExtraClass) {
