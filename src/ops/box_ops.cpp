@@ -9,6 +9,14 @@ void check_boxes(const char* fn, const char* arg, const torch::Tensor& t) {
               " must be [..., 4] xyxy, got ", t.defined() ? t.sizes() : torch::IntArrayRef{});
 }
 
+// The area with each side clamped at 0: a box inside out (x2 < x1 or y2 < y1) is empty, where the
+// product of two negative sides would be a positive area and make GIoU unbounded above. The same
+// values, bit for bit, for every valid box.
+torch::Tensor extent_area(const torch::Tensor& boxes) {
+  return (boxes.select(-1, 2) - boxes.select(-1, 0)).clamp_min(0) *
+         (boxes.select(-1, 3) - boxes.select(-1, 1)).clamp_min(0);
+}
+
 }  // namespace
 
 torch::Tensor box_area(const torch::Tensor& boxes) {
@@ -45,8 +53,8 @@ torch::Tensor batched_box_iou(const torch::Tensor& a, const torch::Tensor& b) {
 torch::Tensor generalized_box_iou(const torch::Tensor& a, const torch::Tensor& b) {
   check_boxes("generalized_box_iou", "a", a);
   check_boxes("generalized_box_iou", "b", b);
-  const auto area_a = box_area(a);
-  const auto area_b = box_area(b);
+  const auto area_a = extent_area(a);
+  const auto area_b = extent_area(b);
   const auto aa = a.unsqueeze(1);
   const auto lt = torch::max(aa.narrow(-1, 0, 2), b.narrow(-1, 0, 2));
   const auto rb = torch::min(aa.narrow(-1, 2, 2), b.narrow(-1, 2, 2));
@@ -72,7 +80,7 @@ std::pair<torch::Tensor, torch::Tensor> paired_iou_giou(const torch::Tensor& a,
   const auto rb = torch::min(a.narrow(-1, 2, 2), b.narrow(-1, 2, 2));
   const auto wh = (rb - lt).clamp_min(0);
   const auto inter = wh.select(-1, 0) * wh.select(-1, 1);
-  const auto uni = box_area(a) + box_area(b) - inter;
+  const auto uni = extent_area(a) + extent_area(b) - inter;
   const auto iou = inter / uni;
   const auto lt_c = torch::min(a.narrow(-1, 0, 2), b.narrow(-1, 0, 2));
   const auto rb_c = torch::max(a.narrow(-1, 2, 2), b.narrow(-1, 2, 2));

@@ -22,11 +22,13 @@ torch::Tensor box_iou(const torch::Tensor& a, const torch::Tensor& b);
 torch::Tensor batched_box_iou(const torch::Tensor& a, const torch::Tensor& b);
 
 /// Pairwise generalized IoU (Rezatofighi et al.). a: [N, 4], b: [M, 4] -> [N, M] in [-1, 1].
-/// REQUIRES: x2 >= x1 and y2 >= y1 for every box.
+/// A box inside out (x2 < x1 or y2 < y1, which an unconstrained box regression can learn) is
+/// empty: IoU 0 and GIoU in [-1, 0] against a box with area, never the unbounded value its signed
+/// sides would give (torchvision's computes that; DETR's asserts).
 torch::Tensor generalized_box_iou(const torch::Tensor& a, const torch::Tensor& b);
 
 /// Elementwise IoU and GIoU of matched pairs: a, b [N, 4] xyxy -> [N] each (the diagonals of
-/// box_iou and generalized_box_iou without the N x N matrices).
+/// generalized_box_iou and its IoU without the N x N matrices; inside-out boxes are empty).
 std::pair<torch::Tensor, torch::Tensor> paired_iou_giou(const torch::Tensor& a,
                                                         const torch::Tensor& b);
 

@@ -96,6 +96,26 @@ TEST(Ops, AnchorLayoutByHand) {
   EXPECT_TRUE(torch::equal(c[5], torch::tensor({-25.f, -25.f, 25.f, 25.f})));
 }
 
+// A box inside out, as an unconstrained regression learns one (RF-DETR's stand-alone reference
+// boxes at 128 px drove loss_giou to -3e16 this way), is empty to GIoU: its signed sides gave
+// GIoU 2500 for a box inverted on both axes and -1.225 for one inverted on x. By hand: the first
+// covers nothing and its enclosing box is b's (GIoU 0), the second's enclosing box is 80 x 50
+// around a 10 x 10 box (GIoU -(4000 - 100) / 4000). Valid boxes keep torchvision's values above.
+TEST(Ops, InsideOutBoxesAreEmptyToGiou) {
+  auto a = torch::tensor({550.f, 550.f, -450.f, -450.f, 100.f, 0.f, 80.f, 50.f}).view({2, 4});
+  const auto b = torch::tensor({40.f, 40.f, 60.f, 60.f, 0.f, 0.f, 10.f, 10.f}).view({2, 4});
+  a.requires_grad_(true);
+  const auto giou = generalized_box_iou(a, b);
+  EXPECT_TRUE(((giou >= -1) & (giou <= 1)).all().item<bool>()) << giou;
+  EXPECT_FLOAT_EQ(giou[0][0].item<float>(), 0.f);
+  EXPECT_FLOAT_EQ(giou[1][1].item<float>(), -3900.f / 4000.f);
+  const auto [iou, paired] = paired_iou_giou(a, b);
+  EXPECT_TRUE(torch::equal(iou, torch::zeros({2})));
+  EXPECT_TRUE(torch::equal(paired, giou.diagonal()));
+  paired.sum().backward();
+  EXPECT_TRUE(a.grad().isfinite().all().item<bool>());
+}
+
 TEST(Ops, NmsThresholdIsStrict) {
   // IoU([0,0,4,1], [0,0,2,1]) = 2 / 4 = 0.5 exactly: kept at 0.5, suppressed below.
   const auto b = torch::tensor({0.f, 0.f, 4.f, 1.f, 0.f, 0.f, 2.f, 1.f}).view({2, 4});

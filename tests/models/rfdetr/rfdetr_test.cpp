@@ -184,6 +184,34 @@ TEST(Rfdetr, EveryBatchGivesTheSameKeysFiniteValuesAndEveryGradient) {
   }
 }
 
+// With fewer memory locations than queries (K < Q: 16 locations on a 64x64 image, 24 queries),
+// the reference boxes past the proposals stand alone, as in rfdetr. Learnt inside out (negative
+// width and height), such a box is empty to the matcher and to GIoU, so every GIoU term stays in
+// [0, 2] per box: a 128-px run with 100 queries on 64 locations had driven loss_giou to -3e16
+// (rfdetr's generalized_box_iou asserts on such boxes instead).
+TEST(Rfdetr, InsideOutReferenceBoxesCannotDriveTheGiouLossNegative) {
+  torch::manual_seed(0);
+  auto o = tiny_options();
+  o.decoder().num_queries = 24;
+  Rfdetr m(o);
+  m->train();
+  {
+    torch::NoGradGuard no_grad;
+    auto reference = m->named_parameters()["refpoint_embed.weight"];
+    reference.narrow(1, 2, 2).fill_(-5.0);
+  }
+  const auto losses = m->forward_train(tiny_batch({{{4, 4, 30, 40, 0}, {20, 10, 60, 50, 2}}, {}}));
+  EXPECT_TRUE(losses.nonfinite_keys().empty());
+  const double weight = o.criterion().giou_weight();
+  for (const auto& key : losses.keys()) {
+    if (key.rfind("loss_giou", 0) != 0) continue;
+    EXPECT_GE(losses.at(key).item<double>(), 0.0) << key;
+    EXPECT_LE(losses.at(key).item<double>(), 2.0 * weight) << key;
+  }
+  losses.total().backward();
+  EXPECT_TRUE(m->named_parameters()["refpoint_embed.weight"].grad().isfinite().all().item<bool>());
+}
+
 // A label equal to C and a NaN box are refused before any loss indexes with them, naming the
 // image; the skip policy trains the image with no boxes and counts it. A diverged prediction
 // (NaN pixels) cannot be matched: every term is NaN for the trainer's guard, and it is counted.
