@@ -24,7 +24,7 @@ torch::Tensor batched_box_iou(const torch::Tensor& a, const torch::Tensor& b);
 /// Pairwise generalized IoU (Rezatofighi et al.). a: [N, 4], b: [M, 4] -> [N, M] in [-1, 1].
 /// A box inside out (x2 < x1 or y2 < y1, which an unconstrained box regression can learn) is
 /// empty: IoU 0 and GIoU in [-1, 0] against a box with area, never the unbounded value its signed
-/// sides would give (torchvision's computes that; DETR's asserts).
+/// sides would give (torchvision's and rfdetr 1.11's give that; DETR's original asserts).
 torch::Tensor generalized_box_iou(const torch::Tensor& a, const torch::Tensor& b);
 
 /// Elementwise IoU and GIoU of matched pairs: a, b [N, 4] xyxy -> [N] each (the diagonals of

@@ -188,7 +188,8 @@ TEST(Rfdetr, EveryBatchGivesTheSameKeysFiniteValuesAndEveryGradient) {
 // the reference boxes past the proposals stand alone, as in rfdetr. Learnt inside out (negative
 // width and height), such a box is empty to the matcher and to GIoU, so every GIoU term stays in
 // [0, 2] per box: a 128-px run with 100 queries on 64 locations had driven loss_giou to -3e16
-// (rfdetr's generalized_box_iou asserts on such boxes instead).
+// (rfdetr 1.11.2's own generalized_box_iou gives the same unbounded values: 2500 for
+// Ops.InsideOutBoxesAreEmptyToGiou's first box).
 TEST(Rfdetr, InsideOutReferenceBoxesCannotDriveTheGiouLossNegative) {
   torch::manual_seed(0);
   auto o = tiny_options();
