@@ -11,11 +11,14 @@
 #include <optional>
 #include <set>
 
+#include <caffe2/serialize/inline_container.h>
+
 #include "core/atomic_file.h"
 #include "core/config_diff.h"
 #include "core/errors.h"
 #include "core/logging.h"
 #include "models/module_state.h"
+#include "weights/pickle_scan.h"
 #include "weights/zip_check.h"
 
 namespace fs = std::filesystem;
@@ -238,15 +241,32 @@ auto reading(const std::string& path, F&& read) {
   }
 }
 
-// Opens `path` and checks every record's CRC-32 and the format record; IoError naming the file
-// otherwise.
+// LibTorch's unpickler sizes its memo table for the largest index a pickle stores at, so each
+// pickle record (data.pkl, constants.pkl, the code's .debug_pkl) is walked first.
+void check_checkpoint_pickles(const std::string& path) {
+  caffe2::serialize::PyTorchStreamReader zip(path);
+  for (const auto& name : zip.getAllRecords()) {
+    const auto dot = name.rfind('.');
+    const std::string ext = dot == std::string::npos ? "" : name.substr(dot);
+    if (ext != ".pkl" && ext != ".debug_pkl") continue;
+    const auto [data, size] = zip.getRecord(name);
+    weights::check_pickle_limits(detforge::str("checkpoint ", path, " record ", name),
+                                 static_cast<const char*>(data.get()), size);
+  }
+}
+
+// Opens `path` and checks every record's CRC-32, its pickles' memo indices and the format record;
+// IoError naming the file otherwise.
 void open_checkpoint(const std::string& path, torch::serialize::InputArchive& archive) {
   if (!fs::is_regular_file(path)) throw IoError(detforge::str("checkpoint not found: ", path));
   verify_checkpoint(path);
   c10::IValue format;
   try {
+    check_checkpoint_pickles(path);
     archive.load_from(path);
     archive.read("format", format);
+  } catch (const Error&) {
+    throw;
   } catch (const std::exception& e) {
     throw IoError(detforge::str("checkpoint ", path, " is truncated or not a detforge checkpoint (",
                                 fs::file_size(path), " bytes): ", message(e)));

@@ -5,6 +5,7 @@
 #include <csignal>
 #include <filesystem>
 
+#include <caffe2/serialize/inline_container.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -466,6 +467,59 @@ TEST(Checkpoint, FuzzFindingsAreIoErrorsNamingTheFile) {
     EXPECT_THROW_WITH(read_any_weight_file(path), IoError, path);
   }
   EXPECT_GE(count, 1);
+}
+
+// fuzz_checkpoint found a 13 KB checkpoint whose data.pkl stores at memo index 1,986,619,491 (its
+// CRC-32 made to match): LibTorch's unpickler sized its memo table for it, 32 GiB (an
+// out-of-memory abort under ASan; std::bad_alloc on this 24 GiB VM; the memory itself where it
+// fits). checkpoint-memo-index.ckpt is the seed with that data.pkl alone (the finding as found,
+// -as-found, also broke a record name, which FuzzFindingsAreIoErrorsNamingTheFile covers). The
+// walk over every pickle record refuses it before LibTorch reads it, naming the record.
+TEST(Checkpoint, APickleStoringBeyondItsMemoIsRefusedBeforeLibTorchReadsIt) {
+  const std::string path =
+      std::string(DETFORGE_SOURCE_DIR) + "/tests/fixtures/fuzz/checkpoint-memo-index.ckpt";
+  EXPECT_THROW_WITH(read_checkpoint_weight_file(path), IoError,
+                    "checkpoint " + path + " record data.pkl: malformed pickle: memo index");
+  EXPECT_FALSE(is_checkpoint(path));
+}
+
+// A checkpoint whose data.pkl nests 3,000,000 lists (6 MB; every record and CRC-32 proper):
+// LibTorch's unpickler overflowed the stack on it and the process died (SIGSEGV). The walk refuses
+// it first. The same records with the checkpoint's own data.pkl still load.
+TEST(Checkpoint, APickleNestedMillionsDeepIsRefusedBeforeLibTorchReadsIt) {
+  testing::TempDir dir;
+  Net net;
+  const auto saved = (dir.path() / "a.ckpt").string();
+  save_checkpoint(saved, {net.get()}, {}, "");
+  const auto rewrite = [&](const std::string& name, const std::string& pkl) {
+    caffe2::serialize::PyTorchStreamReader reader(saved);
+    std::string bytes;
+    caffe2::serialize::PyTorchStreamWriter writer([&](const void* p, size_t n) -> size_t {
+      bytes.append(static_cast<const char*>(p), n);
+      return n;
+    });
+    for (const auto& record : reader.getAllRecords()) {
+      if (record == "version" || record == "byteorder" || record == ".data/serialization_id") {
+        continue;  // the writer writes its own
+      }
+      auto [data, size] = reader.getRecord(record);
+      if (record == "data.pkl" && !pkl.empty()) {
+        writer.writeRecord(record, pkl.data(), pkl.size());
+      } else {
+        writer.writeRecord(record, data.get(), size);
+      }
+    }
+    writer.writeEndOfFile();
+    return dir.write(name, bytes);
+  };
+  const int64_t depth = 3'000'000;
+  const std::string deep = "\x80\x02" + std::string(depth, ']') + std::string(depth - 1, 'a') + ".";
+  const auto path = rewrite("deep.ckpt", deep);
+  EXPECT_THROW_WITH(
+      read_checkpoint_weight_file(path), IoError,
+      "checkpoint " + path + " record data.pkl: malformed pickle: nested deeper than 1000 levels");
+  Net loaded;
+  EXPECT_NO_THROW(load_checkpoint(rewrite("copy.ckpt", ""), {loaded.get()}, nullptr));
 }
 
 TEST(Checkpoint, TruncatedDamagedOrMissingFileIsIoErrorNamingIt) {

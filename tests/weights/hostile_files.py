@@ -123,3 +123,19 @@ write("nested_lists.pt", deep, four)
 module = torch.nn.Linear(2, 2)
 module._modules["again"] = module
 torch.save({"model": module}, os.path.join(out, "nested_module_cycle.pt"))
+
+# Pickles as Python writes them in every protocol (a list held three times: memo stores and
+# reads), for the memo walk over the pickles LibTorch reads (weights/pickle_scan.h), and two that
+# store at an index beyond their entries: LONG_BINPUT 2^31 and PUT 5, each after none.
+shared = [1.5, "x", b"y"]
+for protocol in range(6):
+    with open(os.path.join(out, f"memo_p{protocol}.pkl"), "wb") as f:
+        f.write(pickle.dumps({"a": shared, "b": (shared, shared), "n": 2**70, "s": {1, 2}},
+                             protocol=protocol))
+with open(os.path.join(out, "memo_long_binput.pkl"), "wb") as f:
+    f.write(b"\x80\x02]r\x00\x00\x00\x80.")
+with open(os.path.join(out, "memo_put.pkl"), "wb") as f:
+    f.write(b"(lp5\n.")
+# 1,001 nested lists: one level past what the walk allows.
+with open(os.path.join(out, "memo_nested.pkl"), "wb") as f:
+    f.write(b"\x80\x02" + b"]" * 1001 + b"a" * 1000 + b".")

@@ -9,6 +9,7 @@
 #include "core/errors.h"
 #include "test_util.h"
 #include "weights/pickle_globals.h"
+#include "weights/pickle_scan.h"
 #include "weights/state_dict.h"
 
 namespace detforge::weights {
@@ -96,6 +97,32 @@ TEST_F(HostileFiles, FuzzFindingsReadCleanly) {
   ASSERT_EQ(empty.size(), 2u);
   EXPECT_EQ(empty[0].second.numel(), 0);
   EXPECT_TRUE(empty[1].second.equal(torch::ones(2)));
+}
+
+// The walk over the pickles LibTorch unpickles (detforge's checkpoints): whatever Python's pickle
+// writes, in protocols 0 to 5, passes; a store at an index beyond the entries so far (an
+// unpickler would size its table for it) and 1,001 nested lists are refused naming the file, as
+// are undefined opcodes and a pickle cut before its STOP.
+TEST_F(HostileFiles, PickleWalkPassesPythonsPicklesAndRefusesMemoIndicesAndDepthsBeyondItsBounds) {
+  const auto walk = [](const std::string& path, size_t keep = std::string::npos) {
+    const std::string bytes = testing::read_file(path).substr(0, keep);
+    check_pickle_limits(path, bytes.data(), bytes.size());
+  };
+  for (int protocol = 0; protocol <= 5; ++protocol) {
+    SCOPED_TRACE(protocol);
+    EXPECT_NO_THROW(walk(file(str("memo_p", protocol, ".pkl"))));
+    EXPECT_THROW_WITH(walk(file(str("memo_p", protocol, ".pkl")), 20), IoError,
+                      "memo_p" + std::to_string(protocol) + ".pkl: malformed pickle");
+  }
+  EXPECT_THROW_WITH(
+      walk(file("memo_long_binput.pkl")), IoError,
+      file("memo_long_binput.pkl") + ": malformed pickle: memo index 2147483648 after 0 entries");
+  EXPECT_THROW_WITH(walk(file("memo_put.pkl")), IoError, "memo index 5 after 0 entries");
+  EXPECT_THROW_WITH(walk(file("memo_nested.pkl")), IoError,
+                    "malformed pickle: nested deeper than 1000 levels at byte 2003");
+  const std::string undefined = "\x80\x02\xff.";
+  EXPECT_THROW_WITH(check_pickle_limits("x.pkl", undefined.data(), undefined.size()), IoError,
+                    "x.pkl: malformed pickle: opcode 0xff at byte 2 is not pickle's");
 }
 
 TEST(Safetensors, HeadersDeclaringImpossibleSizesAreRefused) {
