@@ -147,13 +147,26 @@ Directory find_directory(ZipFile& zip) {
   for (uint64_t i = tail.size() >= kEndRecordSize ? tail.size() - kEndRecordSize + 1 : 0;
        i-- > 0;) {
     if (t.get(i, 4) != kEndRecord) continue;
-    Directory d{t.get(i + 10, 2), t.get(i + 12, 4), t.get(i + 16, 4)};
-    if (d.entries != 0xFFFF && d.size != kMissing32 && d.offset != kMissing32) return d;
-    if (i < 20 || t.get(i - 20, 4) != kZip64Locator) zip.fail("the zip64 locator is missing");
+    const Directory d{t.get(i + 10, 2), t.get(i + 12, 4), t.get(i + 16, 4)};
+    const bool markers = d.entries == 0xFFFF || d.size == kMissing32 || d.offset == kMissing32;
+    if (i < 20 || t.get(i - 20, 4) != kZip64Locator) {
+      if (markers) zip.fail("the zip64 locator is missing");
+      return d;
+    }
     const std::string record = zip.bytes(t.get(i - 12, 8), 56, "the zip64 end record");
     const Fields r(record, zip, "the zip64 end record");
     if (r.get(0, 4) != kZip64EndRecord) zip.fail("the zip64 end record is damaged");
-    return {r.get(32, 8), r.get(40, 8), r.get(48, 8)};
+    // miniz (LibTorch's reader) takes the zip64 record whenever it is there, so every value of
+    // the end record must be its marker or the same: a file whose end record named an empty
+    // directory passed these checks while LibTorch read another (fuzz_checkpoint).
+    const Directory z{r.get(32, 8), r.get(40, 8), r.get(48, 8)};
+    if ((d.entries != 0xFFFF && d.entries != z.entries) ||
+        (d.size != kMissing32 && d.size != z.size) ||
+        (d.offset != kMissing32 && d.offset != z.offset)) {
+      zip.fail(str("the zip end record (", d.entries, " entries, directory at ", d.offset,
+                   ") and its zip64 record (", z.entries, " at ", z.offset, ") disagree"));
+    }
+    return z;
   }
   zip.fail("no zip end record: truncated, or not a zip file");
 }

@@ -11,7 +11,8 @@ namespace detforge::weights {
 /// Reads `path` once, in bounded chunks, and remembers the file's version (inode, size,
 /// modification time): the same version is not read again. Throws IoError naming `path` and, where
 /// one is to blame, the record: a record whose bytes do not match its CRC-32, a record or directory
-/// that extends past the end of the file (truncated), a file without a zip end record, or a
+/// that extends past the end of the file (truncated), a file without a zip end record, an end
+/// record that disagrees with its zip64 end record (LibTorch's reader goes by the latter), or a
 /// compressed record that declares more than 64 MiB (LibTorch deflates only the small code
 /// records of its archives; a deflated record is inflated in 1 MiB pieces to check it).
 void verify_zip_checksums(const std::string& path);

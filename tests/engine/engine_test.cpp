@@ -453,7 +453,8 @@ TEST(Checkpoint, OtherModelNamesMismatchedKeys) {
 }
 
 // Inputs fuzz/checkpoint_fuzz.cpp found (docs/security.md), kept as regressions: LibTorch
-// threw errors of its own (a TorchScript type error, c10::Error) past the readers.
+// threw errors of its own (a TorchScript type error, c10::Error) past the readers, or allocated
+// what a damaged record declared (the memo and zip64 findings, also tested below).
 TEST(Checkpoint, FuzzFindingsAreIoErrorsNamingTheFile) {
   const std::filesystem::path dir = std::string(DETFORGE_SOURCE_DIR) + "/tests/fixtures/fuzz";
   int count = 0;
@@ -462,7 +463,12 @@ TEST(Checkpoint, FuzzFindingsAreIoErrorsNamingTheFile) {
     const std::string path = entry.path().string();
     SCOPED_TRACE(path);
     ++count;
-    EXPECT_FALSE(is_checkpoint(path));
+    // A damaged zip is refused by is_checkpoint itself, naming the file; any other is not one.
+    try {
+      EXPECT_FALSE(is_checkpoint(path));
+    } catch (const IoError& e) {
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+    }
     EXPECT_THROW_WITH(read_checkpoint_weight_file(path), IoError, "checkpoint " + path);
     EXPECT_THROW_WITH(read_any_weight_file(path), IoError, path);
   }
@@ -520,6 +526,18 @@ TEST(Checkpoint, APickleNestedMillionsDeepIsRefusedBeforeLibTorchReadsIt) {
       "checkpoint " + path + " record data.pkl: malformed pickle: nested deeper than 1000 levels");
   Net loaded;
   EXPECT_NO_THROW(load_checkpoint(rewrite("copy.ckpt", ""), {loaded.get()}, nullptr));
+}
+
+// fuzz_checkpoint: an end record naming an empty central directory beside a zip64 record naming
+// the real one. The checks read the first (nothing to check); LibTorch's reader the second,
+// whose damaged version record made it allocate 4 GiB. Both records must now agree.
+TEST(Checkpoint, EndRecordsThatDisagreeAreRefused) {
+  const std::string path =
+      std::string(DETFORGE_SOURCE_DIR) + "/tests/fixtures/fuzz/checkpoint-zip64-disagrees.ckpt";
+  EXPECT_THROW_WITH(read_checkpoint_weight_file(path), IoError,
+                    path +
+                        ": the zip end record (0 entries, directory at 0) and its zip64 record "
+                        "(24 at ");
 }
 
 TEST(Checkpoint, TruncatedDamagedOrMissingFileIsIoErrorNamingIt) {
