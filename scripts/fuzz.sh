@@ -42,7 +42,8 @@ build_all() {
 run_campaign() {
   local target="$1" seconds="$2"
   local work="$build/fuzz_corpus/$target" findings="$build/fuzz_findings"
-  local dict="$root/fuzz/dict/$target.dict" out="$build/campaign-$target.log"
+  # One log per campaign: two campaigns of a target at once must not share one.
+  local dict="$root/fuzz/dict/$target.dict" out="$build/campaign-$target.$$.log"
   mkdir -p "$work" "$findings"
   log "$target: ${seconds}s, corpus $work"
   local args=(-max_total_time="$seconds" -timeout=25 -rss_limit_mb=3072 -print_final_stats=1
