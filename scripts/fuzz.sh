@@ -30,7 +30,7 @@ build_all() {
     log "configuring $build (clang, libFuzzer, ASan, UBSan)"
     CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DDETFORGE_FUZZ=ON -DCMAKE_PREFIX_PATH="$prefix" -DDETFORGE_PYTHON="$venv/bin/python" \
-      -DDETFORGE_FUZZ_SECONDS="${DETFORGE_FUZZ_SECONDS:-15}" >/dev/null
+      -DDETFORGE_FUZZ_SECONDS="${DETFORGE_FUZZ_SECONDS:-10}" >/dev/null
   fi
   log "building ${#targets[@]} targets (-j${DETFORGE_JOBS:-2})"
   cmake --build "$build" -j "${DETFORGE_JOBS:-2}" --target "${targets[@]/#/fuzz_}"

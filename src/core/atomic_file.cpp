@@ -91,11 +91,14 @@ void link_atomic(const std::string& existing, const std::string& path) {
 }
 
 void make_directories(const std::string& dir, const std::string& what) {
+  // Create first, then look: other ranks create the same folder at the same time, and a look
+  // before creating can see nothing, then a name that is already there.
+  std::error_code created;
+  fs::create_directories(dir, created);
   std::error_code ec;
   if (fs::is_directory(dir, ec)) return;
   if (fs::exists(dir, ec)) throw IoError(str(what, " ", dir, ": a file, not a folder"));
-  fs::create_directories(dir, ec);
-  if (ec) throw IoError(str(what, " ", dir, ": cannot create the folder: ", ec.message()));
+  throw IoError(str(what, " ", dir, ": cannot create the folder: ", created.message()));
 }
 
 }  // namespace detforge
