@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -15,6 +16,28 @@
 namespace detforge::weights {
 
 namespace {
+
+// entry[key] as whole numbers from 0 to 2^63 - 1. nlohmann's get<> would cast any JSON number,
+// and an integer too long for 64 bits is parsed as a double whose cast is undefined
+// (fuzz_safetensors: a shape of 1e78).
+std::vector<int64_t> counts(const std::string& path, const std::string& name,
+                            const nlohmann::json& entry, const char* key) {
+  const auto& values = entry.at(key);
+  if (!values.is_array()) {
+    throw IoError(
+        detforge::str(path, ": tensor ", name, " has ", key, " ", values.dump(), " (not a list)"));
+  }
+  std::vector<int64_t> out;
+  for (const auto& v : values) {
+    if (!v.is_number_unsigned() ||
+        v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      throw IoError(detforge::str(path, ": tensor ", name, " has ", key, " ", values.dump(), " (",
+                                  v.dump(), " is no count)"));
+    }
+    out.push_back(static_cast<int64_t>(v.get<uint64_t>()));
+  }
+  return out;
+}
 
 torch::Dtype safetensors_dtype(const std::string& path, const std::string& name,
                                const std::string& code) {
@@ -66,12 +89,13 @@ NamedTensors read_safetensors(const std::string& path) {
     if (name == "__metadata__") continue;
     try {
       const auto dtype = safetensors_dtype(path, name, entry.at("dtype").get<std::string>());
-      const auto shape = entry.at("shape").get<std::vector<int64_t>>();
-      const auto offsets = entry.at("data_offsets").get<std::vector<uint64_t>>();
+      const auto shape = counts(path, name, entry, "shape");
+      const auto signed_offsets = counts(path, name, entry, "data_offsets");
+      const std::vector<uint64_t> offsets(signed_offsets.begin(), signed_offsets.end());
       // Each factor is checked: a shape of 2^32 x 2^32 would wrap around to a small size.
       uint64_t bytes = torch::elementSize(dtype);
       for (int64_t d : shape) {
-        if (d < 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes)) {
+        if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes)) {
           throw IoError(detforge::str(path, ": tensor ", name, " has shape ",
                                       c10::IntArrayRef(shape), " (negative or too large)"));
         }

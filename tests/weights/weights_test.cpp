@@ -140,7 +140,31 @@ TEST(Safetensors, HeadersDeclaringImpossibleSizesAreRefused) {
   EXPECT_THROW_WITH(
       read_safetensors(file("negative.safetensors",
                             R"({"w":{"dtype":"F32","shape":[-1,-4],"data_offsets":[0,16]}})", 16)),
-      IoError, "tensor w has shape [-1, -4]");
+      IoError, "tensor w has shape [-1,-4] (-1 is no count)");
+  // fuzz_safetensors: digits past 64 bits parse as a double, which nlohmann's get<> cast to an
+  // integer (undefined); a float or a string in a shape is no count either.
+  const std::string long_shape = "[1" + std::string(78, '0') + "]";
+  EXPECT_THROW_WITH(
+      read_safetensors(
+          file("long.safetensors",
+               R"({"b":{"dtype":"BF16","shape":)" + long_shape + R"(,"data_offsets":[0,2]}})", 2)),
+      IoError, "tensor b has shape [1e+78] (1e+78 is no count)");
+  const std::string found =
+      std::string(DETFORGE_SOURCE_DIR) + "/tests/fixtures/fuzz/safetensors-long-shape.safetensors";
+  EXPECT_THROW_WITH(read_safetensors(found), IoError,
+                    found + ": tensor b has shape [1e+78] (1e+78 is no count)");
+  EXPECT_THROW_WITH(
+      read_safetensors(file("float.safetensors",
+                            R"({"w":{"dtype":"F32","shape":[2.5],"data_offsets":[0,8]}})", 8)),
+      IoError, "tensor w has shape [2.5] (2.5 is no count)");
+  EXPECT_THROW_WITH(
+      read_safetensors(
+          file("text.safetensors", R"({"w":{"dtype":"F32","shape":"2","data_offsets":[0,8]}})", 8)),
+      IoError, "tensor w has shape \"2\" (not a list)");
+  EXPECT_THROW_WITH(
+      read_safetensors(file("offsets.safetensors",
+                            R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[-8,0]}})", 8)),
+      IoError, "tensor w has data_offsets [-8,0] (-8 is no count)");
   EXPECT_THROW_WITH(read_safetensors(file("huge.safetensors",
                                           R"({"w":{"dtype":"F32","shape":[262144,1048576],)"
                                           R"("data_offsets":[0,1099511627776]}})",
