@@ -97,7 +97,7 @@ NamedTensors read_safetensors(const std::string& path) {
       for (int64_t d : shape) {
         if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes)) {
           throw IoError(detforge::str(path, ": tensor ", name, " has shape ",
-                                      c10::IntArrayRef(shape), " (negative or too large)"));
+                                      c10::IntArrayRef(shape), " (too large)"));
         }
       }
       // The header is untrusted: a range outside the data or of another length than
