@@ -1,7 +1,7 @@
 // DETR-style set matching: a one-to-one assignment of ground-truth boxes to queries that
 // minimises class + L1 + GIoU cost (RT-DETR's focal-style class cost), solved per image by
-// ops::linear_sum_assignment. Costs are computed for the whole batch at once and copied to the
-// host once.
+// ops::linear_sum_assignment. Costs are computed for the whole batch and all its output sets at
+// once and copied to the host once.
 #pragma once
 
 #include <cstdint>
@@ -40,14 +40,23 @@ struct SetTarget {
   torch::Tensor boxes;
 };
 
-/// logits: [B, Q, C] (sigmoid classification), boxes: [B, Q, 4] cxcywh in [0, 1] -> one match per
-/// image (on the CPU). Never matches arbitrarily on a NaN or infinite cost:
+/// One output set of a batch: logits [B, Q, C] (sigmoid classification), boxes [B, Q, 4] cxcywh in
+/// [0, 1].
+struct SetPredictions {
+  torch::Tensor logits;
+  torch::Tensor boxes;
+};
+
+/// Every output set matched to the same targets: result[s][i] is set s's match of image i, its
+/// indices on the predictions' device. The sets (a DETR's decoder layers and encoder proposals,
+/// RF-DETR's query groups) are scored in one pass; their costs reach the host in one copy and
+/// every match returns in one (pinned, asynchronous on CUDA) copy, so that a training step waits
+/// for the device here once. Never matches arbitrarily on a NaN or infinite cost:
 /// - a non-finite target box is bad data: DataError `match.nonfinite_target` naming the image;
 /// - a non-finite prediction (a diverged step) returns std::nullopt, so that the caller can make
 ///   the step's losses non-finite and the trainer's guard skips it on every rank.
-std::optional<std::vector<SetMatch>> match_sets(const torch::Tensor& logits,
-                                                const torch::Tensor& boxes,
-                                                const std::vector<SetTarget>& targets,
-                                                const SetMatcherOptions& options = {});
+std::optional<std::vector<std::vector<SetMatch>>> match_sets(
+    const std::vector<SetPredictions>& sets, const std::vector<SetTarget>& targets,
+    const SetMatcherOptions& options = {});
 
 }  // namespace detforge::ops

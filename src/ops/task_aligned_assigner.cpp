@@ -15,8 +15,7 @@ torch::Tensor candidates_in_boxes(const TaskAlignedAssignerOptions& o, const tor
   auto cxcywh = box_xyxy_to_cxcywh(gt_boxes);
   auto wh = cxcywh.narrow(-1, 2, 2);
   const auto small = (wh < o.min_side()).mul(gt_mask).to(torch::kBool);
-  cxcywh.narrow(-1, 2, 2).copy_(
-      torch::where(small, torch::tensor(o.min_side(), wh.options()).expand_as(wh), wh));
+  wh.masked_fill_(small, o.min_side());  // a fill, not a scalar tensor: no copy to the device
   const auto widened = box_cxcywh_to_xyxy(cxcywh).unsqueeze(2);
   const auto x = points.select(1, 0), y = points.select(1, 1);
   const double eps = 1e-9;

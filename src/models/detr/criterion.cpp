@@ -53,17 +53,17 @@ SetTerms set_terms(const torch::Tensor& logits, const torch::Tensor& boxes,
 MatchedPairs matched_pairs(const torch::Tensor& boxes, const std::vector<ops::SetTarget>& targets,
                            const std::vector<ops::SetMatch>& matches) {
   const auto device = boxes.device();
+  const auto index = torch::TensorOptions().dtype(torch::kInt64).device(device);
   std::vector<torch::Tensor> image, query, labels, gt;
   for (size_t i = 0; i < matches.size(); ++i) {
     const auto& m = matches[i];
     const auto picked = m.targets.to(device);
-    image.push_back(torch::full({m.queries.size(0)}, static_cast<int64_t>(i), torch::kInt64));
-    query.push_back(m.queries);
+    image.push_back(torch::full({m.queries.size(0)}, static_cast<int64_t>(i), index));
+    query.push_back(m.queries.to(device));
     labels.push_back(targets[i].labels.to(device).index_select(0, picked));
     gt.push_back(targets[i].boxes.to(device, boxes.scalar_type()).index_select(0, picked));
   }
-  return {torch::cat(image).to(device), torch::cat(query).to(device), torch::cat(labels),
-          torch::cat(gt).view({-1, 4})};
+  return {torch::cat(image), torch::cat(query), torch::cat(labels), torch::cat(gt).view({-1, 4})};
 }
 
 std::vector<std::string> detr_loss_keys(int64_t layers, bool denoising) {
@@ -85,6 +85,10 @@ DetrTargets detr_targets(const Batch& batch, int64_t num_classes,
   const auto h = static_cast<double>(batch.images.size(2));
   const auto w = static_cast<double>(batch.images.size(3));
   const auto opts = batch.images.options();
+  // (w, h, w, h), filled on the device: a tensor made from host values would be a copy that waits.
+  auto scale = torch::full({2, 2}, w, opts);
+  scale.select(1, 1).fill_(h);
+  scale = scale.view({4});
   DetrTargets out;
   for (int64_t i = 0; i < batch.size(); ++i) {
     const auto& t = batch.targets[i];
@@ -93,7 +97,6 @@ DetrTargets detr_targets(const Batch& batch, int64_t num_classes,
     s.file_name = t.file_name;
     if (keep[i]) {
       // Normalised by the padded size: boxes are predicted relative to the whole input tensor.
-      const auto scale = torch::tensor({w, h, w, h}, opts);
       s.labels = t.labels.to(opts.device());
       s.boxes = ops::box_xyxy_to_cxcywh(t.boxes.tensor().to(opts) / scale);
       out.boxes += s.labels.size(0);
@@ -133,24 +136,23 @@ std::optional<LossDict> detr_criterion(const DetrSets& sets,
     out.set("loss_bbox" + suffix, t.bbox * (o.bbox_weight() * scale));
     out.set("loss_giou" + suffix, t.giou * (o.giou_weight() * scale));
   };
-  bool unmatchable = false;
-  const auto matched = [&](const std::string& suffix, const torch::Tensor& logits,
-                           const torch::Tensor& boxes) {
-    const auto matches = ops::match_sets(logits, boxes, targets, matcher);
-    if (!matches) {
-      unmatchable = true;
-      return;
-    }
-    put(suffix, set_terms(logits, boxes, targets, *matches, num_boxes, o), 1.0);
-  };
+  // Every decoder layer's object queries and the encoder's proposals, matched in one call.
   const auto& dec = sets.decoder;
   const int64_t q = dec.logits.size(2) - n;
-  for (int64_t l = 0; l < layers && !unmatchable; ++l) {
-    const std::string suffix = l + 1 == layers ? "" : "_aux_" + std::to_string(l);
-    matched(suffix, dec.logits[l].narrow(1, n, q), dec.boxes[l].narrow(1, n, q));
+  std::vector<ops::SetPredictions> outputs;
+  std::vector<std::string> suffixes;
+  for (int64_t l = 0; l < layers; ++l) {
+    outputs.push_back({dec.logits[l].narrow(1, n, q), dec.boxes[l].narrow(1, n, q)});
+    suffixes.push_back(l + 1 == layers ? "" : "_aux_" + std::to_string(l));
   }
-  if (!unmatchable) matched("_aux_" + std::to_string(layers - 1), sets.enc_logits, sets.enc_boxes);
-  if (unmatchable) return std::nullopt;
+  outputs.push_back({sets.enc_logits, sets.enc_boxes});
+  suffixes.push_back("_aux_" + std::to_string(layers - 1));
+  const auto matches = ops::match_sets(outputs, targets, matcher);
+  if (!matches) return std::nullopt;
+  for (size_t s = 0; s < outputs.size(); ++s) {
+    put(suffixes[s],
+        set_terms(outputs[s].logits, outputs[s].boxes, targets, (*matches)[s], num_boxes, o), 1.0);
+  }
   if (denoising != nullptr) {
     std::vector<ops::SetMatch> dn_matches;
     for (size_t i = 0; i < targets.size(); ++i) {

@@ -118,8 +118,6 @@ LossDict RetinaNetImpl::compute_loss(const std::vector<Targets>& targets,
     return match_padded(matcher_, p, anchors);  // [B, A], as match() gives
   }();
 
-  std::vector<uint8_t> keep_bytes(keep.begin(), keep.end());
-  const auto kept = torch::tensor(keep_bytes, torch::kBool).to(device);
   const int64_t num_kept = std::count(keep.begin(), keep.end(), true);
   const auto fg = matched >= 0;
   const auto num_fg = fg.sum(1).clamp_min(1).to(logits.scalar_type());  // max(1, fg) per image
@@ -130,7 +128,11 @@ LossDict RetinaNetImpl::compute_loss(const std::vector<Targets>& targets,
   const double denom = static_cast<double>(std::max<int64_t>(1, num_kept));
   const auto gt_labels =
       p.labels.size(1) > 0 ? p.labels.gather(1, matched.clamp_min(0)) : torch::zeros_like(matched);
-  const auto counted = (matched != ops::kBetweenThresholds) & kept.unsqueeze(1);
+  auto counted = matched != ops::kBetweenThresholds;
+  if (num_kept < b) {  // only then a copy of the flags to the device, which waits for it
+    std::vector<uint8_t> keep_bytes(keep.begin(), keep.end());
+    counted = counted & torch::tensor(keep_bytes, torch::kBool).to(device).unsqueeze(1);
+  }
   const auto anchor_weight =
       counted.to(torch::kFloat32) / (num_fg.to(torch::kFloat32).unsqueeze(1) * denom);
   RECORD_USER_SCOPE("detforge::losses");

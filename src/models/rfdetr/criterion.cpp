@@ -8,26 +8,33 @@ namespace detforge::models {
 
 namespace {
 
-// One set's matches, group by group: the queries of group g are [g * n, (g + 1) * n).
-std::optional<std::vector<ops::SetMatch>> match_groups(const torch::Tensor& logits,
-                                                       const torch::Tensor& boxes,
-                                                       const std::vector<ops::SetTarget>& targets,
-                                                       int64_t groups,
-                                                       const ops::SetMatcherOptions& matcher) {
-  const int64_t n = logits.size(1) / groups;
-  std::vector<std::vector<torch::Tensor>> queries(targets.size()), picked(targets.size());
-  for (int64_t g = 0; g < groups; ++g) {
-    const auto m =
-        ops::match_sets(logits.narrow(1, g * n, n), boxes.narrow(1, g * n, n), targets, matcher);
-    if (!m) return std::nullopt;
+// The matches of several output sets, each of `groups` query groups (the queries of group g are
+// [g * n, (g + 1) * n)): every group of every set in one ops::match_sets call, then each set's
+// groups joined per image.
+std::optional<std::vector<std::vector<ops::SetMatch>>> match_groups(
+    const std::vector<ops::SetPredictions>& sets, const std::vector<ops::SetTarget>& targets,
+    int64_t groups, const ops::SetMatcherOptions& matcher) {
+  std::vector<ops::SetPredictions> split;
+  for (const auto& s : sets) {
+    const int64_t n = s.logits.size(1) / groups;
+    for (int64_t g = 0; g < groups; ++g)
+      split.push_back({s.logits.narrow(1, g * n, n), s.boxes.narrow(1, g * n, n)});
+  }
+  const auto m = ops::match_sets(split, targets, matcher);
+  if (!m) return std::nullopt;
+  std::vector<std::vector<ops::SetMatch>> out(sets.size());
+  for (size_t s = 0; s < sets.size(); ++s) {
+    const int64_t n = sets[s].logits.size(1) / groups;
     for (size_t i = 0; i < targets.size(); ++i) {
-      queries[i].push_back((*m)[i].queries + g * n);
-      picked[i].push_back((*m)[i].targets);
+      std::vector<torch::Tensor> queries, picked;
+      for (int64_t g = 0; g < groups; ++g) {
+        const auto& match = (*m)[s * groups + g][i];
+        queries.push_back(match.queries + g * n);
+        picked.push_back(match.targets);
+      }
+      out[s].push_back({torch::cat(queries), torch::cat(picked)});
     }
   }
-  std::vector<ops::SetMatch> out;
-  for (size_t i = 0; i < targets.size(); ++i)
-    out.push_back({torch::cat(queries[i]), torch::cat(picked[i])});
   return out;
 }
 
@@ -99,23 +106,27 @@ std::optional<LossDict> rfdetr_criterion(const RfdetrSets& sets,
                            .alpha(o.alpha())
                            .gamma(2.0);
   LossDict out(keys);
-  const auto scored = [&](const std::string& suffix, const torch::Tensor& logits,
-                          const torch::Tensor& boxes) {
-    const auto matches = match_groups(logits, boxes, targets, sets.groups, matcher);
-    if (!matches) return false;
-    const auto t = set_terms(logits, boxes, targets, *matches, num_boxes, o);
-    out.set("loss_ce" + suffix, t.ce * o.ce_weight());
-    out.set("loss_bbox" + suffix, t.bbox * o.bbox_weight());
-    out.set("loss_giou" + suffix, t.giou * o.giou_weight());
-    return true;
-  };
+  std::vector<ops::SetPredictions> outputs;
+  std::vector<std::string> suffixes;
   const int64_t layers = sets.logits.size(0);
   for (int64_t l = 0; l < layers; ++l) {
+    outputs.push_back({sets.logits[l], sets.boxes[l]});
+    // append(), not "_" + to_string(): GCC 12 at -O3 warns of an overflow in the latter here.
     std::string suffix;
     if (l + 1 < layers) suffix.append("_").append(std::to_string(l));
-    if (!scored(suffix, sets.logits[l], sets.boxes[l])) return std::nullopt;
+    suffixes.push_back(suffix);
   }
-  if (!scored("_enc", sets.enc_logits, sets.enc_boxes)) return std::nullopt;
+  outputs.push_back({sets.enc_logits, sets.enc_boxes});
+  suffixes.emplace_back("_enc");
+  const auto matches = match_groups(outputs, targets, sets.groups, matcher);
+  if (!matches) return std::nullopt;
+  for (size_t s = 0; s < outputs.size(); ++s) {
+    const auto t =
+        set_terms(outputs[s].logits, outputs[s].boxes, targets, (*matches)[s], num_boxes, o);
+    out.set("loss_ce" + suffixes[s], t.ce * o.ce_weight());
+    out.set("loss_bbox" + suffixes[s], t.bbox * o.bbox_weight());
+    out.set("loss_giou" + suffixes[s], t.giou * o.giou_weight());
+  }
   return out;
 }
 

@@ -499,11 +499,12 @@ TEST(RTDetr, UnmatchablePredictionsMakeEveryTermNonFiniteForTheGuard) {
 
   ops::SetTarget bad{7, "cells_7.jpg", torch::tensor({int64_t{0}}),
                      torch::tensor({0.5f, std::nanf(""), 0.2f, 0.2f}).view({1, 4})};
-  EXPECT_THROW_WITH(ops::match_sets(torch::zeros({1, 4, 3}), torch::full({1, 4, 4}, 0.5f), {bad}),
-                    DataError, "[data:match.nonfinite_target] image_id=7 file=cells_7.jpg");
+  EXPECT_THROW_WITH(
+      ops::match_sets({{torch::zeros({1, 4, 3}), torch::full({1, 4, 4}, 0.5f)}}, {bad}), DataError,
+      "[data:match.nonfinite_target] image_id=7 file=cells_7.jpg");
   const auto nan_logits = torch::full({1, 4, 3}, std::nanf(""));
   bad.boxes = torch::tensor({0.5f, 0.5f, 0.2f, 0.2f}).view({1, 4});
-  EXPECT_FALSE(ops::match_sets(nan_logits, torch::full({1, 4, 4}, 0.5f), {bad}).has_value());
+  EXPECT_FALSE(ops::match_sets({{nan_logits, torch::full({1, 4, 4}, 0.5f)}}, {bad}).has_value());
 }
 
 // `detforge export --format onnx` opens the --format hf folder with transformers and runs torch's
