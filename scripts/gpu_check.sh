@@ -17,8 +17,9 @@
 #   bench_rfdetr.txt      RF-DETR-N (batch 16 at 384 px) beside rfdetr where the host has it
 #   train_mlperf.txt,     bench train: the whole training loop (loader, copies, step, optimizer,
 #   train_yolov8n.txt,    EMA; no evaluation) of the MLPerf recipe (batch 32 at 800 px), YOLOv8n and
-#   train_rtdetr.txt      RT-DETRv2 r18vd (batch 16 at 640 px) on synthetic images, and the loader
-#                         alone; each followed by a short run with --sync-report (the host
+#   train_rtdetr.txt      RT-DETRv2 r18vd (batch 16 at 640 px) on synthetic images, the loader
+#                         alone and the reference's own loop (torchvision, Ultralytics' trainer,
+#                         transformers); each followed by a short run with --sync-report (the host
 #                         synchronisations per step, by operator and detforge range)
 #   mlperf/               the MLPerf recipe (configs/retinanet/mlperf_x50.yaml) for
 #                         GPU_CHECK_MLPERF_STEPS steps (default 300) on synthetic 800x800 images
@@ -179,7 +180,8 @@ EOF
 export -f synth_data
 
 # bench_train NAME CONFIG DATA [OVERRIDES...]: `bench train` of CONFIG on the synthetic set DATA
-# (40 timed steps after 10), then 2 steps after 2 with --sync-report. Skipped without CUDA.
+# (40 timed steps after 10) beside the reference's own loop (bench/train_peer.py), then 2 steps
+# after 2 with --sync-report. Skipped without CUDA.
 bench_train() {
   local name="$1" config="$2" data="$3"
   shift 3
@@ -191,7 +193,8 @@ bench_train() {
     data.train.images=train data.val.ann=annotations/instances_train.json data.val.images=train
     device=cuda:0 "$@")
   run_part "$name" "$out/$name.txt" bash -c '"$0" bench train -c "$1" --steps 40 --warmup 10 \
-    "${@:2}" && "$0" bench train -c "$1" --steps 2 --warmup 2 --sync-report "${@:2}"' \
+    --python "$py" --peer-script "$top/bench/train_peer.py" "${@:2}" &&
+    "$0" bench train -c "$1" --steps 2 --warmup 2 --sync-report --no-peer "${@:2}"' \
     "$df" "$config" "${common[@]}"
 }
 

@@ -185,6 +185,9 @@ void add_bench_train(CLI::App& bench) {
   cmd->add_option("--out", a->out, "keep the run directory here (default: a temporary one)");
   cmd->add_flag("--sync-report", a->sync_report,
                 "count the timed steps' host synchronisations by operator (CUDA)");
+  cmd->add_flag("!--no-peer", a->peer, "skip the reference's own training loop");
+  cmd->add_option("--python", a->python, "Python with the references")->capture_default_str();
+  cmd->add_option("--peer-script", a->peer_script, "the peer")->capture_default_str();
   cmd->add_option("overrides", a->overrides, "overrides a.b.c=value (typed by YAML)");
   cmd->callback([a] {
     bench::run_train_bench(Config::load(a->config, bench::train_bench_overrides(*a)), *a);

@@ -159,6 +159,10 @@ struct BenchTrainArgs {
   std::string out;
   /// Count the host synchronisations of the timed steps by operator and range (CUDA only).
   bool sync_report = false;
+  /// The reference's own training loop on the same files (bench/train_peer.py), after detforge's.
+  bool peer = true;
+  std::string python = ".venv/bin/python";
+  std::string peer_script = "bench/train_peer.py";
 };
 /// The config overrides of the run: args.overrides, then the run directory, the stop step, the log
 /// interval (= warmup) and no evaluation, checkpoint or MLPerf log. Throws ConfigError when steps

@@ -2,12 +2,14 @@
 // workers, host-to-device copies, forward, losses, backward, optimizer, schedule, EMA), without
 // evaluation or checkpoints, timed between two optimizer steps after a warm-up; and the same
 // loader alone over as many batches, so the table says whether the loader or the step bounds the
-// run. One process; the device is the config's. --sync-report counts the host synchronisations of
+// run; then the reference's own training loop on the same files and config (bench/train_peer.py).
+// One process; the device is the config's. --sync-report counts the host synchronisations of
 // the timed steps (CUDA's sync-debug mode), each under the operator and detforge range it came
 // from.
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
@@ -139,6 +141,13 @@ void run_train_bench(const Config& config, const BenchTrainArgs& a) {
                                                engine::DeviceEnv::current(std::nullopt));
   if (a.sync_report && !spec.device.is_cuda())
     throw ConfigError("bench train --sync-report: needs a CUDA device");
+  for (const auto& [flag, path] :
+       {std::pair{"--python", a.python}, {"--peer-script", a.peer_script}}) {
+    if (a.peer && !fs::exists(path)) {
+      throw ConfigError(str("bench train ", flag, ": '", path,
+                            "' not found (run from the repository root, pass it, or --no-peer)"));
+    }
+  }
   engine::Run run = engine::build_run(spec);
   spec.files.reset();
 
@@ -182,17 +191,38 @@ void run_train_bench(const Config& config, const BenchTrainArgs& a) {
   const double train_s = seconds(clock->at.at(a.warmup), clock->at.at(total));
   const double train_rate = images_per_step * static_cast<double>(a.steps) / train_s;
 
+  // The reference's loop on the same files, config and batches, after detforge's has finished.
+  nlohmann::json peer;
+  std::string note;
+  if (a.peer) {
+    const auto config_path = dir / "peer_config.yaml";
+    std::ofstream(config_path) << spec.config_yaml;
+    const int64_t acc = spec.trainer.accumulate;
+    logging::info(str("bench train: the reference's training loop (", a.peer_script, ")"));
+    peer = run_peer(a.python, dir, a.peer_script,
+                    str("'", config_path.string(), "' ", a.steps * acc, " ", a.warmup * acc, " ",
+                        run.device.str()),
+                    "the reference", note);
+  }
+
   std::printf(
       "bench train: %s on %s, %lld timed optimizer steps after %lld, %.1f images per "
       "step, %lld loader worker(s)\n",
       a.config.c_str(), run.device.str().c_str(), static_cast<long long>(a.steps),
       static_cast<long long>(a.warmup), images_per_step,
       static_cast<long long>(spec.data.train->loader.workers));
-  std::printf("%-44s %12s %12s\n", "", "images/s", "peak MiB");
+  std::printf("%-44s %12s %12s %9s\n", "", "images/s", "peak MiB", "speedup");
   std::printf("%-44s %12.2f %12.0f\n", "training loop (no evaluation)", train_rate, peak);
+  if (!peer.is_null()) {
+    const double theirs = peer.at("images_per_s").get<double>();
+    std::printf("%-44s %12.2f %12.0f %8.2fx\n",
+                str("reference: ", peer.at("peer").get<std::string>()).c_str(), theirs,
+                peer.at("peak_mib").get<double>(), train_rate / theirs);
+  }
   std::printf("%-44s %12.2f %12s\n", "loader alone (same batches, same workers)", loader_rate, "-");
   std::printf("bound by: %s\n", loader_rate < 1.2 * train_rate ? "the loader (or near it)"
                                                                : "the step (the loader is ahead)");
+  if (!note.empty()) std::printf("%s\n", note.c_str());
   if (a.sync_report) {
     int64_t all = 0;
     for (const auto& [where, n] : syncs->counter.counts) all += n;

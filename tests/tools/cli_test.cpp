@@ -86,9 +86,10 @@ TEST(Cli, SynthWritesDatasetAndSummary) {
   EXPECT_TRUE(std::filesystem::exists(out + "/val/000008.jpg"));
 }
 
-// bench train on the CPU: the whole loop of a real config on a small synthetic set and its loader
-// alone, each with images/s; the rate counts the images of the timed steps only (4 steps of a
-// batch of 2 here), and bad options are config errors.
+// bench train on the CPU: the whole loop of a real config on a small synthetic set, its loader
+// alone and torchvision's loop on the same files (bench/train_peer.py), each with images/s; the
+// rate counts the images of the timed steps only (4 steps of a batch of 2 here), and bad options
+// are config errors.
 TEST(Cli, BenchTrainTimesTheLoopAndItsLoader) {
   TempDir dir;
   const auto data = (dir.path() / "synth").string();
@@ -97,7 +98,9 @@ TEST(Cli, BenchTrainTimesTheLoopAndItsLoader) {
   const std::string cmd = df() + " bench train -c " + std::string(DETFORGE_SOURCE_DIR) +
                           "/configs/retinanet/synth_r18.yaml data.root=" + data +
                           " data.min_size=96 data.max_size=96 data.batch_size=2 data.workers=1 ";
-  auto r = run_command(cmd + "--steps 4 --warmup 2");
+  const std::string peer = std::string("--python ") + DETFORGE_PYTHON + " --peer-script " +
+                           DETFORGE_SOURCE_DIR + "/bench/train_peer.py ";
+  auto r = run_command(cmd + peer + "--steps 4 --warmup 2");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("4 timed optimizer steps after 2, 2.0 images per step, 1 loader "
                           "worker(s)"),
@@ -107,12 +110,16 @@ TEST(Cli, BenchTrainTimesTheLoopAndItsLoader) {
   EXPECT_NE(r.output.find("loader alone (same batches, same workers)"), std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("bound by: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("reference: torchvision RetinaNet"), std::string::npos) << r.output;
+  r = run_command(cmd + "--steps 2 --warmup 2 --python /no/python");
+  EXPECT_EQ(r.exit_code, code(ExitCode::kConfig)) << r.output;
+  EXPECT_NE(r.output.find("--python: '/no/python' not found"), std::string::npos) << r.output;
   r = run_command(cmd + "--steps 5 --warmup 2");
   EXPECT_EQ(r.exit_code, code(ExitCode::kConfig)) << r.output;
   EXPECT_NE(r.output.find("--steps (5) must be a positive multiple of --warmup (2)"),
             std::string::npos)
       << r.output;
-  r = run_command(cmd + "--steps 2 --warmup 2 --sync-report");
+  r = run_command(cmd + "--steps 2 --warmup 2 --sync-report --no-peer");
   EXPECT_EQ(r.exit_code, code(ExitCode::kConfig)) << r.output;
   EXPECT_NE(r.output.find("--sync-report: needs a CUDA device"), std::string::npos) << r.output;
 }
