@@ -12,6 +12,8 @@ precision, optimizer and gradient clipping are the reference's too:
   check skipped (it downloads a model);
 - rtdetr: transformers' RTDetrV2ForObjectDetection (r18vd as bench/rtdetr_peer.py) with its own
   loss, RTDetrImageProcessor in DataLoader workers, autocast, AdamW.
+Each reference builds its family's standard model only; a config that changes it (synth_r18's
+GroupNorm and 64-channel FPN, synth_r18vd's 128-wide transformer) is refused, naming the key.
 Timed as detforge times itself: WARMUP steps (batches), then STEPS, synchronised at both ends.
 OUT gets {"peer", "images_per_s", "images", "seconds", "peak_mib"}.
 """
@@ -33,6 +35,25 @@ def get(config, path, default=None):
             return default
         node = node[key]
     return default if node is None else node
+
+
+# The keys a reference's model cannot follow, with the only value it builds (None: left out).
+STANDARD = {
+    "retinanet": {"model.backbone.norm": (None, "frozen_bn"), "model.fpn.channels": (None, 256),
+                  "model.head.norm_groups": (None, 0), "model.fpn.p6_from": (None, "p5")},
+    "rtdetr": {"model.backbone.type": ("r18vd",), "model.encoder.hidden_dim": (None, 256),
+               "model.encoder.expansion": (0.5,), "model.decoder.d_model": (None, 256),
+               "model.decoder.layers": (3,), "model.decoder.num_queries": (None, 300),
+               "model.denoising.num_queries": (None, 100)},
+}
+
+
+def check_standard(config, kind):
+    for key, allowed in STANDARD.get(kind, {}).items():
+        value = get(config, key)
+        if value not in allowed:
+            raise SystemExit(f"{key}: {value} has no equal in the reference, which builds "
+                             f"{' or '.join(str(a) for a in allowed if a is not None)} only")
 
 
 class Timer:
@@ -282,6 +303,7 @@ def main():
     with open(config_path) as f:
         config = yaml.safe_load(f)
     kind = get(config, "model.type")
+    check_standard(config, kind)
     timer = Timer(device, warmup, steps)
     if device.type == "cuda":
         torch.cuda.set_device(device)

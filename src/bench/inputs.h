@@ -43,7 +43,7 @@ double peak_device_mib(const torch::Device& device);
 
 /// Runs `python script args... dir/peer.json` (script: a file such as bench/rtdetr_peer.py) with
 /// its output in dir/peer.log; the script writes its results as JSON to dir/peer.json. Returns
-/// them, or null with `note` saying why (`who` names the peer).
+/// them, or null with `note` saying why (`who` names the peer; the log's last line).
 nlohmann::json run_peer(const std::string& python, const std::filesystem::path& dir,
                         const std::string& script, const std::string& args, const std::string& who,
                         std::string& note);

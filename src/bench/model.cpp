@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -296,7 +297,13 @@ nlohmann::json run_peer(const std::string& python, const fs::path& dir, const st
                           (dir / "peer.log").string() + "' 2>&1";
   const int rc = std::system(cmd.c_str());
   if (rc != 0 || !fs::exists(out)) {
-    note = str(who, " run failed (exit ", rc, "), see ", (dir / "peer.log").string());
+    // The log's last line says why (the folder may be a temporary one, removed after).
+    std::ifstream log(dir / "peer.log");
+    std::string line, last;
+    while (std::getline(log, line)) {
+      if (!line.empty()) last = line;
+    }
+    note = str(who, " run failed (exit ", WIFEXITED(rc) ? WEXITSTATUS(rc) : rc, "): ", last);
     return nullptr;
   }
   std::ifstream in(out);
