@@ -140,15 +140,22 @@ LossDict RetinaNetImpl::compute_loss(const std::vector<Targets>& targets,
       logits, torch::where(fg, gt_labels, torch::full({}, -1, gt_labels.options())), anchor_weight,
       options_.focal());
 
-  // Regression: foreground anchors only, each image normalised by its own foreground count.
-  const auto fg_idx = fg.nonzero();  // [F, 2] (image, anchor)
-  const auto img = fg_idx.select(1, 0), anc = fg_idx.select(1, 1);
-  const auto gt_idx = matched.index({img, anc});
-  const auto per_pair =
-      losses::box_regression_loss(options_.box_loss(), box_coder_, deltas.index({img, anc}),
-                                  anchors.index({anc}), p.boxes.index({img, gt_idx}));
-  const auto box_per_image =
-      torch::zeros({b}, per_pair.options()).index_add(0, img, per_pair) / num_fg;
+  // Regression: foreground anchors only, each image normalised by its own foreground count. Every
+  // anchor is computed, with fixed shapes: selecting the foreground (nonzero) would make the host
+  // wait for the device. A background anchor's target is the anchor itself (a finite loss, where
+  // a padded zero box would give log(0)), and it weighs 0.
+  const int64_t a = anchors.size(0);
+  const auto anchor_boxes = anchors.unsqueeze(0).expand({b, a, 4});
+  auto gt = anchor_boxes;
+  if (p.boxes.size(1) > 0) {
+    const auto picked = p.boxes.gather(1, matched.clamp_min(0).unsqueeze(-1).expand({b, a, 4}));
+    gt = torch::where(fg.unsqueeze(-1), picked, anchor_boxes);
+  }
+  const auto per_anchor =
+      losses::box_regression_loss(options_.box_loss(), box_coder_, deltas.reshape({-1, 4}),
+                                  anchor_boxes.reshape({-1, 4}), gt.reshape({-1, 4}))
+          .view({b, a});
+  const auto box_per_image = (per_anchor * fg.to(per_anchor.scalar_type())).sum(1) / num_fg;
 
   LossDict out(loss_keys_);
   out.set("classification", classification);
