@@ -166,10 +166,11 @@ def plain_loop(config, device, timer, model, loader, forward):
 
 
 def coco_loader(config, dataset, collate):
+    workers = int(get(config, "data.workers", 2))
     return torch.utils.data.DataLoader(
         dataset, batch_size=int(get(config, "data.batch_size", 2)), shuffle=True, drop_last=True,
-        num_workers=int(get(config, "data.workers", 2)), collate_fn=collate,
-        pin_memory=torch.cuda.is_available(), persistent_workers=int(get(config, "data.workers", 2)) > 0)
+        num_workers=workers, collate_fn=collate, pin_memory=torch.cuda.is_available(),
+        persistent_workers=workers > 0)
 
 
 def retinanet(config, device, timer):

@@ -42,28 +42,27 @@ std::optional<std::vector<std::vector<SetMatch>>> match_sets(
   const int64_t b = sets.front().logits.size(0);
   TORCH_CHECK(static_cast<int64_t>(targets.size()) == b, "match_sets: ", targets.size(),
               " targets for a batch of ", b);
-  std::vector<torch::Tensor> logits, boxes, labels, gt;
-  std::vector<int64_t> offsets = {0};
-  for (const auto& s : sets) {
-    TORCH_CHECK(
-        s.logits.size(0) == b && s.boxes.size(0) == b && s.boxes.size(1) == s.logits.size(1),
-        "match_sets: output sets of different batches");
-    logits.push_back(s.logits);
-    boxes.push_back(s.boxes);
-    offsets.push_back(offsets.back() + s.logits.size(1));
-  }
+  std::vector<torch::Tensor> labels, gt;
   std::vector<int64_t> sizes;
   for (const auto& t : targets) {
     labels.push_back(t.labels.to(device));
     gt.push_back(t.boxes.to(device, sets.front().boxes.scalar_type()));
     sizes.push_back(t.labels.size(0));
   }
-  // The sets' queries side by side: a cost is one query's against one target, so a single pass
-  // scores every set, and a single device-to-host copy brings them all.
-  const auto host = set_costs(torch::cat(logits, 1), torch::cat(boxes, 1), torch::cat(labels),
-                              torch::cat(gt).view({-1, 4}), options)
-                        .to(torch::kCPU, torch::kFloat64)
-                        .contiguous();
+  const auto all_labels = torch::cat(labels);
+  const auto all_gt = torch::cat(gt).view({-1, 4});
+  // Each set's costs on its own (the pairwise temporaries stay one set's size: RF-DETR has 13
+  // groups per layer), then the sets' queries side by side, brought by one device-to-host copy.
+  std::vector<torch::Tensor> costs;
+  std::vector<int64_t> offsets = {0};
+  for (const auto& s : sets) {
+    TORCH_CHECK(
+        s.logits.size(0) == b && s.boxes.size(0) == b && s.boxes.size(1) == s.logits.size(1),
+        "match_sets: output sets of different batches");
+    costs.push_back(set_costs(s.logits, s.boxes, all_labels, all_gt, options));
+    offsets.push_back(offsets.back() + s.logits.size(1));
+  }
+  const auto host = torch::cat(costs, 1).to(torch::kCPU, torch::kFloat64).contiguous();
 
   std::vector<Assignment> solved;
   int64_t pairs = 0;

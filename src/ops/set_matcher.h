@@ -1,7 +1,7 @@
 // DETR-style set matching: a one-to-one assignment of ground-truth boxes to queries that
 // minimises class + L1 + GIoU cost (RT-DETR's focal-style class cost), solved per image by
-// ops::linear_sum_assignment. Costs are computed for the whole batch and all its output sets at
-// once and copied to the host once.
+// ops::linear_sum_assignment. The costs of the whole batch and all its output sets are copied to
+// the host once.
 #pragma once
 
 #include <cstdint>
@@ -49,7 +49,7 @@ struct SetPredictions {
 
 /// Every output set matched to the same targets: result[s][i] is set s's match of image i, its
 /// indices on the predictions' device. The sets (a DETR's decoder layers and encoder proposals,
-/// RF-DETR's query groups) are scored in one pass; their costs reach the host in one copy and
+/// RF-DETR's query groups) are scored one by one; their costs reach the host in one copy and
 /// every match returns in one (pinned, asynchronous on CUDA) copy, so that a training step waits
 /// for the device here once. Never matches arbitrarily on a NaN or infinite cost:
 /// - a non-finite target box is bad data: DataError `match.nonfinite_target` naming the image;
