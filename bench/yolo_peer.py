@@ -1,12 +1,14 @@
-"""The peer of `detforge bench model --model yolov8n | yolov8s`: Ultralytics' DetectionModel.
+"""The peer of `detforge bench model --model yolov8n | yolov8s | yolo11n | yolo26n`: Ultralytics'
+DetectionModel.
 
-Builds yolov8{SCALE}.yaml (80 classes), loads detforge's exported weights strictly, and times the
-train step (v8DetectionLoss with box 7.5, cls 0.5, dfl 1.5; backward) and fused inference
-(non_max_suppression: conf 0.001, IoU 0.7, multi-label, max_det 300) on detforge's inputs.
+Builds MODEL.yaml (80 classes), loads detforge's exported weights strictly, and times the train
+step (its criterion: v8DetectionLoss, or E2ELoss for YOLO26, with box 7.5, cls 0.5, dfl 1.5;
+backward) and fused inference (YOLO26: its one-to-many head, predict()'s default;
+non_max_suppression: conf 0.001, IoU 0.7, multi-label, max_det 300) on detforge's inputs.
 
-argv: INPUTS WEIGHTS SCALE THREADS ITERS WARMUP DEVICE OUT. INPUTS is a state dict (images,
-boxes_i as xyxy pixels, labels_i); WEIGHTS the model's state dict; SCALE n or s; DEVICE cpu or
-cuda:N (fp32, synchronised around the timed calls); OUT gets {"train_s", "infer_s", "peak_rss_mb",
+argv: INPUTS WEIGHTS MODEL THREADS ITERS WARMUP DEVICE OUT. INPUTS is a state dict (images,
+boxes_i as xyxy pixels, labels_i); WEIGHTS the model's state dict; MODEL yolov8n, yolo11n, ...;
+DEVICE cpu or cuda:N (fp32, synchronised around the timed calls); OUT gets {"train_s", "infer_s", "peak_rss_mb",
 "train_peak_mib", "infer_peak_mib"} (seconds per batch; this process's peak RSS and each phase's
 peak device memory in MiB, 0 on the CPU).
 """
@@ -19,7 +21,7 @@ from ultralytics.utils.nms import non_max_suppression
 
 from peer_timing import timed
 
-inputs, weights, scale = sys.argv[1:4]
+inputs, weights, name = sys.argv[1:4]
 threads, iters, warmup = map(int, sys.argv[4:7])
 device = torch.device(sys.argv[7])
 out = sys.argv[8]
@@ -35,8 +37,8 @@ for i in range(b):
 batch = {"batch_idx": torch.tensor([r[0] for r in rows], dtype=torch.float32, device=device),
          "cls": torch.tensor([r[1] for r in rows], dtype=torch.float32, device=device).view(-1, 1),
          "bboxes": torch.tensor([r[2:] for r in rows], dtype=torch.float32, device=device)}
-model = DetectionModel(f"yolov8{scale}.yaml", nc=80, verbose=False)
-model.args = types.SimpleNamespace(box=7.5, cls=0.5, dfl=1.5)
+model = DetectionModel(f"{name}.yaml", nc=80, verbose=False)
+model.args = types.SimpleNamespace(box=7.5, cls=0.5, dfl=1.5, epochs=100)
 model.load_state_dict(torch.load(weights, weights_only=True), strict=True)
 model.to(device)
 criterion = model.init_criterion()

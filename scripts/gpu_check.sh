@@ -246,6 +246,8 @@ bench_train train_rtdetr "$out/rtdetr_r18vd_synth.yaml" "$out/synth640" data.num
   data.min_size=640 data.max_size=640 data.batch_size=16 data.workers=8
 bench bench_r50 retinanet_r50_fpn 16 800 device_peer.py
 bench bench_yolov8s yolov8s 16 640 yolo_peer.py
+bench bench_yolo11n yolo11n 16 640 yolo_peer.py
+bench bench_yolo26n yolo26n 16 640 yolo_peer.py
 bench bench_rfdetr rfdetr_nano 16 384 rfdetr_peer.py
 run_part mlperf "$out/mlperf/train.log" mlperf
 if [ -f "$out/mlperf/checker.txt" ]; then

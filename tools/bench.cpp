@@ -130,10 +130,10 @@ void add_bench_model(CLI::App& bench) {
                   "retinanet_r50_fpn (vs torchvision, with batched NMS), retinanet_x50_mlperf "
                   "(the MLPerf ResNeXt-50 model, 264 classes; use --size 800), rtdetr_r18vd (vs "
                   "transformers, with inference), rfdetr_nano (vs rfdetr, with inference) or "
-                  "yolov8n / yolov8s (vs Ultralytics, with inference)")
+                  "yolov8n / yolov8s / yolo11n / yolo26n (vs Ultralytics, with inference)")
       ->capture_default_str()
       ->check(CLI::IsMember({"retinanet_r50_fpn", "retinanet_x50_mlperf", "rtdetr_r18vd",
-                             "rfdetr_nano", "yolov8n", "yolov8s"}));
+                             "rfdetr_nano", "yolov8n", "yolov8s", "yolo11n", "yolo26n"}));
   cmd->add_option("--device", a->device,
                   "cpu or cuda:N; not cpu: the RetinaNet train step in fp32, bf16 and "
                   "channels_last with peak device memory, beside torchvision on that device; "
@@ -164,7 +164,7 @@ void add_bench_model(CLI::App& bench) {
                   "the peer's script (default: bench/model_peer.py; bench/device_peer.py with "
                   "--device or retinanet_x50_mlperf, bench/rtdetr_peer.py for rtdetr_r18vd, "
                   "bench/rfdetr_peer.py for rfdetr_nano, "
-                  "bench/yolo_peer.py for yolov8n / yolov8s)");
+                  "bench/yolo_peer.py for the YOLO models)");
   cmd->add_flag("!--no-peer", a->peer, "skip the peer's run");
   cmd->add_option("--profile", a->profile,
                   "RetinaNet models: profile one bf16 train step into this folder (trace.json for "

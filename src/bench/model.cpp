@@ -41,7 +41,7 @@ enum class BenchKind { kRetinaNetCpu, kDevice, kRtdetr, kRfdetr, kYolo };
 BenchKind bench_kind(const BenchModelArgs& a) {
   if (a.model == "rtdetr_r18vd") return BenchKind::kRtdetr;
   if (a.model == "rfdetr_nano") return BenchKind::kRfdetr;
-  if (a.model.rfind("yolov8", 0) == 0) return BenchKind::kYolo;
+  if (a.model.rfind("yolo", 0) == 0) return BenchKind::kYolo;
   if (a.device != "cpu" || a.model == "retinanet_x50_mlperf") return BenchKind::kDevice;
   return BenchKind::kRetinaNetCpu;
 }

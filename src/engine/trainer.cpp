@@ -152,6 +152,7 @@ TrainResult Trainer::run() {
 
 bool Trainer::train_epoch(int64_t epoch) {
   r_.train_data->start_epoch(epoch, progress_.batch_in_epoch);
+  r_.model->start_epoch(epoch, o_.epochs);
   // This epoch's augmentation bookkeeping on this rank (Batch::dropped_boxes, emptied_images).
   EpochTrainedEvent trained;
   trained.epoch = epoch;

@@ -19,6 +19,10 @@
 #include "structures/detections.h"
 #include "structures/loss_dict.h"
 
+namespace detforge::weights {
+struct PickledModule;
+}  // namespace detforge::weights
+
 namespace detforge::models {
 
 class Detector : public torch::nn::Module {
@@ -138,6 +142,22 @@ class Detector : public torch::nn::Module {
   /// Until set: max(1, local count). Detectors whose normalisers are per image ignore it.
   void set_count_normalizer(CountNormalizer normalizer) {
     count_normalizer_ = std::move(normalizer);
+  }
+
+  /// What in a pickled model's saved settings (an activation, a norm's eps, a layer option)
+  /// this detector does not build as the file's model computes; "" when nothing (or no module
+  /// was pickled). Loading such a file is refused with this text. Default: ""
+  virtual std::string pickled_settings_mismatch(
+      const std::vector<weights::PickledModule>& modules) const {
+    (void)modules;
+    return {};
+  }
+
+  /// Called by the trainer before each training epoch (0-based) of `epochs`, resumed ones
+  /// included, for losses whose weights follow the schedule (YOLO26's E2ELoss). Default: nothing
+  virtual void start_epoch(int64_t epoch, int64_t epochs) {
+    (void)epoch;
+    (void)epochs;
   }
 
   /// Named event counts since construction (targets clamped, images skipped under the skip

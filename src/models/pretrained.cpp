@@ -58,6 +58,11 @@ weights::WeightFile detector_tensors(
     const Detector& detector, const std::string& path,
     const std::function<weights::WeightFile(const std::string&)>& reader = {}) {
   weights::WeightFile read = reader ? reader(path) : weights::read_weight_file(path);
+  const auto mismatch = detector.pickled_settings_mismatch(read.modules);
+  if (!mismatch.empty()) {
+    throw ConfigError(str("model.weights: ", path, ": ", mismatch,
+                          "; the config must build the file's model (docs/models.md)"));
+  }
   NamedTensors& file = read.tensors;
   rename_all(file, detector.weight_renames());
   split_fused(file, detector.weight_splits());

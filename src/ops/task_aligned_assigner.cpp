@@ -70,6 +70,12 @@ TaskAlignedAssignment task_aligned_assign(
   auto is_max = torch::zeros_like(mask_pos);
   is_max.scatter_(1, max_overlap_idx.unsqueeze(1), 1);
   mask_pos = torch::where(multi, is_max, mask_pos);
+  if (o.topk2() > 0 && o.topk2() != o.topk()) {
+    const auto best = std::get<1>(torch::topk(align * mask_pos, o.topk2(), -1, true));
+    auto keep = torch::zeros_like(mask_pos);
+    keep.scatter_(-1, best, 1);
+    mask_pos = mask_pos * keep;
+  }
   auto [fg_mask, gt_index] = mask_pos.max(-2);
 
   // Targets of each anchor from its box.

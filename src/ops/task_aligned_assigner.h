@@ -17,6 +17,9 @@ struct TaskAlignedAssignerOptions {
   TORCH_ARG(int64_t, num_classes);
   /// Candidates kept per ground-truth box. Default: 10 (YOLOv8)
   TORCH_ARG(int64_t, topk) = 10;
+  /// After the multi-box resolution each box keeps only its topk2 best anchors by alignment
+  /// (YOLO26's one-to-one assignment: 1); 0 keeps them all. Default: 0
+  TORCH_ARG(int64_t, topk2) = 0;
   /// Exponent of the classification score in the alignment metric. Default: 0.5
   TORCH_ARG(double, alpha) = 0.5;
   /// Exponent of the CIoU in the alignment metric. Default: 6.0

@@ -4,6 +4,7 @@
 // File formats only: loading into a module is models/module_state.h.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -17,6 +18,16 @@ namespace detforge::weights {
 
 /// Name -> tensor, in file order.
 using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
+
+/// A module of a pickled model (an Ultralytics `.pt`), as its settings were saved.
+struct PickledModule {
+  /// Its path as state_dict() prefixes it ("model.9.cv1.act"; "" for the root).
+  std::string path;
+  /// Its class, "module.Class" ("torch.nn.modules.activation.SiLU").
+  std::string type;
+  /// Its plain number attributes, bools as 0 / 1 ("n", "add", "eps", "reg_max").
+  std::map<std::string, double> numbers;
+};
 
 /// The weights found in a file, and what else it said about them.
 struct WeightFile {
@@ -34,6 +45,8 @@ struct WeightFile {
   /// Hugging Face folder's preprocessor_config.json, a detforge checkpoint; nullopt for a plain
   /// state dict.
   std::optional<ExpectedPixels> pixels;
+  /// A pickled model's modules, depth first in state_dict() order; empty for a state dict.
+  std::vector<PickledModule> modules;
 };
 
 /// Reads the weights of a torch.save zip file or a safetensors file. A zip file may hold a state

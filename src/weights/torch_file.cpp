@@ -61,8 +61,26 @@ std::set<std::string> string_set(const Obj& o) {
 
 // What module.state_dict() would give, in its order: a module's own parameters, then its
 // persistent buffers, then each child's under "<child>.", depth first.
-void module_tensors(const Obj& module, const std::string& prefix, NamedTensors& out,
+// A module's class and its plain number attributes (ints, floats, bools; not the private ones).
+PickledModule pickled_module(const Obj& module, const std::string& prefix) {
+  PickledModule m{prefix.empty() ? prefix : prefix.substr(0, prefix.size() - 1), module->s, {}};
+  const Obj& state = module->state;
+  if (!state || state->kind != PyObj::kDict) return m;
+  for (const auto& [k, v] : state->dict) {
+    if (k->kind != PyObj::kStr || k->s.empty() || k->s[0] == '_') continue;
+    if (v->kind == PyObj::kInt || v->kind == PyObj::kBool) {
+      m.numbers[k->s] = static_cast<double>(v->i);
+    } else if (v->kind == PyObj::kFloat) {
+      m.numbers[k->s] = v->f;
+    }
+  }
+  return m;
+}
+
+void module_tensors(const Obj& module, const std::string& prefix, WeightFile& file_out,
                     const std::string& file, int depth = 0) {
+  NamedTensors& out = file_out.tensors;
+  file_out.modules.push_back(pickled_module(module, prefix));
   // A file's modules can hold each other in a cycle; real models nest a few dozen deep.
   if (depth > kMaxModuleDepth) {
     throw IoError(detforge::str(file, ": pickled modules nest deeper than ", kMaxModuleDepth,
@@ -81,7 +99,7 @@ void module_tensors(const Obj& module, const std::string& prefix, NamedTensors& 
   if (!children || children->kind != PyObj::kDict) return;
   for (const auto& [k, v] : children->dict) {
     if (k->kind == PyObj::kStr && is_module(v))
-      module_tensors(v, prefix + k->s + ".", out, file, depth + 1);
+      module_tensors(v, prefix + k->s + ".", file_out, file, depth + 1);
   }
 }
 
@@ -118,7 +136,7 @@ bool find_weights(const Obj& o, std::string& where, WeightFile& out, const std::
     return true;
   }
   if (is_module(o)) {
-    module_tensors(o, "", out.tensors, file);
+    module_tensors(o, "", out, file);
     out.class_names = class_names(o);
     where += where.empty() ? o->s : " (" + o->s + ")";
     return !out.tensors.empty();
@@ -145,7 +163,7 @@ WeightFile read_weight_file(const std::string& path) {
   in.read(magic, 9);
   // safetensors: an 8-byte header length, then the JSON header.
   if (in.gcount() == 9 && std::memcmp(magic, "PK\x03\x04", 4) != 0 && magic[8] == '{') {
-    return {read_safetensors(path), hub_class_names(path), "safetensors", hub_pixels(path)};
+    return {read_safetensors(path), hub_class_names(path), "safetensors", hub_pixels(path), {}};
   }
   if (in.gcount() < 4 || std::memcmp(magic, "PK\x03\x04", 4) != 0) {
     throw IoError(detforge::str(path,

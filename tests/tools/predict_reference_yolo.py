@@ -38,12 +38,16 @@ CONF, IOU, MAX_DET = 0.05, 0.7, 300
 TILE, OVERLAP, TILE_CONF = 320, 0.2, 0.25
 
 
-def calibrated_model():
-    torch.manual_seed(0)
-    model = DetectionModel("yolov8n.yaml", nc=3, verbose=False)
+def calibrated_model(yaml="yolov8n.yaml", seed=0):
+    """`yaml` (3 classes) with batch-norm statistics from 8 training photos and spread class
+    biases (in both heads of an end-to-end model)."""
+    torch.manual_seed(seed)
+    model = DetectionModel(yaml, nc=3, verbose=False)
+    head = model.model[-1]
     with torch.no_grad():
-        for i in range(3):
-            model.model[22].cv3[i][2].bias.normal_(-3.0, 1.0)
+        for branch in (head.cv3, getattr(head, "one2one_cv3", None)):
+            for level in branch or []:
+                level[2].bias.normal_(-3.0, 1.0)
     letterbox = LetterBox((320, 320), auto=False)
     images = []
     for path in training_photos(8):

@@ -1,6 +1,8 @@
-// Options of the DFL-head detector (YOLOv8: CSPDarknet with C2f blocks and SPPF, PAN-FPN neck,
-// decoupled anchor-free head with distribution focal loss, task-aligned assignment), with the
-// defaults of Ultralytics' yolov8.yaml and default.yaml; presets are in configs/yolo/.
+// Options of the YOLO detectors as Ultralytics defines them: YOLOv8 (CSPDarknet with C2f blocks
+// and SPPF, PAN-FPN neck, decoupled anchor-free head with distribution focal loss, task-aligned
+// assignment), YOLO11 (C3k2 and C2PSA blocks, a depthwise class branch) and YOLO26 (YOLO11's
+// blocks, a residual SPPF, no DFL, a one-to-one head beside the one-to-many one), with the
+// defaults of yolov8.yaml, yolo11.yaml, yolo26.yaml and default.yaml; presets in configs/yolo/.
 #pragma once
 
 #include <cstdint>
@@ -26,21 +28,31 @@ struct YoloScale {
   double depth = 0.33;
   double width = 0.25;
   int64_t max_channels = 1024;
+  /// Every C3k2 uses C3k inner blocks (parse_model's rule for the scales named m, l and x).
+  bool c3k = false;
 };
 
-/// The presets of yolov8.yaml: n, s, m, l, x.
+/// The generations Ultralytics' yamls define: 8 (yolov8.yaml), 11 (yolo11.yaml), 26 (yolo26.yaml).
+const std::vector<int64_t>& yolo_versions();
+/// The presets of every generation's yaml: n, s, m, l, x.
 const std::vector<std::string>& yolo_scale_names();
-/// REQUIRES: name in yolo_scale_names().
-YoloScale yolo_scale(const std::string& name);
+/// REQUIRES: name in yolo_scale_names(), version in yolo_versions().
+YoloScale yolo_scale(const std::string& name, int64_t version = 8);
 
 struct YoloOptions {
   explicit YoloOptions(int64_t num_classes) : num_classes_(num_classes) {}
   /// Foreground classes C; labels lie in [0, C).
   TORCH_ARG(int64_t, num_classes);
-  /// Depth, width and channel cap. Default: the n preset
+  /// The generation whose layer table is built: 8, 11 or 26. Default: 8
+  TORCH_ARG(int64_t, version) = 8;
+  /// Depth, width and channel cap. Default: YOLOv8's n preset
   TORCH_ARG(YoloScale, scale) = YoloScale{};
-  /// Bins per box side of the distribution head. Default: 16
+  /// Bins per box side of the distribution head; 1: the head predicts the four distances
+  /// directly (YOLO26, no DFL). Default: 16
   TORCH_ARG(int64_t, reg_max) = 16;
+  /// A one-to-one head (one2one_cv2, one2one_cv3) beside the one-to-many one, fed detached
+  /// features (YOLO26's end2end). Default: false
+  TORCH_ARG(bool, end2end) = false;
   TORCH_ARG(YoloNormOptions, norm) = YoloNormOptions{};
 
   // Task-aligned assignment.
@@ -52,6 +64,10 @@ struct YoloOptions {
   TORCH_ARG(double, box_gain) = 7.5;
   TORCH_ARG(double, cls_gain) = 0.5;
   TORCH_ARG(double, dfl_gain) = 1.5;
+  /// The one-to-many terms' weight in the first and the last epoch of an end2end model (the
+  /// one-to-one terms weigh 1 minus it). Defaults: 0.8, 0.1
+  TORCH_ARG(double, o2m_start) = 0.8;
+  TORCH_ARG(double, o2m_end) = 0.1;
   /// Default: kBce
   TORCH_ARG(YoloClsLoss, cls_loss) = YoloClsLoss::kBce;
   /// Varifocal alpha and gamma (kVarifocal only). Defaults: 0.75, 2
@@ -72,6 +88,10 @@ struct YoloOptions {
   /// Every class of an anchor above score_threshold is a candidate (Ultralytics' validation);
   /// false: only its best class (Ultralytics' `predict`). Default: true
   TORCH_ARG(bool, multi_label) = true;
+  /// false: the one-to-one head's top detections_per_image (class, anchor) pairs above
+  /// score_threshold, without NMS (Ultralytics' `predict(nms=False)`; REQUIRES end2end).
+  /// Default: true (the one-to-many head and class-aware NMS)
+  TORCH_ARG(bool, nms) = true;
   /// Highest-scoring candidates kept before NMS. Default: 30000
   TORCH_ARG(int64_t, max_candidates) = 30000;
   TORCH_ARG(int64_t, detections_per_image) = 300;

@@ -20,188 +20,55 @@ namespace detforge::models {
 namespace F = torch::nn::functional;
 using torch::indexing::Slice;
 
-const std::vector<std::string>& yolo_scale_names() {
-  static const std::vector<std::string> names{"n", "s", "m", "l", "x"};
-  return names;
-}
-
-std::string YoloImpl::ultralytics_model_file() const {
-  // Ultralytics' Detect fixes reg_max at 16; its scales are the presets of yolov8.yaml.
-  if (options_.reg_max() != 16) {
-    throw std::invalid_argument(
-        str("model.reg_max is ", options_.reg_max(), "; Ultralytics' YOLOv8 head has 16"));
-  }
-  const YoloScale s = options_.scale();
-  for (const auto& name : yolo_scale_names()) {
-    const YoloScale p = yolo_scale(name);
-    if (p.depth == s.depth && p.width == s.width && p.max_channels == s.max_channels)
-      return "yolov8" + name + ".yaml";
-  }
-  throw std::invalid_argument(str("depth ", s.depth, ", width ", s.width, " and max_channels ",
-                                  s.max_channels,
-                                  " are none of Ultralytics' YOLOv8 scales (model.scale: n, s, m, "
-                                  "l, x without depth_multiple / width_multiple / max_channels)"));
-}
-
-YoloScale yolo_scale(const std::string& name) {
-  if (name == "n") return {0.33, 0.25, 1024};
-  if (name == "s") return {0.33, 0.50, 1024};
-  if (name == "m") return {0.67, 0.75, 768};
-  if (name == "l") return {1.00, 1.00, 512};
-  TORCH_CHECK(name == "x", "yolo_scale: unknown scale '", name, "'");
-  return {1.00, 1.25, 512};
-}
-
-YoloDflImpl::YoloDflImpl(int64_t reg_max) : reg_max_(reg_max) {
-  conv_ = register_module("conv",
-                          torch::nn::Conv2d(torch::nn::Conv2dOptions(reg_max, 1, 1).bias(false)));
-  torch::NoGradGuard no_grad;
-  conv_->weight.copy_(torch::arange(reg_max, torch::kFloat32).view({1, reg_max, 1, 1}));
-  conv_->weight.set_requires_grad(false);
-}
-
-torch::Tensor YoloDflImpl::forward(const torch::Tensor& x) {
-  const int64_t b = x.size(0), a = x.size(2);
-  return conv_->forward(x.view({b, 4, reg_max_, a}).transpose(2, 1).softmax(1)).view({b, 4, a});
-}
-
-YoloDetectImpl::YoloDetectImpl(int64_t num_classes, int64_t reg_max,
-                               const std::vector<int64_t>& channels,
-                               const std::vector<int64_t>& strides, YoloNormOptions norm)
-    : num_classes_(num_classes), reg_max_(reg_max), strides_(strides) {
-  // Ultralytics' Detect head widths: max(16, ch[0] / 4, 4 * reg_max) for boxes and
-  // max(ch[0], min(nc, 100)) for classes.
-  const int64_t box_width = std::max({int64_t{16}, channels[0] / 4, reg_max * 4});
-  const int64_t cls_width = std::max(channels[0], std::min<int64_t>(num_classes, 100));
-  cv2_ = register_module("cv2", torch::nn::ModuleList());
-  cv3_ = register_module("cv3", torch::nn::ModuleList());
-  for (const int64_t c : channels) {
-    cv2_->push_back(torch::nn::Sequential(
-        YoloConv(c, box_width, 3, 1, norm), YoloConv(box_width, box_width, 3, 1, norm),
-        torch::nn::Conv2d(torch::nn::Conv2dOptions(box_width, 4 * reg_max, 1))));
-    cv3_->push_back(torch::nn::Sequential(
-        YoloConv(c, cls_width, 3, 1, norm), YoloConv(cls_width, cls_width, 3, 1, norm),
-        torch::nn::Conv2d(torch::nn::Conv2dOptions(cls_width, num_classes, 1))));
-  }
-  dfl_ = register_module("dfl", YoloDfl(reg_max));
-}
-
-std::pair<torch::Tensor, torch::Tensor> YoloDetectImpl::forward(
-    const std::vector<torch::Tensor>& feats) {
-  const int64_t b = feats[0].size(0);
-  std::vector<torch::Tensor> boxes, scores;
-  for (size_t i = 0; i < feats.size(); ++i) {
-    boxes.push_back(
-        cv2_[i]->as<torch::nn::Sequential>()->forward(feats[i]).view({b, 4 * reg_max_, -1}));
-    scores.push_back(
-        cv3_[i]->as<torch::nn::Sequential>()->forward(feats[i]).view({b, num_classes_, -1}));
-  }
-  return {torch::cat(boxes, -1), torch::cat(scores, -1)};
-}
-
-void YoloDetectImpl::init_biases() {
-  torch::NoGradGuard no_grad;
-  for (size_t i = 0; i < strides_.size(); ++i) {
-    auto box = cv2_[i]->as<torch::nn::Sequential>();
-    auto cls = cv3_[i]->as<torch::nn::Sequential>();
-    (*box)[2]->as<torch::nn::Conv2d>()->bias.fill_(2.0);
-    // The class prior of Ultralytics' bias_init: a probability of about 5 / nc / cells, the cells
-    // counted for a 640-pixel image at this level's stride.
-    const double cells = 640.0 / static_cast<double>(strides_[i]);
-    (*cls)[2]->as<torch::nn::Conv2d>()->bias.fill_(
-        std::log(5.0 / static_cast<double>(num_classes_) / (cells * cells)));
-  }
-}
-
 namespace {
 
-// Ultralytics' make_divisible(min(c, max_channels) * width, 8).
-int64_t scaled_width(int64_t c, const YoloScale& s) {
-  const double w = static_cast<double>(std::min(c, s.max_channels)) * s.width;
-  return static_cast<int64_t>(std::ceil(w / 8.0)) * 8;
+// The loss keys: the distance term is DFL, or L1 without bins; an end2end model adds the
+// one-to-many branch's terms.
+std::vector<std::string> yolo_loss_keys(const YoloOptions& o) {
+  const std::string dist = o.reg_max() > 1 ? "dfl_loss" : "l1_loss";
+  std::vector<std::string> keys{"box_loss", "cls_loss", dist};
+  if (o.end2end()) keys.insert(keys.end(), {"o2m_box_loss", "o2m_cls_loss", "o2m_" + dist});
+  return keys;
 }
-
-// Ultralytics' max(round(n * depth), 1) for n > 1 (Python's round: half to even).
-int64_t scaled_depth(int64_t n, const YoloScale& s) {
-  if (n <= 1) return n;
-  return std::max<int64_t>(static_cast<int64_t>(std::nearbyint(static_cast<double>(n) * s.depth)),
-                           1);
-}
-
-// Indices of yaml layers whose outputs later layers read.
-constexpr int kP3Backbone = 4, kP4Backbone = 6, kP5Backbone = 9, kP4Neck = 12;
-constexpr int kP3Out = 15, kP4Out = 18, kP5Out = 21;
 
 }  // namespace
 
-YoloImpl::YoloImpl(YoloOptions options)
-    : DetectorBase(std::move(options), {"box_loss", "cls_loss", "dfl_loss"}) {
+YoloImpl::YoloImpl(YoloOptions options) : DetectorBase(options, yolo_loss_keys(options)) {
   TORCH_CHECK(options_.num_classes() >= 1, "YOLO: num_classes must be >= 1");
-  TORCH_CHECK(options_.reg_max() >= 2, "YOLO: reg_max must be >= 2, got ", options_.reg_max());
-  const auto& s = options_.scale();
-  const auto& norm = options_.norm();
-  const auto w = [&](int64_t c) { return scaled_width(c, s); };
-  const auto d = [&](int64_t n) { return scaled_depth(n, s); };
+  TORCH_CHECK(options_.reg_max() >= 1, "YOLO: reg_max must be >= 1, got ", options_.reg_max());
+  TORCH_CHECK(options_.nms() || options_.end2end(),
+              "YOLO: inference without NMS needs the one-to-one head (end2end)");
+  const int64_t v = options_.version();
+  TORCH_CHECK(v == 8 || v == 11 || v == 26, "YOLO: version must be 8, 11 or 26, got ", v);
   model_ = register_module("model", torch::nn::ModuleList());
-  auto add = [&](torch::nn::AnyModule m) { model_->push_back(m.ptr()); };
-  // Backbone: yaml layers 0-9.
-  add(torch::nn::AnyModule(YoloConv(3, w(64), 3, 2, norm)));
-  add(torch::nn::AnyModule(YoloConv(w(64), w(128), 3, 2, norm)));
-  add(torch::nn::AnyModule(C2f(w(128), w(128), d(3), true, norm)));
-  add(torch::nn::AnyModule(YoloConv(w(128), w(256), 3, 2, norm)));
-  add(torch::nn::AnyModule(C2f(w(256), w(256), d(6), true, norm)));
-  add(torch::nn::AnyModule(YoloConv(w(256), w(512), 3, 2, norm)));
-  add(torch::nn::AnyModule(C2f(w(512), w(512), d(6), true, norm)));
-  add(torch::nn::AnyModule(YoloConv(w(512), w(1024), 3, 2, norm)));
-  add(torch::nn::AnyModule(C2f(w(1024), w(1024), d(3), true, norm)));
-  add(torch::nn::AnyModule(Sppf(w(1024), w(1024), 5, norm)));
-  // Neck: layers 10-21. Upsample and Concat hold no parameters; Identity keeps their indices.
-  const auto upsample = [] {
-    return torch::nn::AnyModule(torch::nn::Upsample(torch::nn::UpsampleOptions()
-                                                        .scale_factor(std::vector<double>{2.0, 2.0})
-                                                        .mode(torch::kNearest)));
-  };
-  const auto concat = [] { return torch::nn::AnyModule(torch::nn::Identity()); };
-  add(upsample());
-  add(concat());
-  add(torch::nn::AnyModule(C2f(w(1024) + w(512), w(512), d(3), false, norm)));
-  add(upsample());
-  add(concat());
-  add(torch::nn::AnyModule(C2f(w(512) + w(256), w(256), d(3), false, norm)));
-  add(torch::nn::AnyModule(YoloConv(w(256), w(256), 3, 2, norm)));
-  add(concat());
-  add(torch::nn::AnyModule(C2f(w(256) + w(512), w(512), d(3), false, norm)));
-  add(torch::nn::AnyModule(YoloConv(w(512), w(512), 3, 2, norm)));
-  add(concat());
-  add(torch::nn::AnyModule(C2f(w(512) + w(1024), w(1024), d(3), false, norm)));
-  detect_ = YoloDetect(options_.num_classes(), options_.reg_max(),
-                       std::vector<int64_t>{w(256), w(512), w(1024)}, strides_, norm);
+  if (v == 8) {
+    build_v8();
+  } else {
+    build_v11();
+  }
+  const auto& n = neck_layers_;
+  YoloHeadOptions head{options_.num_classes(), options_.reg_max(), v == 8, options_.end2end()};
+  const std::vector<int64_t> head_channels{channels_[n[0]], channels_[n[1]], channels_[n[2]]};
+  detect_ = YoloDetect(head, head_channels, strides_, options_.norm());
   model_->push_back(detect_);
   detect_->init_biases();
 }
 
-YoloOutputs YoloImpl::forward_outputs(const torch::Tensor& images) {
-  auto layer = [&](int i, const torch::Tensor& x) -> torch::Tensor {
-    const auto& m = model_[i];
-    if (auto c = std::dynamic_pointer_cast<YoloConvImpl>(m)) return c->forward(x);
-    if (auto c = std::dynamic_pointer_cast<C2fImpl>(m)) return c->forward(x);
-    if (auto c = std::dynamic_pointer_cast<SppfImpl>(m)) return c->forward(x);
-    return m->as<torch::nn::Upsample>()->forward(x);
-  };
-  YoloOutputs out;
-  // One slot per yaml layer (0-22), so that indices match the yaml's `from` fields.
-  std::vector<torch::Tensor> y(23);
+YoloOutputs YoloImpl::forward_outputs(const torch::Tensor& images, Heads heads) {
+  // One slot per yaml layer, so that indices match the yaml's `from` fields.
+  std::vector<torch::Tensor> y(layers_.size());
   auto x = images;
-  for (int i = 0; i <= kP5Backbone; ++i) x = y[i] = layer(i, x);
-  // The Concat layers (11, 14, 17, 20) are the torch::cat calls here; their slots stay unused.
-  x = layer(12, torch::cat({layer(10, x), y[kP4Backbone]}, 1));
-  y[kP4Neck] = x;
-  x = y[kP3Out] = layer(15, torch::cat({layer(13, x), y[kP3Backbone]}, 1));
-  x = y[kP4Out] = layer(18, torch::cat({layer(16, x), y[kP4Neck]}, 1));
-  x = y[kP5Out] = layer(21, torch::cat({layer(19, x), y[kP5Backbone]}, 1));
-  out.backbone = {y[kP3Backbone], y[kP4Backbone], y[kP5Backbone]};
-  out.neck = {y[kP3Out], y[kP4Out], y[kP5Out]};
-  std::tie(out.box_logits, out.cls_logits) = detect_->forward(out.neck);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const int other = concat_with_[i];
+    x = y[i] = other < 0 ? layers_[i].forward(x) : torch::cat({x, y[other]}, 1);
+  }
+  YoloOutputs out;
+  for (const int i : backbone_layers_) out.backbone.push_back(y[i]);
+  for (const int i : neck_layers_) out.neck.push_back(y[i]);
+  if (heads != Heads::kOneToOne)
+    std::tie(out.box_logits, out.cls_logits) = detect_->forward(out.neck);
+  if (options_.end2end() && heads != Heads::kOneToMany)
+    std::tie(out.o2o_box_logits, out.o2o_cls_logits) = detect_->forward_one_to_one(out.neck);
   return out;
 }
 
@@ -257,16 +124,21 @@ torch::Tensor distances_to_xyxy(const torch::Tensor& dist, const torch::Tensor& 
 
 }  // namespace
 
-LossDict YoloImpl::compute_loss(const YoloOutputs& outputs, const YoloTargets& targets,
-                                YoloLossStats* stats) const {
+YoloImpl::BranchLoss YoloImpl::branch_loss(const YoloOutputs& outputs, bool one_to_one,
+                                           const YoloTargets& targets) const {
   const int64_t reg_max = options_.reg_max();
-  const auto pred_dist = outputs.box_logits.permute({0, 2, 1}).contiguous();
-  const auto pred_scores = outputs.cls_logits.permute({0, 2, 1}).contiguous();
+  const auto& box_logits = one_to_one ? outputs.o2o_box_logits : outputs.box_logits;
+  const auto& cls_logits = one_to_one ? outputs.o2o_cls_logits : outputs.cls_logits;
+  const auto pred_dist = box_logits.permute({0, 2, 1}).contiguous();
+  const auto pred_scores = cls_logits.permute({0, 2, 1}).contiguous();
   const auto [points, stride] = anchors(outputs);
-  const auto pred_boxes = distances_to_xyxy(expected_distances(pred_dist, reg_max), points, -1);
+  const auto distances = reg_max > 1 ? expected_distances(pred_dist, reg_max) : pred_dist;
+  const auto pred_boxes = distances_to_xyxy(distances, points, -1);
 
   ops::TaskAlignedAssignerOptions ao(options_.num_classes());
-  ao.topk(options_.assigner_topk())
+  // YOLO26's one-to-one branch: 7 candidates per box, of which only the best is kept.
+  ao.topk(one_to_one ? kOneToOneTopk : options_.assigner_topk())
+      .topk2(one_to_one ? 1 : 0)
       .alpha(options_.assigner_alpha())
       .beta(options_.assigner_beta())
       .min_side(static_cast<double>(strides_.size() > 1 ? strides_[1] : strides_[0]));
@@ -306,31 +178,73 @@ LossDict YoloImpl::compute_loss(const YoloOutputs& outputs, const YoloTargets& t
   const auto weight = assigned.scores.index({fb, fa}).sum(-1, true);
   const auto target_boxes = (assigned.boxes / stride).index({fb, fa});
   const auto iou = ops::paired_ciou(pred_boxes.index({fb, fa}), target_boxes).unsqueeze(-1);
-  const auto box = ((1.0 - iou) * weight).sum() / normaliser;
+  BranchLoss out;
+  out.box = ((1.0 - iou) * weight).sum() / normaliser * options_.box_gain();
+  out.cls = cls / normaliser * options_.cls_gain();
+  out.foreground = fg.size(0);
 
   const auto point_fg = points.index({fa});
-  // DFL targets: left, top, right, bottom distances from the anchor point, in grid units.
+  // Left, top, right and bottom distances from the anchor point, in grid units.
   const auto target_dist = torch::cat(
       {point_fg - target_boxes.narrow(-1, 0, 2), target_boxes.narrow(-1, 2, 2) - point_fg}, -1);
+  if (reg_max == 1) {
+    // YOLO26: L1 between the distances in pixels divided by the input's width (left, right)
+    // and height (top, bottom).
+    const auto& first = outputs.neck[0];
+    const double h = static_cast<double>(first.size(2) * strides_[0]);
+    const double w = static_cast<double>(first.size(3) * strides_[0]);
+    const auto scale = torch::tensor({1.0 / w, 1.0 / h, 1.0 / w, 1.0 / h}, target_dist.options()) *
+                       stride.index({fa});
+    const auto l1 = (pred_dist.index({fb, fa}) * scale - target_dist * scale).abs().mean(-1, true);
+    out.dist = (l1 * weight).sum() / normaliser * options_.dfl_gain();
+    return out;
+  }
   const auto dfl_result = losses::distribution_focal_loss(
       pred_dist.index({fb, fa}).view({-1, 4, reg_max}), target_dist);
   // The mean over the four sides first, as Ultralytics' DFLoss.
-  const auto dfl = (dfl_result.loss.mean(-1, true) * weight).sum() / normaliser;
-  if (stats) {
-    stats->clamped_targets = dfl_result.clamped;
-    stats->foreground = fg.size(0);
-    if (dfl_result.clamped > 0) {
-      const double high = static_cast<double>(reg_max) - 1 - 0.01;
-      const auto t = target_dist.detach();
-      const auto bad = (~torch::isfinite(t) | (t < 0) | (t > high)).any(-1);
-      stats->first_clamped_image = fb.index({bad}).min().item<int64_t>();
-    }
+  out.dist = (dfl_result.loss.mean(-1, true) * weight).sum() / normaliser * options_.dfl_gain();
+  out.clamped = dfl_result.clamped;
+  if (dfl_result.clamped > 0) {
+    const double high = static_cast<double>(reg_max) - 1 - 0.01;
+    const auto t = target_dist.detach();
+    const auto bad = (~torch::isfinite(t) | (t < 0) | (t > high)).any(-1);
+    out.first_clamped_image = fb.index({bad}).min().item<int64_t>();
   }
+  return out;
+}
 
+double YoloImpl::one_to_many_weight() const {
+  // E2ELoss.decay(): from o2m_start in the first epoch linearly to o2m_end in the last.
+  const double span = static_cast<double>(std::max<int64_t>(epochs_ - 1, 1));
+  const double left = std::max(1.0 - static_cast<double>(epoch_) / span, 0.0);
+  return left * (options_.o2m_start() - options_.o2m_end()) + options_.o2m_end();
+}
+
+LossDict YoloImpl::compute_loss(const YoloOutputs& outputs, const YoloTargets& targets,
+                                YoloLossStats* stats) const {
+  const auto many = branch_loss(outputs, false, targets);
+  if (stats) {
+    stats->clamped_targets = many.clamped;
+    stats->first_clamped_image = many.first_clamped_image;
+    stats->foreground = many.foreground;
+  }
   LossDict out(loss_keys_);
-  out.set("box_loss", box * options_.box_gain());
-  out.set("cls_loss", cls / normaliser * options_.cls_gain());
-  out.set("dfl_loss", dfl * options_.dfl_gain());
+  const std::string dist_key = options_.reg_max() > 1 ? "dfl_loss" : "l1_loss";
+  if (!options_.end2end()) {
+    out.set("box_loss", many.box);
+    out.set("cls_loss", many.cls);
+    out.set(dist_key, many.dist);
+    return out;
+  }
+  // E2ELoss: the one-to-one terms carry the weight 1 - w, the one-to-many terms w.
+  const double w = one_to_many_weight();
+  const auto one = branch_loss(outputs, true, targets);
+  out.set("box_loss", one.box * (1.0 - w));
+  out.set("cls_loss", one.cls * (1.0 - w));
+  out.set(dist_key, one.dist * (1.0 - w));
+  out.set("o2m_box_loss", many.box * w);
+  out.set("o2m_cls_loss", many.cls * w);
+  out.set("o2m_" + dist_key, many.dist * w);
   return out;
 }
 
@@ -355,14 +269,18 @@ LossDict YoloImpl::forward_train(const Batch& batch) {
   return losses;
 }
 
-torch::Tensor YoloImpl::decode(const YoloOutputs& outputs) const {
+torch::Tensor YoloImpl::decode(const YoloOutputs& outputs, bool one_to_one) const {
+  const auto& box_logits = one_to_one ? outputs.o2o_box_logits : outputs.box_logits;
+  const auto& cls_logits = one_to_one ? outputs.o2o_cls_logits : outputs.cls_logits;
+  TORCH_CHECK(box_logits.defined(), "YOLO decode: the outputs have no ",
+              one_to_one ? "one-to-one" : "one-to-many", " head's logits");
   const auto [points, stride] = anchors(outputs);
-  const auto dist = detect_->dfl()->forward(outputs.box_logits);
+  const auto dist = detect_->distances(box_logits);
   const auto xyxy = distances_to_xyxy(dist, points.transpose(0, 1).unsqueeze(0), 1);
   const auto lt = xyxy.narrow(1, 0, 2), rb = xyxy.narrow(1, 2, 2);
   // Grid units back to pixels of the resized image.
   const auto cxcywh = torch::cat({(lt + rb) / 2, rb - lt}, 1) * stride.transpose(0, 1);
-  return torch::cat({cxcywh, outputs.cls_logits.sigmoid()}, 1);
+  return torch::cat({cxcywh, cls_logits.sigmoid()}, 1);
 }
 
 std::vector<Detections> YoloImpl::postprocess(const torch::Tensor& decoded,
@@ -408,16 +326,51 @@ std::vector<Detections> YoloImpl::postprocess(const torch::Tensor& decoded,
   return out;
 }
 
+std::vector<Detections> YoloImpl::postprocess_one_to_one(const torch::Tensor& decoded,
+                                                         const Batch& batch) const {
+  const int64_t c = options_.num_classes();
+  // [B, A, 4 + C] in float32 whatever autocast computed the head in.
+  const auto pred = decoded.transpose(1, 2).to(torch::kFloat32);
+  const auto boxes = ops::box_cxcywh_to_xyxy(pred.narrow(2, 0, 4));
+  const auto scores = pred.narrow(2, 4, c);
+  const int64_t k = std::min(options_.detections_per_image(), pred.size(1));
+  // The k best anchors by their top class, then the k best (anchor, class) pairs among them:
+  // the reference's get_topk_index, so that ties fall the same way.
+  const auto anchor_order = std::get<1>(std::get<0>(scores.max(-1)).topk(k, 1));
+  const auto candidates = scores.gather(1, anchor_order.unsqueeze(-1).expand({-1, -1, c}));
+  const auto [best, pair] = candidates.flatten(1).topk(k, 1);
+  const auto labels = pair.remainder(c);
+  const auto anchor = anchor_order.gather(1, pair.div(c, "floor"));
+  const auto picked = boxes.gather(1, anchor.unsqueeze(-1).expand({-1, -1, 4}));
+  std::vector<Detections> out;
+  for (int64_t i = 0; i < pred.size(0); ++i) {
+    const auto keep = best[i] > options_.score_threshold();
+    const auto& size = batch.image_sizes[i];
+    const auto& orig = batch.original_sizes[i];
+    const float rh = static_cast<float>(orig.height) / static_cast<float>(size.height);
+    const float rw = static_cast<float>(orig.width) / static_cast<float>(size.width);
+    const auto ratio = torch::tensor({rw, rh, rw, rh}, picked.options());
+    const auto kept = ops::clip_boxes(picked[i].index({keep}), size.height, size.width);
+    out.emplace_back(batch.targets[i].image_id, Boxes(kept * ratio), best[i].index({keep}),
+                     labels[i].index({keep}));
+  }
+  return out;
+}
+
 std::vector<Detections> YoloImpl::predict(const Batch& batch) {
   batch.check(kSizeDivisibility);
   torch::NoGradGuard no_grad;
-  return postprocess(decode(forward_outputs(batch.images)), batch);
+  if (!options_.nms()) {
+    return postprocess_one_to_one(decode(forward_outputs(batch.images, Heads::kOneToOne), true),
+                                  batch);
+  }
+  return postprocess(decode(forward_outputs(batch.images, Heads::kOneToMany)), batch);
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> YoloImpl::export_outputs(
     const torch::Tensor& images) {
   torch::NoGradGuard no_grad;
-  return {{"output0", decode(forward_outputs(images)).to(torch::kFloat32)}};
+  return {{"output0", decode(forward_outputs(images, Heads::kOneToMany)).to(torch::kFloat32)}};
 }
 
 std::vector<std::pair<std::string, int64_t>> YoloImpl::counters() const {

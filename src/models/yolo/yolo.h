@@ -1,12 +1,14 @@
-// DFL-head detector (YOLOv8) as Ultralytics builds it from yolov8.yaml: CSPDarknet backbone (Conv,
-// C2f, SPPF), PAN-FPN neck, decoupled head whose box branch predicts 4 x reg_max bin logits per
-// anchor point (strides 8, 16, 32), task-aligned assignment, and CIoU + DFL + BCE (or
-// varifocal) losses as v8DetectionLoss computes them. Parameter and buffer names equal the
+// The YOLO detectors as Ultralytics builds them from yolov8.yaml, yolo11.yaml and yolo26.yaml: a
+// CSP backbone (Conv, C2f or C3k2, SPPF, C2PSA), PAN-FPN neck, decoupled head whose box branch
+// predicts 4 x reg_max bin logits per anchor point (strides 8, 16, 32; reg_max 1: the distances
+// themselves), YOLO26's one-to-one head beside it, task-aligned assignment, and CIoU + DFL + BCE
+// (or varifocal) losses as v8DetectionLoss computes them. Parameter and buffer names equal the
 // reference's DetectionModel state dict ("model.22.cv2.0.0.conv.weight"): layer i of the yaml is
 // model.i, the parameter-free Upsample and Concat layers included.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -16,51 +18,20 @@
 
 #include "models/detector.h"
 #include "models/yolo/blocks.h"
+#include "models/yolo/head.h"
 #include "models/yolo/options.h"
 
 namespace detforge::models {
 
-/// The integral of the distribution head: a fixed 1x1 conv with weights 0..reg_max-1
-/// (Ultralytics' DFL; its weight is in the state dict as "dfl.conv.weight", never trained).
-class YoloDflImpl : public torch::nn::Module {
- public:
-  explicit YoloDflImpl(int64_t reg_max);
-  /// [B, 4 * reg_max, A] logits -> [B, 4, A] expected distances in bins.
-  torch::Tensor forward(const torch::Tensor& x);
-
- private:
-  int64_t reg_max_;
-  torch::nn::Conv2d conv_{nullptr};
-};
-TORCH_MODULE(YoloDfl);
-
-/// The decoupled head: per level a box branch (cv2: Conv, Conv, 1x1 to 4 * reg_max) and a class
-/// branch (cv3: Conv, Conv, 1x1 to C).
-class YoloDetectImpl : public torch::nn::Module {
- public:
-  YoloDetectImpl(int64_t num_classes, int64_t reg_max, const std::vector<int64_t>& channels,
-                 const std::vector<int64_t>& strides, YoloNormOptions norm);
-  /// Neck maps -> box logits [B, 4 * reg_max, A] and class logits [B, C, A], levels concatenated.
-  std::pair<torch::Tensor, torch::Tensor> forward(const std::vector<torch::Tensor>& feats);
-  /// Ultralytics' bias_init(): box logits 2.0, class logits log(5 / C / (640 / stride)^2).
-  void init_biases();
-  YoloDfl dfl() const { return dfl_; }
-
- private:
-  int64_t num_classes_, reg_max_;
-  std::vector<int64_t> strides_;
-  torch::nn::ModuleList cv2_{nullptr}, cv3_{nullptr};
-  YoloDfl dfl_{nullptr};
-};
-TORCH_MODULE(YoloDetect);
-
 /// What the network gives before assignment and losses.
 struct YoloOutputs {
-  /// Backbone maps feeding the neck (yaml layers 4, 6, 9) and neck maps feeding the head
-  /// (layers 15, 18, 21), finest first.
+  /// Backbone maps feeding the neck (yaml layers 4, 6, 9; YOLO11 and YOLO26: 4, 6, 10) and neck
+  /// maps feeding the head (layers 15, 18, 21; 16, 19, 22), finest first.
   std::vector<torch::Tensor> backbone, neck;
-  /// [B, 4 * reg_max, A] and [B, C, A].
+  /// The one-to-many head: [B, 4 * reg_max, A] and [B, C, A].
   torch::Tensor box_logits, cls_logits;
+  /// The one-to-one head's, of the same shapes; undefined without end2end.
+  torch::Tensor o2o_box_logits, o2o_cls_logits;
 };
 
 /// The ground truth padded to the batch's largest box count M, as the assigner takes it.
@@ -82,16 +53,26 @@ class YoloImpl : public DetectorBase<YoloImpl, YoloOptions> {
  public:
   explicit YoloImpl(YoloOptions options);
 
-  /// Keys: box_loss (CIoU), cls_loss (BCE or varifocal) and dfl_loss, each with its gain: the
-  /// terms v8DetectionLoss returns as loss items (before its multiplication by the batch size).
+  /// Keys: box_loss (CIoU), cls_loss (BCE or varifocal) and dfl_loss (l1_loss with reg_max 1),
+  /// each with its gain: the terms v8DetectionLoss returns as loss items (before its
+  /// multiplication by the batch size). With end2end (E2ELoss) these are the one-to-one head's
+  /// terms times 1 - w, and o2m_box_loss, o2m_cls_loss, o2m_dfl_loss (o2m_l1_loss) the
+  /// one-to-many head's times w, w the one-to-many weight of the epoch.
   LossDict forward_train(const Batch& batch) override;
+  /// E2ELoss.update(): the one-to-many weight of `epoch` of `epochs`.
+  void start_epoch(int64_t epoch, int64_t epochs) override {
+    epoch_ = epoch;
+    epochs_ = epochs;
+  }
+  /// o2m_start in the first epoch, linearly to o2m_end in the last.
+  double one_to_many_weight() const;
   std::vector<Detections> predict(const Batch& batch) override;
   static constexpr int64_t kSizeDivisibility = 32;
   /// dfl_clamped_targets and skipped_images since construction.
   std::vector<std::pair<std::string, int64_t>> counters() const override;
-  /// The last conv of each level's class branch.
+  /// The last conv of each level's class branch (in both heads).
   std::vector<ClassLayer> class_layers() const override {
-    return {{R"(model\.\d+\.cv3\.\d+\.2\.(weight|bias))", 1, 0}};
+    return {{R"(model\.\d+\.(one2one_)?cv3\.\d+\.2\.(weight|bias))", 1, 0}};
   }
 
   /// An Ultralytics classification model of the same scale (yolov8n-cls.pt): its layers 0-8 are
@@ -104,7 +85,8 @@ class YoloImpl : public DetectorBase<YoloImpl, YoloOptions> {
             "an Ultralytics YOLOv8 classification checkpoint of the same scale (yolov8n-cls.pt)",
             {}};
   }
-  /// `yolov8<scale>.yaml` for the preset scales with Ultralytics' reg_max of 16.
+  /// `yolov8<scale>.yaml`, `yolo11<scale>.yaml` or `yolo26<scale>.yaml` for the preset scales
+  /// with the yaml's reg_max and end2end.
   std::string ultralytics_model_file() const override;
   /// output0 [B, 4 + C, A]: cx, cy, w, h in input pixels and the class scores of every anchor
   /// point, Ultralytics' own inference output (before its NMS).
@@ -113,10 +95,21 @@ class YoloImpl : public DetectorBase<YoloImpl, YoloOptions> {
   /// Ultralytics' own exporter on the --format ultralytics checkpoint.
   std::vector<std::string> onnx_export_args() const override { return {"--family", "yolo"}; }
   ReferenceLayout reference_layout() const override { return ReferenceLayout::kUltralytics; }
+  /// An Ultralytics model's saved settings against this one's: each Conv's activation (SiLU or
+  /// none) and batch-norm eps, each SPPF's pool count and residual, the Detect head's reg_max,
+  /// class branch (YOLOv8's or YOLO11's) and one-to-one head. The text names the module, both
+  /// settings and the generation the file's layers say.
+  std::string pickled_settings_mismatch(
+      const std::vector<weights::PickledModule>& modules) const override;
 
   // The stages, public for parity tests and tools.
 
-  YoloOutputs forward_outputs(const torch::Tensor& images);
+  /// Which heads forward_outputs() runs: inference needs one (Ultralytics' fuse() drops the
+  /// other), training and the parity tests both.
+  enum class Heads { kBoth, kOneToMany, kOneToOne };
+  /// The network on `images`; the heads of `heads` that exist (the one-to-one head only with
+  /// end2end), the others' logits left undefined.
+  YoloOutputs forward_outputs(const torch::Tensor& images, Heads heads = Heads::kBoth);
   /// Anchor points [A, 2] in grid units (cell centres) and their strides [A, 1], for `outputs`.
   std::pair<torch::Tensor, torch::Tensor> anchors(const YoloOutputs& outputs) const;
   /// The kept images' targets padded; images not kept have none.
@@ -124,18 +117,55 @@ class YoloImpl : public DetectorBase<YoloImpl, YoloOptions> {
   /// The losses; the normaliser is the sum of target scores through the count normaliser.
   LossDict compute_loss(const YoloOutputs& outputs, const YoloTargets& targets,
                         YoloLossStats* stats = nullptr) const;
-  /// [B, 4 + C, A]: boxes (cx, cy, w, h) in input pixels and class probabilities, as the
-  /// reference's Detect returns in eval mode.
-  torch::Tensor decode(const YoloOutputs& outputs) const;
+  /// [B, 4 + C, A]: boxes (cx, cy, w, h) in input pixels and class probabilities of the
+  /// one-to-many head (the one-to-one head's with `one_to_one`), as the reference's Detect
+  /// returns in eval mode.
+  torch::Tensor decode(const YoloOutputs& outputs, bool one_to_one = false) const;
   /// Candidates above score_threshold (every class of an anchor, or its best with
   /// multi_label false), class-aware NMS, boxes in original pixels.
   std::vector<Detections> postprocess(const torch::Tensor& decoded, const Batch& batch) const;
+  /// The one-to-one head's detections without NMS (Ultralytics' end2end postprocess): the
+  /// detections_per_image best anchors by their top class, then the detections_per_image best
+  /// (anchor, class) pairs among them, those above score_threshold kept; boxes clipped, in
+  /// original pixels, best first. `decoded` is decode(outputs, true).
+  std::vector<Detections> postprocess_one_to_one(const torch::Tensor& decoded,
+                                                 const Batch& batch) const;
 
   const std::vector<int64_t>& strides() const { return strides_; }
 
  private:
+  struct BranchLoss {
+    torch::Tensor box, cls, dist;
+    int64_t clamped = 0, first_clamped_image = -1, foreground = 0;
+  };
+  /// One head's terms (with their gains) against its task-aligned assignment.
+  BranchLoss branch_loss(const YoloOutputs& outputs, bool one_to_one,
+                         const YoloTargets& targets) const;
+  /// YOLO26's one-to-one assignment: topk candidates per box, of which the best is kept.
+  static constexpr int64_t kOneToOneTopk = 7;
+  int64_t epoch_ = 0, epochs_ = 1;
+
+  /// Adds yaml layer `model.i`: `concat_with` is the earlier layer a Concat joins to the
+  /// previous one (-1 for every other layer).
+  void add_layer(torch::nn::AnyModule module, int64_t channels, int concat_with = -1);
+  /// Ultralytics' scaled width and depth of a yaml row's channels and repeats.
+  int64_t width(int64_t channels) const;
+  int64_t depth(int64_t repeats) const;
+  /// A 3x3 stride-2 conv from the previous layer to width(channels).
+  void add_conv(int64_t channels);
+  /// The PAN neck of every generation after the backbone: `block(channels, last)` adds its
+  /// C2f / C3k2 rows (last: the P5 output's).
+  void add_neck(const std::function<void(int64_t, bool)>& block);
+  void build_v8();
+  void build_v11();
+
   std::vector<int64_t> strides_{8, 16, 32};
   torch::nn::ModuleList model_{nullptr};
+  std::vector<torch::nn::AnyModule> layers_;
+  std::vector<int> concat_with_;
+  std::vector<int64_t> channels_;
+  /// The yaml layers of YoloOutputs::backbone and ::neck.
+  std::vector<int> backbone_layers_, neck_layers_;
   YoloDetect detect_{nullptr};
   int64_t clamped_targets_ = 0;
   bool warned_clamp_ = false;

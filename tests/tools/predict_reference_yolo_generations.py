@@ -1,0 +1,95 @@
+"""YOLO11 and YOLO26 files as Ultralytics' own trainer writes them, and Ultralytics' whole
+inference path on them, for detforge's checkpoint loading (tests/models/yolo/generations_test.cpp)
+and predict parity (tests/tools/predict_parity_test.cpp).
+
+Usage: predict_reference_yolo_generations.py OUT_DIR. For V in 11, 26, under OUT_DIR:
+  V/last.pt        Ultralytics' trainer on 16 BCCD training photos (YOLO labels under data/),
+                   two epochs from yolo<V>n.yaml whose batch-norm statistics are those of 8
+                   training photos fed as Ultralytics feeds them and whose class biases are
+                   spread (so scores differ), as the trainer leaves it: the EMA as 'model' in
+                   float16, no optimizer (strip_optimizer);
+  V/epoch1.pt      the trainer's checkpoint after epoch 1 (save_period=1): 'model' None, the EMA
+                   and the optimizer state in float16;
+  V/reference.json `YOLO(last.pt).predict(imgsz=512)` on predict_reference_common.TEST_IMAGES,
+                   {"images": [...], "detections": {file: [[x1, y1, x2, y2, score, label], ...]}}
+                   in original-image pixels, best first; for 26 also
+  26/reference_nms_false.json  the same with predict(nms=False): the one-to-one head, no NMS;
+  ref.pth          "V_<file>_box", "V_<file>_cls" (file last or epoch1): the one-to-many head's
+                   eval-mode logits of each file's weights (float16, run in float32) on
+                   "images"; "V_<file>_names" is not stored (the class names are BCCD's).
+"""
+import copy
+import os
+import shutil
+import sys
+import tempfile
+
+os.environ.setdefault("YOLO_CONFIG_DIR", tempfile.mkdtemp())
+os.environ.setdefault("YOLO_OFFLINE", "1")
+
+import torch  # noqa: E402
+from predict_reference_common import (TEST_IMAGES, bccd, detection_rows,  # noqa: E402
+                                      write_reference, write_yolo_copy)
+from predict_reference_yolo import calibrated_model  # noqa: E402
+from ultralytics import YOLO  # noqa: E402
+
+IMGSZ = 512
+CONF, IOU, MAX_DET = 0.05, 0.7, 300
+HEIGHT, WIDTH = 96, 128
+
+
+def head_logits(model, images):
+    """The one-to-many head's eval-mode box and class logits of the float16 weights in float32."""
+    run = copy.deepcopy(model).float().eval()
+    with torch.no_grad():
+        _, preds = run(images)
+    many = preds["one2many"] if "one2many" in preds else preds
+    return many["boxes"], many["scores"]
+
+
+def predictions(weights, **kwargs):
+    trained = YOLO(weights)
+    detections = {}
+    for name in TEST_IMAGES:
+        result = trained.predict(os.path.join(bccd(), "images", name), imgsz=IMGSZ, conf=CONF,
+                                 iou=IOU, max_det=MAX_DET, device="cpu", verbose=False,
+                                 **kwargs)[0]
+        b = result.boxes
+        detections[name] = detection_rows(b.xyxy.tolist(), b.conf.tolist(), b.cls.tolist())
+    return detections
+
+
+def main():
+    out = sys.argv[1]
+    data = write_yolo_copy(os.path.join(out, "data"), count=16)
+    torch.manual_seed(0)
+    ref = {"images": torch.rand(2, 3, HEIGHT, WIDTH)}
+    for version in (11, 26):
+        folder = os.path.join(out, str(version))
+        os.makedirs(folder)
+        wrapper = YOLO(f"yolo{version}n.yaml")
+        wrapper.model = calibrated_model(f"yolo{version}n.yaml", seed=version)
+        start = os.path.join(folder, "start.pt")
+        wrapper.save(start)
+        YOLO(start).train(data=data, epochs=2, imgsz=320, batch=8, workers=0, device="cpu",
+                          seed=0, deterministic=True, val=False, plots=False, amp=False,
+                          project=folder, name="train", exist_ok=True, verbose=False,
+                          optimizer="SGD", lr0=1e-3, warmup_epochs=0, mosaic=0.0, save_period=1)
+        for name in ("last", "epoch1"):
+            shutil.copy(os.path.join(folder, "train", "weights", f"{name}.pt"),
+                        os.path.join(folder, f"{name}.pt"))
+            ckpt = torch.load(os.path.join(folder, f"{name}.pt"), weights_only=False)
+            model = ckpt["model"] if ckpt["model"] is not None else ckpt["ema"]
+            ref[f"{version}_{name}_box"], ref[f"{version}_{name}_cls"] = head_logits(
+                model, ref["images"])
+        shutil.rmtree(os.path.join(folder, "train"))
+        weights = os.path.join(folder, "last.pt")
+        write_reference(os.path.join(folder, "reference.json"), predictions(weights))
+        if version == 26:
+            write_reference(os.path.join(folder, "reference_nms_false.json"),
+                            predictions(weights, nms=False))
+    torch.save(ref, os.path.join(out, "ref.pth"))
+
+
+if __name__ == "__main__":
+    main()
