@@ -161,7 +161,7 @@ TEST(ModelBuild, YoloConfigErrorsNameTheKey) {
                              .child("model"));
   };
   EXPECT_THROW_WITH(spec("  scale: q\n"), ConfigError, "m.yaml:4 model.scale: unknown 'q'");
-  EXPECT_THROW_WITH(spec("  reg_max: 1\n"), ConfigError, "model.reg_max: 1 must be >= 2");
+  EXPECT_THROW_WITH(spec("  reg_max: 0\n"), ConfigError, "model.reg_max: 0 must be >= 1");
   EXPECT_THROW_WITH(spec("  loss: {cls: focal}\n"), ConfigError, "model.loss.cls");
   EXPECT_THROW_WITH(spec("  assigner: {top_k: 5}\n"), ConfigError, "topk");
   EXPECT_THROW_WITH(spec("  inference: {nms_threshold: 2}\n"), ConfigError,

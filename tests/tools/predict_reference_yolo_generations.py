@@ -15,8 +15,8 @@ Usage: predict_reference_yolo_generations.py OUT_DIR. For V in 11, 26, under OUT
                    in original-image pixels, best first; for 26 also
   26/reference_nms_false.json  the same with predict(nms=False): the one-to-one head, no NMS;
   ref.pth          "V_<file>_box", "V_<file>_cls" (file last or epoch1): the one-to-many head's
-                   eval-mode logits of each file's weights (float16, run in float32) on
-                   "images"; "V_<file>_names" is not stored (the class names are BCCD's).
+                   eval-mode logits of each file's weights (float16, run in float64) on
+                   "images".
 """
 import copy
 import os
@@ -39,10 +39,11 @@ HEIGHT, WIDTH = 96, 128
 
 
 def head_logits(model, images):
-    """The one-to-many head's eval-mode box and class logits of the float16 weights in float32."""
-    run = copy.deepcopy(model).float().eval()
+    """The one-to-many head's eval-mode box and class logits of the float16 weights in float64
+    (where the order of operations of two implementations leaves no trace)."""
+    run = copy.deepcopy(model).double().eval()
     with torch.no_grad():
-        _, preds = run(images)
+        _, preds = run(images.double())
     many = preds["one2many"] if "one2many" in preds else preds
     return many["boxes"], many["scores"]
 

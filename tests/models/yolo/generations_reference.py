@@ -9,7 +9,9 @@ under OUT_DIR:
            count; for YOLO26 the one-to-one head's top-k output (Detect.postprocess, 300 rows of
            x1 y1 x2 y2 score class); for the n models, non_max_suppression() detections and the
            train-mode loss terms (v8DetectionLoss; YOLO26's E2ELoss both branches, their
-           weights in the first and second of 5 epochs) for batches with many, one and no boxes.
+           weights in the first and second of 5 epochs) for batches with many, one and no boxes,
+           and in float64 the gradients of GRADIENTS (and YOLO26's GRADIENTS_26) of the total loss
+           over the batch size on the batch with many boxes ("<v>n_grad_<name>").
 """
 import os
 import sys
@@ -36,6 +38,17 @@ BATCHES = {
     "none": [[], []],
 }
 assert len(BACKBONE) == len(BACKBONE_11)
+# Parameters over the stem, C3k2 (bottleneck and C3k inner blocks), SPPF, C2PSA's attention and
+# feed-forward, the last neck layer, and the head's box and depthwise class branches.
+GRADIENTS = ["model.0.conv.weight", "model.2.m.0.cv1.conv.weight", "model.6.m.0.cv3.conv.weight",
+             "model.9.cv1.conv.weight", "model.10.m.0.attn.qkv.conv.weight",
+             "model.10.m.0.attn.pe.conv.weight", "model.10.m.0.ffn.1.conv.weight",
+             "model.10.cv2.bn.weight", "model.19.cv1.conv.weight", "model.23.cv2.0.0.conv.weight",
+             "model.23.cv2.0.2.weight", "model.23.cv3.1.0.0.conv.weight", "model.23.cv3.0.2.bias"]
+# YOLO26's attention C3k2 at layer 22 and its one-to-one head.
+GRADIENTS_26 = ["model.22.m.0.1.attn.proj.conv.weight", "model.22.m.0.0.cv2.conv.weight",
+                "model.23.one2one_cv2.0.2.weight", "model.23.one2one_cv3.2.2.bias",
+                "model.23.one2one_cv3.1.0.0.conv.weight"]
 
 
 def build(version, scale):
@@ -110,6 +123,24 @@ def loss_terms(model, images, key, ref):
             ref[f"{key}o2m{epoch}"] = torch.tensor(criterion.o2m)
 
 
+def gradients(model, images, key, ref):
+    """Float64: the gradients of the criterion's total over the batch size (detforge's summed loss
+    terms) on the batch with many boxes."""
+    model = model.double().train()
+    criterion = model.init_criterion()
+    rows = [(i, *b) for i, img in enumerate(BATCHES["many"]) for b in img]
+    batch = {"batch_idx": torch.tensor([r[0] for r in rows], dtype=torch.float32),
+             "cls": torch.tensor([r[1] for r in rows], dtype=torch.float32).view(-1, 1),
+             "bboxes": torch.tensor([r[2:] for r in rows], dtype=torch.float32).view(-1, 4)}
+    model.zero_grad()
+    total, _ = criterion(model(images.double()), batch)
+    (total.sum() / images.shape[0]).backward()
+    params = dict(model.named_parameters())
+    names = GRADIENTS + (GRADIENTS_26 if hasattr(criterion, "one2one") else [])
+    for name in names:
+        ref[f"{key}grad_{name}"] = params[name].grad.detach().clone()
+
+
 def main():
     out_dir = sys.argv[1]
     ref = {}
@@ -130,6 +161,7 @@ def main():
             for i, d in enumerate(dets):
                 ref[f"{key}det{i}"] = d
             loss_terms(model, images, key, ref)
+            gradients(model, images, key, ref)
     torch.save(ref, f"{out_dir}/ref.pth")
 
 
