@@ -274,6 +274,46 @@ TEST_F(PredictParity, YoloGenerationsEqualUltralyticsPredictBothWays) {
             0.5);
 }
 
+// YOLO11 and YOLO26 exported from Ultralytics' last.pt, for Ultralytics (.pt) and as ONNX, give
+// in Ultralytics' own predict (onnxruntime for the ONNX file) detforge predict's detections, both
+// ways. Ultralytics' exporter writes YOLO26's one-to-one head and its top-k (output0 [1, 300,
+// 6]), so that file is held to detforge's `inference.nms: false`; its .pt to the default.
+TEST_F(PredictParity, YoloGenerationExportsGiveDetforgesDetectionsInUltralyticsAndOnnxruntime) {
+  const auto dir = testing::cached_reference("predict_yolo_generations",
+                                             "tools/predict_reference_yolo_generations.py", true);
+  const auto df = testing::detforge_binary();
+  for (const std::string version : {"11", "26"}) {
+    images_.clear();
+    read_reference_file(dir + "/" + version + "/reference.json", images_);
+    std::string photos_args;
+    for (const auto& image : images_) {
+      if (!fs::exists(photos() / image))
+        fs::create_symlink(bccd_ + "/images/" + image, photos() / image);
+      photos_args += " " + (photos() / image).string();
+    }
+    const auto weights = dir + "/" + version + "/last.pt";
+    const auto cfg =
+        config("_base_: " + std::string(DETFORGE_SOURCE_DIR) + "/configs/yolo/yolo" + version +
+                   "n.yaml\nmodel: {num_classes: 3, inference: {score_threshold: "
+                   "0.05, nms_threshold: 0.7, multi_label: false}}\n",
+               "  min_size: 384\n  max_size: 512\n");
+    for (const std::string format : {"ultralytics", "onnx"}) {
+      const auto model = (tmp_.path() / (version + (format == "onnx" ? ".onnx" : ".pt"))).string();
+      const auto e = run_command(df + " export --config " + cfg + " --weights " + weights +
+                                 " --format " + format + " --imgsz 384,512 --out " + model);
+      ASSERT_EQ(e.exit_code, 0) << e.output;
+      const auto out = (tmp_.path() / (version + format + ".json")).string();
+      testing::run_reference("tools/predict_check_ultralytics.py",
+                             model + " 512 " + out + photos_args);
+      std::vector<std::string> images;
+      const auto theirs = read_reference_file(out, images);
+      const bool one_to_one = version == "26" && format == "onnx";
+      const auto ours = predict(cfg, weights, one_to_one ? "model.inference.nms=false" : "");
+      expect_same_both_ways(theirs, ours, 0.05, 300, "YOLO" + version + " " + format);
+    }
+  }
+}
+
 // Sliced inference (`predict --slice`) beside SAHI's get_sliced_prediction with Ultralytics on
 // the same checkpoint: 320x320 tiles at the photo's resolution overlapping by 0.2, each predicted
 // at 320 px with one class per box (Ultralytics' predict: multi_label false), merged by SAHI's
