@@ -1,8 +1,6 @@
 #include "models/yolo/yolo.h"
 
 #include <algorithm>
-#include <cmath>
-#include <stdexcept>
 
 #include "core/errors.h"
 #include "core/logging.h"
@@ -10,15 +8,11 @@
 #include "losses/dfl.h"
 #include "losses/target_checks.h"
 #include "losses/varifocal_loss.h"
-#include "models/module_state.h"
 #include "ops/box_ops.h"
 #include "ops/nms.h"
 #include "ops/task_aligned_assigner.h"
 
 namespace detforge::models {
-
-namespace F = torch::nn::functional;
-using torch::indexing::Slice;
 
 namespace {
 
