@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Fine-tuning one Ultralytics-trained checkpoint in Ultralytics (its defaults) and in detforge
-# (configs/yolo/finetune_yolov8n_bccd.yaml), two seeds each, measured by one evaluator (detforge
+# (configs/yolo/finetune_<model>_bccd.yaml), two seeds each, measured by one evaluator (detforge
 # predict + eval, which equal Ultralytics' predict and pycocotools: tests/tools/
 # predict_parity_test.cpp, tests/eval). docs/models.md, "Fine-tuning as Ultralytics does", has the
 # results.
 #
-#   bash bench/finetune_compare.sh [OUT_DIR] [PRETRAIN_EPOCHS] [FINETUNE_EPOCHS]
+#   bash bench/finetune_compare.sh [OUT_DIR] [PRETRAIN_EPOCHS] [FINETUNE_EPOCHS] [VERSION]
 #
-# BCCD (shared/datasets/bccd): Ultralytics trains yolov8n from scratch on the 291 training photos
+# VERSION: 8 (default), 11 or 26, the YOLO generation (configs/yolo/finetune_yolo<v>n_bccd.yaml).
+# BCCD (shared/datasets/bccd): Ultralytics trains the n model from scratch on the 291 training photos
 # for PRETRAIN_EPOCHS (default 12) at 512 px: the checkpoint. Both frameworks then fine-tune it
 # for FINETUNE_EPOCHS (default 6) with seeds 0 and 1, and the final EMA weights of each run are
 # evaluated on the 73 validation photos (COCO AP, AP50). 38 min on the 2-core development VM
@@ -17,6 +18,10 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="$(realpath -m "${1:-runs/finetune_compare}")"
 pre_epochs="${2:-12}"
 ft_epochs="${3:-6}"
+version="${4:-8}"
+name="yolo${version}n"
+[[ "$version" == 8 ]] && name=yolov8n
+config="$root/configs/yolo/finetune_${name}_bccd.yaml"
 df="$root/build/detforge"
 py="$root/.venv/bin/python"
 bccd="$root/../shared/datasets/bccd"
@@ -33,10 +38,10 @@ printf 'train: %s\nval: %s\nnames: {0: Platelets, 1: RBC, 2: WBC}\n' \
   "$out/yolo/train/images/train" "$out/yolo/val/images/val" > "$data"
 
 [[ -f "$out/pretrain/last.pt" ]] || "$py" "$root/bench/finetune_ultralytics.py" pretrain "$data" \
-  "$pre_epochs" "$out/pretrain"
+  "$pre_epochs" "$out/pretrain" "$name.yaml"
 
 evaluate() {  # weights, name: detforge predict + eval on BCCD val -> $out/<name>.metrics.json
-  "$df" predict --config "$root/configs/yolo/bccd_yolov8n.yaml" "data.root=$bccd" \
+  "$df" predict --config "$config" "data.root=$bccd" \
     --weights "$1" ${3:+--ema} --images "$bccd/images" \
     --ann "$bccd/annotations/instances_val.json" --out "$out/$2.results.json"
   "$df" eval --gt "$bccd/annotations/instances_val.json" --dt "$out/$2.results.json" \
@@ -49,7 +54,7 @@ for seed in 0 1; do
     "$seed" "$out/ultralytics_$seed"
   echo "ultralytics seed $seed: $(( $(date +%s) - start )) s"
   start=$(date +%s)
-  "$df" train --config "$root/configs/yolo/finetune_yolov8n_bccd.yaml" "data.root=$bccd" \
+  "$df" train --config "$config" "data.root=$bccd" \
     "model.weights=$out/pretrain/last.pt" "train.epochs=$ft_epochs" "seed=$seed" \
     "data.seed=$seed" "eval.interval=0" "output_dir=$out/detforge_$seed"
   echo "detforge seed $seed: $(( $(date +%s) - start )) s"

@@ -2,7 +2,9 @@
 Ultralytics' own fine-tuning of it with its defaults.
 
 Usage:
-  finetune_ultralytics.py pretrain DATA_YAML EPOCHS OUT_DIR     yolov8n from scratch -> OUT_DIR/last.pt
+  finetune_ultralytics.py pretrain DATA_YAML EPOCHS OUT_DIR MODEL_YAML
+                                                                 MODEL_YAML (yolov8n.yaml, yolo11n.yaml,
+                                                                 yolo26n.yaml) from scratch -> OUT_DIR/last.pt
   finetune_ultralytics.py finetune DATA_YAML EPOCHS WEIGHTS SEED OUT_DIR
                                                                  `yolo train model=WEIGHTS` with
                                                                  Ultralytics' defaults at imgsz 512,
@@ -30,7 +32,7 @@ def train(model, data, epochs, seed, out):
 def main():
     mode, data, epochs = sys.argv[1], sys.argv[2], int(sys.argv[3])
     if mode == "pretrain":
-        train("yolov8n.yaml", data, epochs, 0, sys.argv[4])
+        train(sys.argv[5], data, epochs, 0, sys.argv[4])
     else:
         train(sys.argv[4], data, epochs, int(sys.argv[5]), sys.argv[6])
 

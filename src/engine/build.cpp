@@ -53,6 +53,7 @@ void read_train(const ConfigNode& t, const torch::Device& device, TrainerOptions
     });
   }
   read_count(t, "accumulate", o.accumulate);
+  t.read("accumulate_ramp", o.accumulate_ramp);
   if (t.read("clip_grad_norm", o.clip_grad_norm))
     positive(t, "clip_grad_norm", o.clip_grad_norm, true);
   o.channels_last = t.auto_bool("channels_last").value_or(device.is_cuda());
@@ -108,6 +109,8 @@ void read_optimizer(const ConfigNode& n, OptimizerOptions& o) {
     o.beta2 = (*betas)[1];
   }
   n.read("eps", o.eps);
+  if (n.read("muon_factor", o.muon_factor)) positive(n, "muon_factor", o.muon_factor, true);
+  if (n.read("sgd_factor", o.sgd_factor)) positive(n, "sgd_factor", o.sgd_factor, true);
   o.param_groups = read_param_groups(n);
 }
 
@@ -122,6 +125,13 @@ void read_schedule(const ConfigNode& n, TrainerOptions& o) {
   if (n.read("warmup_epochs", o.warmup_epochs)) positive(n, "warmup_epochs", o.warmup_epochs, true);
   if (n.read("warmup_factor", s.warmup_factor))
     positive(n, "warmup_factor", s.warmup_factor, /*allow_zero=*/true);
+  // Adam and AdamW have no momentum to warm up: as in Ultralytics, the key does nothing there
+  // (a config inheriting an SGD recipe may switch to AdamW).
+  if ((o.warmup_momentum = n.optional<double>("warmup_momentum"))) {
+    positive(n, "warmup_momentum", *o.warmup_momentum, /*allow_zero=*/true);
+    if (o.optimizer.type == OptimizerType::kAdam || o.optimizer.type == OptimizerType::kAdamW)
+      o.warmup_momentum.reset();
+  }
   if (n.has("policy"))
     s.policy =
         located(n, "policy", [&] { return parse_policy(n.required<std::string>("policy")); });
@@ -179,6 +189,9 @@ TrainerOptions trainer_options(const ConfigNode& root, const torch::Device& devi
   section(root, "optimizer", [&](const ConfigNode& n) {
     read_optimizer(n, o.optimizer);
     if (const auto fused = n.auto_bool("fused")) o.optimizer.fused = *fused;
+    if (o.optimizer.type != OptimizerType::kMuSgd) return;
+    if (n.auto_bool("fused").value_or(false)) n.fail("fused", "MuSGD has no fused kernel");
+    o.optimizer.fused = false;
   });
   section(root, "schedule", [&](const ConfigNode& n) { read_schedule(n, o); });
   section(root, "ema", [&](const ConfigNode& n) {
@@ -354,20 +367,13 @@ Run build_run(const RunSpec& spec) {
         << " values";
   logging::info(table.str());
 
-  const int64_t steps_per_epoch =
-      std::max<int64_t>(1, run.train_data->num_batches() / o.accumulate);
   auto s = o.schedule;
   s.base_lr = o.optimizer.lr;
-  if (o.warmup_epochs >= 0)
-    s.warmup_steps = static_cast<int64_t>(std::llround(o.warmup_epochs * steps_per_epoch));
-  if (!o.milestone_epochs.empty()) {
-    s.milestones.clear();
-    for (double e : o.milestone_epochs)
-      s.milestones.push_back(static_cast<int64_t>(std::llround(e * steps_per_epoch)));
-  }
-  s.total_steps = std::max<int64_t>(1, steps_per_epoch * o.epochs);
-  if (o.decay_per_epoch) s.decay_period = steps_per_epoch;
-  run.schedule = std::make_unique<LrSchedule>(s);
+  const StepPlanOptions plan{o.accumulate,        o.accumulate_ramp, o.warmup_epochs,
+                             o.milestone_epochs,  o.decay_per_epoch, o.warmup_momentum,
+                             o.optimizer.momentum};
+  run.plan = StepPlan(plan, s, run.train_data->num_batches(), o.epochs);
+  run.schedule = std::make_unique<LrSchedule>(run.plan.schedule());
   return run;
 }
 

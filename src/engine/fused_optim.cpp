@@ -35,11 +35,7 @@ class FusedSgd : public optim::SGD {
   using optim::SGD::SGD;
   torch::Tensor step(LossClosure closure = nullptr) override {
     torch::NoGradGuard no_grad;
-    torch::Tensor loss;
-    if (closure) {
-      torch::AutoGradMode enable_grad(true);
-      loss = closure();
-    }
+    const torch::Tensor loss = closure_loss(closure);
     for (auto& group : param_groups()) {
       const auto& o = static_cast<const optim::SGDOptions&>(group.options());
       // Parameters with a momentum buffer and those on their first step (the kernel then sets
@@ -78,11 +74,7 @@ class FusedAdam : public Base {
   using Base::Base;
   torch::Tensor step(optim::Optimizer::LossClosure closure = nullptr) override {
     torch::NoGradGuard no_grad;
-    torch::Tensor loss;
-    if (closure) {
-      torch::AutoGradMode enable_grad(true);
-      loss = closure();
-    }
+    const torch::Tensor loss = closure_loss(closure);
     for (auto& group : this->param_groups()) {
       const auto& o = static_cast<const Options&>(group.options());
       std::vector<torch::Tensor> params, grads, avg, avg_sq, max_avg_sq, steps;
@@ -146,6 +138,12 @@ std::unique_ptr<optim::Optimizer> make(const std::vector<optim::OptimizerParamGr
 
 }  // namespace
 
+torch::Tensor closure_loss(const optim::Optimizer::LossClosure& closure) {
+  if (!closure) return {};
+  torch::AutoGradMode enable_grad(true);
+  return closure();
+}
+
 std::unique_ptr<optim::Optimizer> make_torch_optimizer(
     OptimizerType type, const std::vector<optim::OptimizerParamGroup>& groups,
     const optim::OptimizerOptions& defaults, bool fused) {
@@ -156,6 +154,8 @@ std::unique_ptr<optim::Optimizer> make_torch_optimizer(
       return make<optim::Adam, FusedAdamL2, optim::AdamOptions>(groups, defaults, fused);
     case OptimizerType::kAdamW:
       return make<optim::AdamW, FusedAdamW, optim::AdamWOptions>(groups, defaults, fused);
+    case OptimizerType::kMuSgd:
+      break;  // engine/musgd.h
   }
   throw std::logic_error("make_torch_optimizer: unknown optimizer type");
 }

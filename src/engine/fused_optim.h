@@ -22,4 +22,8 @@ std::unique_ptr<torch::optim::Optimizer> make_torch_optimizer(
     OptimizerType type, const std::vector<torch::optim::OptimizerParamGroup>& groups,
     const torch::optim::OptimizerOptions& defaults, bool fused);
 
+/// LibTorch's convention for a step's closure: the loss it computes with gradients enabled
+/// (undefined without one). For optimizers that override step().
+torch::Tensor closure_loss(const torch::optim::Optimizer::LossClosure& closure);
+
 }  // namespace detforge::engine

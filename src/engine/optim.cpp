@@ -9,6 +9,7 @@
 
 #include "core/errors.h"
 #include "engine/fused_optim.h"
+#include "engine/musgd.h"
 
 namespace detforge::engine {
 
@@ -16,7 +17,8 @@ OptimizerType parse_optimizer(const std::string& name) {
   if (name == "sgd") return OptimizerType::kSgd;
   if (name == "adam") return OptimizerType::kAdam;
   if (name == "adamw") return OptimizerType::kAdamW;
-  throw ConfigError(str("optimizer '", name, "' is not one of sgd, adam, adamw"));
+  if (name == "musgd") return OptimizerType::kMuSgd;
+  throw ConfigError(str("optimizer '", name, "' is not one of sgd, musgd, adam, adamw"));
 }
 
 namespace {
@@ -25,6 +27,7 @@ std::unique_ptr<torch::optim::OptimizerOptions> group_options(const OptimizerOpt
                                                               double wd) {
   switch (o.type) {
     case OptimizerType::kSgd:
+    case OptimizerType::kMuSgd:
       return std::make_unique<torch::optim::SGDOptions>(torch::optim::SGDOptions(o.lr)
                                                             .momentum(o.momentum)
                                                             .nesterov(o.nesterov)
@@ -161,7 +164,10 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(
     decays.push_back(group_wd);
   }
   const auto defaults = group_options(o, o.weight_decay);
-  auto optimizer = make_torch_optimizer(o.type, groups, *defaults, o.fused);
+  auto optimizer = o.type == OptimizerType::kMuSgd
+                       ? make_musgd(groups, static_cast<const torch::optim::SGDOptions&>(*defaults),
+                                    o.muon_factor, o.sgd_factor)
+                       : make_torch_optimizer(o.type, groups, *defaults, o.fused);
   // LibTorch merges a group's options with the defaults field by field, taking a value equal to
   // the type's constructor default (SGD's weight_decay 0, AdamW's 0.01) as unset: set each
   // group's decay again after the merge.
@@ -169,6 +175,7 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(
     auto& options = optimizer->param_groups()[i].options();
     switch (o.type) {
       case OptimizerType::kSgd:
+      case OptimizerType::kMuSgd:
         static_cast<torch::optim::SGDOptions&>(options).weight_decay(decays[i]);
         break;
       case OptimizerType::kAdam:
@@ -195,6 +202,14 @@ void set_group_lrs(torch::optim::Optimizer& optimizer, const std::vector<double>
   TORCH_CHECK(lrs.size() == groups.size(), "set_group_lrs: ", lrs.size(), " rates for ",
               groups.size(), " groups");
   for (size_t i = 0; i < groups.size(); ++i) groups[i].options().set_lr(lrs[i]);
+}
+
+void set_momentum(torch::optim::Optimizer& optimizer, double momentum) {
+  for (auto& g : optimizer.param_groups()) {
+    auto* sgd = dynamic_cast<torch::optim::SGDOptions*>(&g.options());
+    TORCH_CHECK(sgd, "set_momentum: the optimizer has no momentum (not SGD)");
+    sgd->momentum(momentum);
+  }
 }
 
 double clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm) {

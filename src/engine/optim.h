@@ -1,7 +1,7 @@
-// Optimizer construction: SGD (momentum, nesterov) and Adam / AdamW, parameter groups chosen by
-// name patterns (a learning-rate factor and a weight decay per group, as MMDetection's
-// paramwise_cfg and RT-DETR's optimizer `params` lists), and an option to exempt biases and
-// normalisation weights (1-D parameters) from weight decay.
+// Optimizer construction: SGD (momentum, nesterov), MuSGD (engine/musgd.h) and Adam / AdamW,
+// parameter groups chosen by name patterns (a learning-rate factor and a weight decay per group, as
+// MMDetection's paramwise_cfg and RT-DETR's optimizer `params` lists), and an option to exempt
+// biases and normalisation weights (1-D parameters) from weight decay.
 #pragma once
 
 #include <memory>
@@ -14,7 +14,7 @@
 
 namespace detforge::engine {
 
-enum class OptimizerType { kSgd, kAdam, kAdamW };
+enum class OptimizerType { kSgd, kAdam, kAdamW, kMuSgd };
 
 /// One entry of `optimizer.param_groups`: the trainable parameters whose dotted name contains a
 /// match of `pattern` (ECMAScript regex, searched) and no earlier entry's.
@@ -58,7 +58,7 @@ struct OptimizerOptions {
   OptimizerType type = OptimizerType::kSgd;
   /// Initial rate (the schedule sets it every step). Default: 0.01
   double lr = 0.01;
-  /// SGD momentum. Default: 0.9
+  /// SGD (and MuSGD) momentum. Default: 0.9
   double momentum = 0.9;
   /// SGD Nesterov momentum. Default: false
   bool nesterov = false;
@@ -70,6 +70,10 @@ struct OptimizerOptions {
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;
+  /// MuSGD (engine/musgd.h): the Muon update's and the SGD update's factors on the rate.
+  /// Default: 0.2 and 1, as Ultralytics' trainer builds it
+  double muon_factor = 0.2;
+  double sgd_factor = 1.0;
   /// One fused multi-tensor kernel per group and step (engine/fused_optim.h). Config: true,
   /// false or auto (on a CUDA device). Default: false
   bool fused = false;
@@ -98,6 +102,9 @@ void set_lr(torch::optim::Optimizer& optimizer, double lr,
 
 /// Sets the learning rate of group i to lrs[i] (LrSchedule::group_lrs).
 void set_group_lrs(torch::optim::Optimizer& optimizer, const std::vector<double>& lrs);
+
+/// Sets the momentum of every SGD (and MuSGD) group to `momentum`; throws for other optimizers.
+void set_momentum(torch::optim::Optimizer& optimizer, double momentum);
 
 /// Gradient clipping by global L2 norm; returns the norm before clipping. max_norm <= 0: no-op
 /// that still returns the norm.

@@ -46,20 +46,15 @@ class Trainer {
 
  private:
   bool train_epoch(int64_t epoch);
-  bool optimizer_step(int64_t epoch);
+  // `clock`: the schedule's position (StepPlan::clock).
+  bool optimizer_step(int64_t epoch, int64_t clock);
   bool stop_after_step();
   std::map<std::string, double> evaluate(models::Detector& model, int64_t epoch,
                                          const std::string& tag);
   void end_of_epoch(int64_t epoch);
   void save(const std::vector<std::string>& names);
   void log_step(int64_t epoch, const dist::ReducedLosses& losses);
-  void zero_grad() {
-    if (ddp_) {
-      ddp_->zero_grad();
-    } else {
-      r_.optimizer->zero_grad();
-    }
-  }
+  void zero_grad() { ddp_ ? ddp_->zero_grad() : r_.optimizer->zero_grad(); }
   // Calls `event` on every observer, in order.
   template <typename F>
   void notify(const F& event) {
@@ -83,6 +78,8 @@ class Trainer {
   TrainResult result_;
   std::unique_ptr<ProgressLog> progress_log_;
   int64_t micro_in_step_ = 0;
+  // The schedule position of the latest optimizer step.
+  int64_t clock_ = 0;
   bool stop_ = false;
   // SIGTERM (and train.preempt_signal) while training; `preempting_` once the ranks agreed.
   std::unique_ptr<StopSignalWatch> signals_;
@@ -123,9 +120,8 @@ Trainer::Trainer(Run& run, const std::string& resume, TrainHooks hooks)
     ddp_->broadcast_from_main();
     if (o_.dist_sync_bn) sync_bn_ = std::make_unique<SyncBnScope>(r_.pg);
   }
-  progress_log_ = std::make_unique<ProgressLog>(
-      o_.epochs, o_.epochs * std::max<int64_t>(1, r_.train_data->num_batches() / o_.accumulate),
-      progress_.step, pg_.is_main() && ::isatty(STDERR_FILENO) == 1);
+  progress_log_ = std::make_unique<ProgressLog>(o_.epochs, r_.plan.total_steps(), progress_.step,
+                                                pg_.is_main() && ::isatty(STDERR_FILENO) == 1);
   notify([](RunObserver& o) { o.on_run_start(); });
   std::vector<int> watched{SIGTERM};
   if (o_.preempt_signal != SIGTERM) watched.push_back(o_.preempt_signal);
@@ -162,13 +158,17 @@ bool Trainer::train_epoch(int64_t epoch) {
     notify([&](RunObserver& o) { o.on_epoch_trained(trained); });
     return completed;
   };
+  const int64_t batches_per_epoch = r_.train_data->num_batches();
   while (auto batch = r_.train_data->next()) {
+    // This batch's index over the run and how many batches the step it may end holds.
+    const int64_t at = epoch * batches_per_epoch + progress_.batch_in_epoch;
+    const int64_t step_batches = r_.plan.batches_per_step(at);
     trained.dropped_boxes += batch->dropped_boxes;
     trained.emptied_images += batch->emptied_images;
     Batch on_device = batch->to(r_.device);
     // The last micro-step of an optimizer step all-reduces the gradients; the others only
     // accumulate them (DDP's no_sync).
-    const bool syncs = micro_in_step_ + 1 == o_.accumulate;
+    const bool syncs = micro_in_step_ + 1 >= step_batches;
     if (ddp_ && syncs) ddp_->before_forward();
     if (o_.channels_last)
       on_device.images = on_device.images.contiguous(torch::MemoryFormat::ChannelsLast);
@@ -218,9 +218,9 @@ bool Trainer::train_epoch(int64_t epoch) {
     } else {
       scaled.backward();
     }
-    if (++micro_in_step_ < o_.accumulate) continue;
+    if (++micro_in_step_ < step_batches) continue;
     micro_in_step_ = 0;
-    if (optimizer_step(epoch)) {
+    if (optimizer_step(epoch, r_.plan.clock(progress_.step, at))) {
       progress_.nonfinite_in_row = 0;
       if (progress_.step % o_.log_interval == 0) log_step(epoch, reduced);
     }
@@ -256,7 +256,7 @@ bool Trainer::stop_after_step() {
   return true;
 }
 
-bool Trainer::optimizer_step(int64_t epoch) {
+bool Trainer::optimizer_step(int64_t epoch, int64_t clock) {
   // Gradients are identical on every rank after the sync, so this check agrees across ranks.
   const bool finite = scaler_->unscale(params_);
   scaler_->update(!finite);
@@ -274,7 +274,9 @@ bool Trainer::optimizer_step(int64_t epoch) {
     return false;
   }
   if (o_.clip_grad_norm > 0) clip_grad_norm(params_, o_.clip_grad_norm);
-  set_group_lrs(*r_.optimizer, r_.schedule->group_lrs(progress_.step, r_.group_rates));
+  set_group_lrs(*r_.optimizer, r_.schedule->group_lrs(clock, r_.group_rates));
+  if (const auto momentum = r_.plan.momentum(clock)) set_momentum(*r_.optimizer, *momentum);
+  clock_ = clock;
   r_.optimizer->step();
   zero_grad();
   if (ema_) ema_->update(*r_.model);
@@ -288,7 +290,7 @@ void Trainer::log_step(int64_t epoch, const dist::ReducedLosses& losses) {
   e.epoch = epoch;
   e.step = progress_.step;
   e.images_per_s = progress_log_->take_images_per_second();
-  e.lr = r_.schedule->lr_at(progress_.step - 1);
+  e.lr = r_.schedule->lr_at(clock_);
   for (size_t i = 0; i < losses.keys.size(); ++i) {
     e.terms.emplace_back(losses.keys[i], losses.values[i]);
     e.loss += losses.values[i];

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@
 #include "engine/optim.h"
 #include "engine/schedule.h"
 #include "engine/slice_options.h"
+#include "engine/step_plan.h"
 #include "eval/coco_evaluator.h"
 #include "models/detector.h"
 #include "structures/loss_dict.h"
@@ -49,6 +51,9 @@ struct TrainerOptions {
   int64_t epochs = kDefaultTrainEpochs;
   /// Batches per optimizer step. Default: 1
   int64_t accumulate = 1;
+  /// Ultralytics' warmup: the schedule counts batches and the batches per step ramp from 1 to
+  /// `accumulate` during its warmup (engine/step_plan.h). Default: false
+  bool accumulate_ramp = false;
   /// Gradient clipping by global L2 norm; 0 = off. Default: 0
   double clip_grad_norm = 0;
   /// Autocast precision; fp16 needs CUDA. Default: fp32
@@ -81,12 +86,15 @@ struct TrainerOptions {
   EmaOptions ema_options;
   OptimizerOptions optimizer;
   /// Schedule; warmup_epochs / milestone_epochs (when set) are converted with the number of
-  /// optimizer steps per epoch, which is also the decay period with decay_per_epoch
-  /// (schedule.decay_by: epoch).
+  /// optimizer steps (batches with accumulate_ramp) per epoch, which is also the decay period
+  /// with decay_per_epoch (schedule.decay_by: epoch): StepPlan.
   LrScheduleOptions schedule;
   double warmup_epochs = -1;
   std::vector<double> milestone_epochs;
   bool decay_per_epoch = false;
+  /// schedule.warmup_momentum: SGD's momentum goes from it to optimizer.momentum during the
+  /// warmup. Default: none
+  std::optional<double> warmup_momentum;
   MlperfOptions mlperf;
   /// Distributed: backend (auto | gloo | nccl), collective timeout, gradient bucket size, and
   /// whether the gradient engine looks for parameters a step leaves unused (dist::DdpSync).
@@ -138,6 +146,8 @@ struct Run {
   /// Per optimizer group: its rate relative to the schedule's.
   std::vector<GroupRate> group_rates;
   std::unique_ptr<LrSchedule> schedule;
+  /// When steps happen and what the schedule reads (built with `schedule`).
+  StepPlan plan;
   std::shared_ptr<data::DataLoader> train_data;
   std::shared_ptr<data::DataLoader> val_data;
   std::unique_ptr<eval::CocoEvaluator> evaluator;

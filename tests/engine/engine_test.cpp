@@ -100,7 +100,8 @@ TEST(Optimizer, NoDecayGroupHoldsBiasesAndNormWeights) {
       static_cast<torch::optim::SGDOptions&>(opt->param_groups()[1].options()).weight_decay(), 0.0);
   set_lr(*opt, 0.5);
   for (auto& g : opt->param_groups()) EXPECT_DOUBLE_EQ(g.options().get_lr(), 0.5);
-  EXPECT_THROW_WITH(parse_optimizer("lamb"), ConfigError, "'lamb' is not one of sgd, adam, adamw");
+  EXPECT_THROW_WITH(parse_optimizer("lamb"), ConfigError,
+                    "'lamb' is not one of sgd, musgd, adam, adamw");
 }
 
 // optimizer.param_groups against torch.optim run live: the same named parameters, the same
