@@ -2,6 +2,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <sstream>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -17,6 +20,23 @@ using testing::TempDir;
 
 std::string df() { return testing::detforge_binary(); }
 int code(ExitCode c) { return static_cast<int>(c); }
+
+// The numbers of the bench table's row `label` (its images/s, then the other columns that are
+// numbers; a trailing x is dropped); empty when the row is missing.
+std::vector<double> bench_row(const std::string& output, const std::string& label) {
+  const auto at = output.find("\n" + label);
+  if (at == std::string::npos) return {};
+  const auto start = at + 1 + label.size();
+  std::istringstream line(output.substr(start, output.find('\n', start) - start));
+  std::vector<double> values;
+  for (std::string word; line >> word;) {
+    if (!word.empty() && word.back() == 'x') word.pop_back();
+    char* end = nullptr;
+    const double v = std::strtod(word.c_str(), &end);
+    if (*end == '\0') values.push_back(v);  // "-": a column the row does not measure
+  }
+  return values;
+}
 
 TEST(Cli, HelpListsCommandsAndOptions) {
   auto r = run_command(df() + " --help");
@@ -117,6 +137,18 @@ TEST(Cli, BenchTrainTimesTheLoopItsLoaderAndTheReferencesLoop) {
       << r.output;
   EXPECT_NE(r.output.find("bound by: "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("reference: torchvision RetinaNet"), std::string::npos) << r.output;
+  // The table's numbers: images/s of each row measured, and the speedup detforge's over the
+  // reference's (both printed to 2 decimals).
+  const auto loop = bench_row(r.output, "training loop (no evaluation)");
+  const auto loader = bench_row(r.output, "loader alone (same batches, same workers)");
+  const auto reference = bench_row(r.output, "reference: torchvision RetinaNet");
+  ASSERT_FALSE(loop.empty() || loader.empty()) << r.output;
+  ASSERT_EQ(reference.size(), 3u) << r.output;
+  EXPECT_GT(loop[0], 0) << r.output;
+  EXPECT_GT(loader[0], 0) << r.output;
+  EXPECT_GT(reference[0], 0) << r.output;
+  EXPECT_NEAR(reference[2], loop[0] / reference[0], 0.01 + 0.01 * loop[0] / reference[0])
+      << r.output;
 
   const std::string cmd =
       df() + " bench train -c " + configs + "retinanet/synth_r18.yaml" + data_args;
