@@ -12,6 +12,12 @@ venv="$root/.venv"
 build="$root/build"
 
 log() { printf '[setup] %s\n' "$*"; }
+# Runs "$@" and says how long it took.
+timed() {
+  local t0=$SECONDS
+  "$@"
+  log "$1: done in $((SECONDS - t0)) s"
+}
 
 install_apt() {
   local missing=()
@@ -59,6 +65,12 @@ configure_and_build() {
   cmake --build "$build" -j "${DETFORGE_JOBS:-2}" ${SETUP_TARGET:+--target "$SETUP_TARGET"}
 }
 
-install_apt
-install_python
-[ "${SETUP_SKIP_BUILD:-0}" = 1 ] || configure_and_build
+# The Debian packages and the wheels do not depend on each other (the wheels need only the
+# system python3), so apt runs beside pip; the build waits for both.
+start=$SECONDS
+timed install_apt &
+apt_pid=$!
+timed install_python
+wait "$apt_pid" || { log "install_apt failed (its error is above)"; exit 1; }
+log "installs: done in $((SECONDS - start)) s"
+[ "${SETUP_SKIP_BUILD:-0}" = 1 ] || timed configure_and_build

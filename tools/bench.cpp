@@ -223,6 +223,29 @@ void add_bench_slice(CLI::App& bench) {
   });
 }
 
+void add_bench_index(CLI::App& bench) {
+  auto a = std::make_shared<bench::BenchIndexArgs>();
+  auto* cmd = bench.add_subcommand(
+      "index", "A COCO-train-sized file read, validated and indexed: detforge vs COCO() loads");
+  cmd->add_option("--ann", a->ann, "an instances file (default: generate one)");
+  cmd->add_option("--images", a->images, "generated images (COCO train2017: 118287)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--gt-per-image", a->gt_per_image, "mean generated boxes per image")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--seed", a->seed, "generator seed")->capture_default_str();
+  cmd->add_option("--repeat", a->repeat, "runs per runner; the fastest is shown")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--python", a->python, "Python with the peers")->capture_default_str();
+  cmd->add_option("--peer-script", a->peer_script, "the peers' script")->capture_default_str();
+  cmd->add_option("--peers", a->peers, "peers to run (pycocotools, faster-coco-eval, hotcoco)")
+      ->capture_default_str();
+  cmd->add_flag("!--no-peer", a->peer, "skip the peers");
+  cmd->callback([a] { bench::run_index_bench(*a); });
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
@@ -234,6 +257,7 @@ void add_bench_command(CLI::App& app) {
   add_bench_model(*bench);
   add_bench_train(*bench);
   add_bench_slice(*bench);
+  add_bench_index(*bench);
 }
 
 }  // namespace detforge::tools

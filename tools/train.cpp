@@ -1,4 +1,5 @@
 // detforge train: trains the detector a config describes.
+#include <filesystem>
 #include <iostream>
 
 #include "cli.h"
@@ -9,6 +10,29 @@
 #include "engine/build.h"
 
 namespace detforge::tools {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// What the run left in its directory and the command that tries its weights.
+void print_made(const engine::TrainResult& result) {
+  const fs::path dir(result.output_dir);
+  std::string made;
+  for (const char* f : {"best.ckpt", "last.ckpt", "config.yaml", "metrics.jsonl", "curves.png",
+                        "plots", "tensorboard"}) {
+    if (fs::exists(dir / f)) made += str(made.empty() ? "" : ", ", f);
+  }
+  std::cout << "made in " << dir.string() << ": " << made << "\n";
+  const auto weights = dir / (fs::exists(dir / "best.ckpt") ? "best.ckpt" : "last.ckpt");
+  if (result.val_images.empty() || !fs::exists(weights)) return;
+  std::cout << "try: " << front_path() << " predict --config " << (dir / "config.yaml").string()
+            << " --weights " << weights.string() << " --images " << result.val_images << " --out "
+            << (dir / "predictions.json").string() << " --draw " << (dir / "drawn").string()
+            << "\n";
+}
+
+}  // namespace
 
 void add_train_command(CLI::App& app) {
   struct Args {
@@ -46,6 +70,7 @@ void add_train_command(CLI::App& app) {
     if (!result.best_weights.empty()) {
       std::cout << "best: " << result.best_metric << " (" << result.best_weights << " weights)\n";
     }
+    print_made(result);
   });
 }
 

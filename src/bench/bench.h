@@ -3,6 +3,7 @@
 // under bench/; tools/bench.cpp only parses the command line into them.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -12,6 +13,11 @@ class Config;
 }
 
 namespace detforge::bench {
+
+/// Seconds from `t0` to now, on the steady clock every bench times with.
+inline double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 
 /// `bench eval`: COCO evaluation of a generated COCO-val-sized case, detforge beside
 /// pycocotools, faster-coco-eval and hotcoco (bench/eval_peer.py), loading and evaluating
@@ -33,6 +39,28 @@ struct BenchEvalArgs {
 };
 /// Throws ConfigError for an unknown peer or a missing --python / --peer-script.
 void run_eval_bench(BenchEvalArgs args);
+
+/// Writes `gt_path` and `dt_path` shaped like COCO val2017 and a detector's output
+/// (bench/eval.cpp; `bench index` writes a train-sized ground truth with no detections).
+void write_coco_case(const BenchEvalArgs& args, const std::string& gt_path,
+                     const std::string& dt_path);
+
+/// `bench index` (bench/index.cpp): what `detforge train` does with an annotation file before its
+/// first batch (read, validate, index), on a generated COCO-train-sized file or `ann`, beside
+/// pycocotools', faster-coco-eval's and hotcoco's COCO() (bench/index_peer.py).
+struct BenchIndexArgs {
+  /// An instances file to read; empty: generate one (images x gt_per_image boxes, 80 categories).
+  std::string ann;
+  int images = 118287;
+  double gt_per_image = 6.053;
+  uint64_t seed = 0;
+  int repeat = 1;
+  std::string python = ".venv/bin/python";
+  std::string peer_script = "bench/index_peer.py";
+  std::vector<std::string> peers = {"pycocotools", "faster-coco-eval", "hotcoco"};
+  bool peer = true;
+};
+void run_index_bench(const BenchIndexArgs& args);
 
 /// `bench loader`: data loader images/s for 1..N workers on the synthetic set and BCCD beside
 /// torch DataLoader + PIL, or (pipeline yolo) mosaic + affine + HSV + flip beside Ultralytics'.

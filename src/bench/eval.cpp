@@ -40,11 +40,13 @@ std::vector<int64_t> coco_category_ids(int n) {
   return ids;
 }
 
-// Writes gt.json and results.json shaped like COCO val2017 and a detector's output: sparse
-// image ids, object sizes spread over small/medium/large, about 1% crowd regions, 100
+}  // namespace
+
+// Sparse image ids, object sizes spread over small/medium/large, about 1% crowd regions, 100
 // detections per image (jittered copies of objects plus background boxes), 2-decimal
 // coordinates and 5-decimal scores.
-void generate_case(const BenchEvalArgs& a, const std::string& gt_path, const std::string& dt_path) {
+void write_coco_case(const BenchEvalArgs& a, const std::string& gt_path,
+                     const std::string& dt_path) {
   std::mt19937_64 rng(a.seed);
   auto uni = [&](double lo, double hi) {
     return std::uniform_real_distribution<double>(lo, hi)(rng);
@@ -127,6 +129,8 @@ void generate_case(const BenchEvalArgs& a, const std::string& gt_path, const std
   if (!ok) throw IoError("bench eval: failed writing " + gt_path + " / " + dt_path);
 }
 
+namespace {
+
 struct Row {
   std::string name;
   double load_s = 0, eval_s = 0;
@@ -139,10 +143,6 @@ struct Row {
 };
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // Runs `command` through the shell; returns its wall time, or -1 when it failed.
 double timed_process(const std::string& command) {
@@ -248,7 +248,7 @@ void run_bench(const BenchEvalArgs& a) {
   logging::info(str("generating ", a.images, " images, ", a.categories, " categories, ",
                     a.dets_per_image, " detections per image (seed ", a.seed, ") in ",
                     dir.string()));
-  generate_case(a, gt_path, dt_path);
+  write_coco_case(a, gt_path, dt_path);
   std::vector<Row> rows;
   rows.push_back(run_detforge(a, dir, gt_path, dt_path));
   for (const auto& peer : a.peers) {

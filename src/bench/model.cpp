@@ -98,10 +98,6 @@ Batch make_batch(const BenchModelArgs& a, std::mt19937& rng, models::NamedTensor
   return b;
 }
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 void run_bench(const BenchModelArgs& a) {
   if (a.threads > 0) torch::set_num_threads(a.threads);
   const int threads = torch::get_num_threads();

@@ -8,13 +8,13 @@
 #include <limits>
 #include <set>
 #include <sstream>
+#include <string_view>
 
-#include <nlohmann/json.hpp>
+#include <simdjson.h>
 
 #include "core/errors.h"
 
 namespace fs = std::filesystem;
-using nlohmann::json;
 
 namespace detforge::data {
 namespace {
@@ -66,12 +66,32 @@ std::optional<std::string> rewrite_non_finite_tokens(const std::string& text) {
   return out;
 }
 
-const char* type_name(const json& v) { return v.type_name(); }
+namespace dom = simdjson::dom;
+
+// nlohmann's names of JSON types, as earlier messages gave them.
+const char* type_name(const dom::element& v) {
+  switch (v.type()) {
+    case dom::element_type::ARRAY:
+      return "array";
+    case dom::element_type::OBJECT:
+      return "object";
+    case dom::element_type::STRING:
+      return "string";
+    case dom::element_type::BOOL:
+      return "boolean";
+    case dom::element_type::NULL_VALUE:
+      return "null";
+    default:
+      return "number";
+  }
+}
+
+std::string dump(const dom::element& v) { return simdjson::minify(v); }
 
 // Per-record field readers: on a missing or mistyped field they append a json.bad_field issue
-// and return nullopt. Only at() / contains() / is_*() touch the json.
+// and return nullopt. Messages are formatted only on failure.
 struct RecordReader {
-  const json& record;
+  const dom::element& record;
   const char* kind;  // "image", "annotation", "category"
   size_t index;
   std::optional<int64_t> image_id;
@@ -90,103 +110,76 @@ struct RecordReader {
     issues.push_back(std::move(is));
   }
 
-  std::optional<int64_t> integer(const std::string& key, bool required = true) {
-    if (!record.contains(key)) {
+  std::optional<dom::element> field(const char* key, bool required) {
+    dom::element v;
+    if (record.get_object().at_key(key).get(v)) {
       if (required) bad(key, "missing");
       return std::nullopt;
     }
-    const json& v = record.at(key);
-    if (v.is_number_integer()) return v.get<int64_t>();
-    if (v.is_number_float()) {
-      const double d = v.get<double>();
-      // Integral floats (1.0) pass; below 9e15 (about 2^53) a double still holds every integer.
-      if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e15)
-        return static_cast<int64_t>(d);
+    return v;
+  }
+
+  std::optional<int64_t> integer(const char* key, bool required = true) {
+    const auto v = field(key, required);
+    if (!v) return std::nullopt;
+    int64_t i = 0;
+    if (v->is_int64() && !v->get_int64().get(i)) return i;
+    double d = 0;
+    // Integral floats (1.0) pass; below 9e15 (about 2^53) a double still holds every integer.
+    if (v->is_double() && !v->get_double().get(d) && std::isfinite(d) && d == std::floor(d) &&
+        std::fabs(d) < 9e15) {
+      return static_cast<int64_t>(d);
     }
-    bad(key, str("expected an integer, got ", type_name(v), " ", v.dump()));
+    bad(key, str("expected an integer, got ", type_name(*v), " ", dump(*v)));
     return std::nullopt;
   }
 
-  std::optional<std::string> string(const std::string& key, bool required = true) {
-    if (!record.contains(key)) {
-      if (required) bad(key, "missing");
-      return std::nullopt;
-    }
-    const json& v = record.at(key);
-    if (v.is_string()) return v.get<std::string>();
-    bad(key, str("expected a string, got ", type_name(v), " ", v.dump()));
+  std::optional<std::string> string(const char* key, bool required = true) {
+    const auto v = field(key, required);
+    if (!v) return std::nullopt;
+    std::string_view sv;
+    if (!v->get_string().get(sv)) return std::string(sv);
+    bad(key, str("expected a string, got ", type_name(*v), " ", dump(*v)));
     return std::nullopt;
   }
 
-  std::optional<double> number(const json& v, const std::string& field) {
-    if (v.is_number()) return v.get<double>();
-    if (v.is_string()) {
-      const auto& s = v.get_ref<const std::string&>();
-      if (s == kNanMarker) return std::numeric_limits<double>::quiet_NaN();
-      if (s == kPosInfMarker) return std::numeric_limits<double>::infinity();
-      if (s == kNegInfMarker) return -std::numeric_limits<double>::infinity();
+  std::optional<double> number(const dom::element& v, const std::string& name) {
+    double d = 0;
+    if (v.is_number() && !v.get_double().get(d)) return d;
+    std::string_view sv;
+    if (!v.get_string().get(sv)) {
+      if (sv == kNanMarker) return std::numeric_limits<double>::quiet_NaN();
+      if (sv == kPosInfMarker) return std::numeric_limits<double>::infinity();
+      if (sv == kNegInfMarker) return -std::numeric_limits<double>::infinity();
     }
-    bad(field, str("expected a number, got ", type_name(v), " ", v.dump()));
+    bad(name, str("expected a number, got ", type_name(v), " ", dump(v)));
     return std::nullopt;
   }
 };
 
-void require_array(const json& doc, const char* key, const std::string& name) {
-  if (!doc.contains(key)) {
+dom::array require_array(const dom::object& doc, const char* key, const std::string& name) {
+  dom::element v;
+  if (doc.at_key(key).get(v)) {
     throw_data_error(
         {codes::kJsonSchema, std::nullopt, name, std::nullopt, "", "",
          str("top-level key '", key,
              "' is missing (a COCO instances file has images, annotations, categories)")});
   }
-  if (!doc.at(key).is_array()) {
-    throw_data_error({codes::kJsonSchema, std::nullopt, name, std::nullopt, key,
-                      doc.at(key).type_name(), str("'", key, "' must be an array")});
+  dom::array a;
+  if (v.get_array().get(a)) {
+    throw_data_error({codes::kJsonSchema, std::nullopt, name, std::nullopt, key, type_name(v),
+                      str("'", key, "' must be an array")});
   }
+  return a;
 }
 
-}  // namespace
-
-CocoFile parse_coco(const std::string& text, const std::string& name,
-                    const std::string& image_root) {
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::exception& first) {
-    // Only now the rewrite, which copies the whole text: most files parse the first time.
-    const auto rewritten = rewrite_non_finite_tokens(text);
-    bool ok = false;
-    if (rewritten) {
-      try {
-        doc = json::parse(*rewritten);
-        ok = true;
-      } catch (const json::exception&) {
-      }
-    }
-    if (!ok) {
-      throw_data_error(
-          {codes::kJsonParse, std::nullopt, name, std::nullopt, "", "",
-           str("not valid JSON (", text.size(), " bytes; truncated or corrupt?): ", first.what())});
-    }
-  }
-  if (!doc.is_object()) {
-    throw_data_error({codes::kJsonSchema, std::nullopt, name, std::nullopt, "top_level",
-                      doc.type_name(),
-                      "the top level must be an object with images, annotations and categories"});
-  }
-  require_array(doc, "images", name);
-  require_array(doc, "annotations", name);
-  require_array(doc, "categories", name);
-
-  CocoFile f;
-  f.annotation_file = name;
-  f.image_root = image_root;
-  const json& images = doc.at("images");
+void read_images(const dom::array& images, const std::string& name, CocoFile& f) {
   f.images.reserve(images.size());
-  for (size_t i = 0; i < images.size(); ++i) {
-    const json& r = images.at(i);
-    RecordReader rd{r, "image", i, std::nullopt, std::nullopt, name, f.issues};
+  size_t i = 0;
+  for (const dom::element r : images) {
+    RecordReader rd{r, "image", i++, std::nullopt, std::nullopt, name, f.issues};
     if (!r.is_object()) {
-      rd.bad("", str("expected an object, got ", r.type_name()));
+      rd.bad("", str("expected an object, got ", type_name(r)));
       continue;
     }
     const auto id = rd.integer("id");
@@ -200,13 +193,15 @@ CocoFile parse_coco(const std::string& text, const std::string& name,
     if (height && *height <= 0) rd.bad("height", str("must be > 0, got ", *height)), ok = false;
     if (ok) f.images.push_back({*id, *file_name, *width, *height});
   }
-  const json& anns = doc.at("annotations");
+}
+
+void read_annotations(const dom::array& anns, const std::string& name, CocoFile& f) {
   f.annotations.reserve(anns.size());
-  for (size_t i = 0; i < anns.size(); ++i) {
-    const json& r = anns.at(i);
-    RecordReader rd{r, "annotation", i, std::nullopt, std::nullopt, name, f.issues};
+  size_t i = 0;
+  for (const dom::element r : anns) {
+    RecordReader rd{r, "annotation", i++, std::nullopt, std::nullopt, name, f.issues};
     if (!r.is_object()) {
-      rd.bad("", str("expected an object, got ", r.type_name()));
+      rd.bad("", str("expected an object, got ", type_name(r)));
       continue;
     }
     const auto id = rd.integer("id");
@@ -219,41 +214,80 @@ CocoFile parse_coco(const std::string& text, const std::string& name,
     if (crowd && *crowd != 0 && *crowd != 1)
       rd.bad("iscrowd", str("must be 0 or 1, got ", *crowd)), ok = false;
     std::array<double, 4> box{};
-    if (!r.contains("bbox")) {
-      rd.bad("bbox", "missing");
+    const auto bbox = rd.field("bbox", /*required=*/true);
+    dom::array coords;
+    if (!bbox) {
       ok = false;
-    } else if (!r.at("bbox").is_array() || r.at("bbox").size() != 4) {
-      rd.bad("bbox", str("expected [x, y, w, h], got ", r.at("bbox").dump()));
+    } else if (bbox->get_array().get(coords) || coords.size() != 4) {
+      rd.bad("bbox", str("expected [x, y, w, h], got ", dump(*bbox)));
       ok = false;
     } else {
-      for (size_t k = 0; k < 4 && ok; ++k) {
-        const auto v = rd.number(r.at("bbox").at(k), str("bbox[", k, "]"));
-        if (v)
-          box[k] = *v;
-        else
+      size_t k = 0;
+      for (const dom::element c : coords) {
+        const auto v = rd.number(c, str("bbox[", k, "]"));
+        if (!v) {
           ok = false;
+          break;
+        }
+        box[k++] = *v;
       }
     }
     std::optional<double> area;
-    if (ok && r.contains("area")) {
-      area = rd.number(r.at("area"), "area");
-      ok = area.has_value();
+    if (ok) {
+      if (const auto a = rd.field("area", /*required=*/false)) {
+        area = rd.number(*a, "area");
+        ok = area.has_value();
+      }
     }
     if (ok)
       f.annotations.push_back({*id, *image_id, *category_id, box, crowd.value_or(0) == 1, area});
   }
-  const json& cats = doc.at("categories");
-  for (size_t i = 0; i < cats.size(); ++i) {
-    const json& r = cats.at(i);
-    RecordReader rd{r, "category", i, std::nullopt, std::nullopt, name, f.issues};
+}
+
+void read_categories(const dom::array& cats, const std::string& name, CocoFile& f) {
+  size_t i = 0;
+  for (const dom::element r : cats) {
+    RecordReader rd{r, "category", i++, std::nullopt, std::nullopt, name, f.issues};
     if (!r.is_object()) {
-      rd.bad("", str("expected an object, got ", r.type_name()));
+      rd.bad("", str("expected an object, got ", type_name(r)));
       continue;
     }
     const auto id = rd.integer("id");
     const auto cname = rd.string("name", /*required=*/false);
     if (id) f.categories.push_back({*id, cname.value_or("")});
   }
+}
+
+}  // namespace
+
+CocoFile parse_coco(const std::string& text, const std::string& name,
+                    const std::string& image_root) {
+  dom::parser parser;
+  dom::element doc;
+  if (const auto first = parser.parse(text).get(doc)) {
+    // Only now the rewrite, which copies the whole text: most files parse the first time.
+    const auto rewritten = rewrite_non_finite_tokens(text);
+    if (!rewritten || parser.parse(*rewritten).get(doc)) {
+      throw_data_error({codes::kJsonParse, std::nullopt, name, std::nullopt, "", "",
+                        str("not valid JSON (", text.size(),
+                            " bytes; truncated or corrupt?): ", simdjson::error_message(first))});
+    }
+  }
+  dom::object top;
+  if (doc.get_object().get(top)) {
+    throw_data_error({codes::kJsonSchema, std::nullopt, name, std::nullopt, "top_level",
+                      type_name(doc),
+                      "the top level must be an object with images, annotations and categories"});
+  }
+  const auto images = require_array(top, "images", name);
+  const auto anns = require_array(top, "annotations", name);
+  const auto cats = require_array(top, "categories", name);
+  CocoFile f;
+  f.annotation_file = name;
+  f.image_root = image_root;
+  read_images(images, name, f);
+  read_annotations(anns, name, f);
+  read_categories(cats, name, f);
   return f;
 }
 

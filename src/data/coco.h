@@ -52,6 +52,8 @@ struct CocoFile {
   std::vector<CocoCategory> categories;
   /// json.bad_field issues found while reading.
   std::vector<Issue> issues;
+  /// Seconds read_dataset took to read and parse the file (0 for a file built in memory).
+  double read_seconds = 0;
 };
 
 /// Reads `annotation_file`. The top level must be an object with arrays `images`,

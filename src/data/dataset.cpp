@@ -1,5 +1,7 @@
 #include "data/dataset.h"
 
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <unordered_map>
@@ -12,12 +14,22 @@
 namespace fs = std::filesystem;
 
 namespace detforge::data {
+namespace {
+
+std::string seconds(double s) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f s", s);
+  return text;
+}
+
+}  // namespace
 
 CocoDataset::CocoDataset(DatasetOptions options)
     : CocoDataset(options, read_dataset(options.source())) {}
 
 CocoDataset::CocoDataset(DatasetOptions options, const CocoFile& file)
     : options_(std::move(options)), image_root_(file.image_root) {
+  const auto t0 = std::chrono::steady_clock::now();
   issues_ = validate(file, options_.validation);
   policy_ = apply_policy(file, issues_, options_.on_invalid);
   categories_ = options_.validation.category_subset.empty()
@@ -43,10 +55,12 @@ CocoDataset::CocoDataset(DatasetOptions options, const CocoFile& file)
         {{float(b[0]), float(b[1]), float(b[0] + b[2]), float(b[1] + b[3])}, *label, an.iscrowd});
   }
 
-  const auto counts = count_by_code(issues_);
+  const double checked_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   logging::info(str(options_.name, ": ", options_.annotation_file, ": ", images_.size(),
                     " images, ", categories_.num_classes(), " classes (", categories_.describe(),
-                    "); ", summarize(issues_)));
+                    "); ", summarize(issues_), " (read in ", seconds(file.read_seconds),
+                    ", checked and indexed in ", seconds(checked_s), ")"));
   if (!policy_.skipped_images.empty() || !policy_.dropped_annotations.empty()) {
     std::string per_code;
     for (const auto& [c, n] : policy_.error_counts)

@@ -1,5 +1,6 @@
 #include "data/formats.h"
 
+#include <chrono>
 #include <tuple>
 
 #include "core/errors.h"
@@ -61,7 +62,12 @@ bool DatasetSource::operator<(const DatasetSource& o) const {
          std::tie(o.format, o.annotation_file, o.image_root, o.split);
 }
 
-CocoFile read_dataset(const DatasetSource& s) { return dataset_format_info(s.format).read(s); }
+CocoFile read_dataset(const DatasetSource& s) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto file = dataset_format_info(s.format).read(s);
+  file.read_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return file;
+}
 
 void add_issue(CocoFile& file, const CocoImage& image, const char* code,
                std::optional<int64_t> ann_id, std::string message) {

@@ -86,7 +86,7 @@ std::string image_truncation(const std::string& path) {
 // The top 53 bits, a double's mantissa: uniform in [0, 1), and never rounded up to 1.
 double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
 
-DecodeResult try_decode_image(const std::string& path) {
+DecodeResult try_decode_image(const std::string& path, DecodeDepth depth) {
   DecodeResult r;
   std::ifstream in(path, std::ios::binary);
   if (!in) {
@@ -107,8 +107,13 @@ DecodeResult try_decode_image(const std::string& path) {
                   " bytes) is not a JPEG, PNG, BMP, WebP or TIFF file (by its first bytes)");
     return r;
   }
+  // A JPEG whose header gives its size decodes at 1/8 scale for a check; the header size then
+  // stands for the decoded one (both apply the EXIF orientation).
+  std::optional<ImageSize> header;
+  if (depth == DecodeDepth::kCheck && bytes.size() > 2 && bytes[0] == 0xFF && bytes[1] == 0xD8)
+    header = read_image_size(path);
   try {
-    r.bgr = cv::imdecode(bytes, cv::IMREAD_COLOR);
+    r.bgr = cv::imdecode(bytes, header ? cv::IMREAD_REDUCED_COLOR_8 : cv::IMREAD_COLOR);
   } catch (const cv::Exception& e) {
     r.bgr = cv::Mat();
     r.error = str(path, " (", bytes.size(), " bytes) is not a decodable image: ", e.what());
@@ -126,7 +131,9 @@ DecodeResult try_decode_image(const std::string& path) {
     r.bgr = cv::Mat();
     r.truncated = true;
     r.error = str(path, ": ", cut);
+    return r;
   }
+  r.size = header ? Size2{header->height, header->width} : Size2{r.bgr.rows, r.bgr.cols};
   return r;
 }
 

@@ -34,10 +34,21 @@ struct DecodeResult {
   /// The file is cut short (image_truncation()): OpenCV decodes what it can and fills the rest
   /// with grey, so such a file is an error, not an image.
   bool truncated = false;
+  /// The decoded image's full size (also under kCheck, where `bgr` may be smaller).
+  Size2 size;
+};
+
+enum class DecodeDepth {
+  /// The whole image into `bgr`.
+  kFull,
+  /// Only as much as proves that the file decodes: a JPEG at 1/8 scale (libjpeg still reads its
+  /// whole entropy-coded stream, so the same files fail; about 7x faster), with `size` from its
+  /// header (EXIF orientation applied); other formats whole.
+  kCheck,
 };
 
 /// Reads `path` and decodes it. Never throws for bad content.
-DecodeResult try_decode_image(const std::string& path);
+DecodeResult try_decode_image(const std::string& path, DecodeDepth depth = DecodeDepth::kFull);
 
 /// Why the JPEG or PNG file at `path` is cut short, or empty when it is complete (or another
 /// format, or unreadable: decoding reports those). A JPEG must end its last scan with the

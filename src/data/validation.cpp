@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "core/errors.h"
+#include "core/progress.h"
 #include "data/coco.h"
 #include "data/transforms.h"
 
@@ -69,18 +70,21 @@ std::vector<std::optional<Issue>> check_files(const CocoFile& f, const Validatio
         out[i] = make(codes::kImageTruncated, im.id, std::nullopt, im.file_name, cut);
       return;
     }
-    const auto d = try_decode_image(path);
+    const auto d = try_decode_image(path, DecodeDepth::kCheck);
     if (!d.error.empty()) {
       out[i] = make(d.truncated ? codes::kImageTruncated : codes::kImageUnreadable, im.id,
                     std::nullopt, im.file_name, d.error);
       return;
     }
-    if (d.bgr.cols != im.width || d.bgr.rows != im.height) {
+    if (d.size.width != im.width || d.size.height != im.height) {
       out[i] = make(codes::kImageSizeMismatch, im.id, std::nullopt, im.file_name,
                     str("json says ", im.width, "x", im.height, " (w x h), the file decodes to ",
-                        d.bgr.cols, "x", d.bgr.rows, " (after EXIF orientation)"));
+                        d.size.width, "x", d.size.height, " (after EXIF orientation)"));
     }
   };
+  CountProgress progress(
+      o.check_images == ImageCheck::kDecode ? "decoding images" : "checking image files",
+      static_cast<int64_t>(n));
   if (o.check_images == ImageCheck::kDecode) {
     const int threads =
         o.threads > 0 ? o.threads : std::max(1u, std::thread::hardware_concurrency());
@@ -90,12 +94,18 @@ std::vector<std::optional<Issue>> check_files(const CocoFile& f, const Validatio
     std::vector<std::thread> pool;
     for (int t = 0; t < threads; ++t) {
       pool.emplace_back([&] {
-        for (size_t i = next++; i < n; i = next++) check_one(i);
+        for (size_t i = next++; i < n; i = next++) {
+          check_one(i);
+          progress.add(1);
+        }
       });
     }
     for (auto& t : pool) t.join();
   } else {
-    for (size_t i = 0; i < n; ++i) check_one(i);
+    for (size_t i = 0; i < n; ++i) {
+      check_one(i);
+      progress.add(1);
+    }
   }
   return out;
 }

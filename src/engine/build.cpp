@@ -59,6 +59,8 @@ void read_train(const ConfigNode& t, const torch::Device& device, TrainerOptions
   o.channels_last = t.auto_bool("channels_last").value_or(device.is_cuda());
   read_count(t, "max_nonfinite_steps", o.max_nonfinite_steps);
   read_count(t, "log_interval", o.log_interval);
+  if (t.read("progress_interval_s", o.progress_interval_s))
+    positive(t, "progress_interval_s", o.progress_interval_s, true);
   read_count(t, "stop_at_step", o.stop_at_step, /*allow_zero=*/true);
   if (t.has("preempt_signal")) {
     o.preempt_signal = located(t, "preempt_signal", [&] {
@@ -388,7 +390,10 @@ TrainResult train(const Config& config, const std::string& resume, const TrainHo
   spec.resume = resume;
   Run run = build_run(spec);
   spec.files.reset();  // the datasets and the evaluator hold what they need of the files
-  return train_run(run, run.resume, hooks);
+  auto result = train_run(run, run.resume, hooks);
+  const auto& val = run.val_data->dataset();
+  if (val.size() > 0) result.val_images = fs::path(val.image_path(0)).parent_path().string();
+  return result;
 }
 
 }  // namespace detforge::engine

@@ -7,6 +7,7 @@
 
 #include "distributed/collectives.h"
 #include "engine/predict.h"
+#include "engine/progress_log.h"
 #include "eval/coco_io.h"
 
 namespace detforge::engine {
@@ -16,6 +17,7 @@ void evaluate_batches(models::Detector& model, data::DataLoader& data,
                       eval::CocoEvaluator& evaluator, const torch::Device& device,
                       Precision precision) {
   data.start_epoch(0);
+  CountProgress progress("evaluation", static_cast<int64_t>(data.sampler().rank_indices().size()));
   while (auto batch = data.next()) {
     if (batch->size() == 0) continue;  // a short evaluation shard: nothing to predict on this rank
     const Batch on_device = batch->to(device);
@@ -25,6 +27,7 @@ void evaluate_batches(models::Detector& model, data::DataLoader& data,
       dets = model.predict(on_device);
     }
     evaluator.process(batch->targets, dets);
+    progress.add(batch->size());
   }
 }
 
@@ -36,6 +39,8 @@ void evaluate_sliced(models::Detector& model, const data::DataLoader& data,
   const Predictor predictor(borrowed, data.options(), device, slice);
   const auto& dataset = data.dataset();
   const auto& label_to_category = dataset.categories().category_ids();
+  CountProgress progress("sliced evaluation",
+                         static_cast<int64_t>(data.sampler().rank_indices().size()));
   for (const int64_t i : data.sampler().rank_indices()) {
     const auto& image = dataset.image(i);
     std::vector<Detections> dets;
@@ -44,6 +49,7 @@ void evaluate_sliced(models::Detector& model, const data::DataLoader& data,
       dets = predictor.predict({{image.id, image.file_name, dataset.image_path(i), {}}});
     }
     evaluator.add_image(image.id, eval::to_results(dets[0], image.id, label_to_category));
+    progress.add(1);
   }
 }
 

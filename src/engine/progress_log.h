@@ -1,35 +1,41 @@
 // The step lines of a training run: epoch and step of the total, losses, learning rate,
-// images/s since the previous line and the time left. On a terminal rank 0 draws them as a
-// progress bar on stderr; the run's log file (train_rank<r>.log) gets every line either way.
+// images/s since the previous line and the time left. A line is written at every log step
+// (train.log_interval) and, between them, once `interval_s` (train.progress_interval_s) passed
+// since the previous one, so a run of slow steps still shows where it is. On a terminal rank 0
+// also draws a progress bar on stderr that moves every optimizer step; the run's log file
+// (train_rank<r>.log) gets every line either way.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <string>
 
-namespace detforge::engine {
+#include "core/progress.h"
 
-/// h:mm:ss of a number of seconds (rounded down).
-std::string format_duration(double seconds);
+namespace detforge::engine {
 
 class ProgressLog {
  public:
   /// A run of `epochs` epochs and `total_steps` optimizer steps, of which `first_step` were
   /// done before this process started (a resumed run). `bar`: draw a progress bar on stderr in
-  /// place of console lines (the main rank on a terminal).
-  ProgressLog(int64_t epochs, int64_t total_steps, int64_t first_step, bool bar);
+  /// place of console lines (the main rank on a terminal). `interval_s`: the longest time
+  /// between two lines; 0: lines at log steps only.
+  ProgressLog(int64_t epochs, int64_t total_steps, int64_t first_step, bool bar, double interval_s);
 
-  /// Counts images (over all ranks) toward the next line's images/s.
-  void add_images(int64_t images) { images_ += images; }
+  /// Counts images (over all ranks) toward the images/s of the next line and log step.
+  void add_images(int64_t images) {
+    images_ += images;
+    line_images_ += images;
+  }
 
-  /// Images per second since the previous line, and the start of a new count.
+  /// Images per second since the previous log step, and the start of a new count.
   double take_images_per_second();
 
-  /// Writes the line of `step` optimizer steps done in `epoch` (0-based): `loss` the sum of the
-  /// terms in `terms` ("loss_cls 0.5, ..."), at learning rate `lr`, `images_per_second` as
-  /// take_images_per_second() returned.
-  void write(int64_t epoch, int64_t step, double loss, const std::string& terms, double lr,
-             double images_per_second);
+  /// After the optimizer step `step` of `epoch` (0-based): `loss` the sum of the terms in
+  /// `terms` ("loss_cls 0.5, ..."), at learning rate `lr`. Writes the line when `log_step` is
+  /// true or `interval_s` passed since the previous line; moves the bar either way.
+  void step(int64_t epoch, int64_t step, double loss, const std::string& terms, double lr,
+            bool log_step);
 
   /// Ends the bar's line so that other output (an evaluation's) starts on its own line.
   void break_line();
@@ -38,10 +44,12 @@ class ProgressLog {
   using Clock = std::chrono::steady_clock;
   int64_t epochs_, total_steps_, first_step_;
   bool bar_;
+  double interval_s_;
   bool bar_open_ = false;
-  int64_t images_ = 0;
+  int64_t images_ = 0, line_images_ = 0;
   Clock::time_point start_ = Clock::now();
   Clock::time_point last_ = Clock::now();
+  Clock::time_point last_line_ = Clock::now();
 };
 
 }  // namespace detforge::engine

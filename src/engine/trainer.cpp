@@ -53,7 +53,8 @@ class Trainer {
                                          const std::string& tag);
   void end_of_epoch(int64_t epoch);
   void save(const std::vector<std::string>& names);
-  void log_step(int64_t epoch, const dist::ReducedLosses& losses);
+  // Every optimizer step: the observers' record if `record`, then the progress line or bar.
+  void log_step(int64_t epoch, const dist::ReducedLosses& losses, bool record);
   void zero_grad() { ddp_ ? ddp_->zero_grad() : r_.optimizer->zero_grad(); }
   // Calls `event` on every observer, in order.
   template <typename F>
@@ -121,7 +122,8 @@ Trainer::Trainer(Run& run, const std::string& resume, TrainHooks hooks)
     if (o_.dist_sync_bn) sync_bn_ = std::make_unique<SyncBnScope>(r_.pg);
   }
   progress_log_ = std::make_unique<ProgressLog>(o_.epochs, r_.plan.total_steps(), progress_.step,
-                                                pg_.is_main() && ::isatty(STDERR_FILENO) == 1);
+                                                pg_.is_main() && ::isatty(STDERR_FILENO) == 1,
+                                                o_.progress_interval_s);
   notify([](RunObserver& o) { o.on_run_start(); });
   std::vector<int> watched{SIGTERM};
   if (o_.preempt_signal != SIGTERM) watched.push_back(o_.preempt_signal);
@@ -222,7 +224,7 @@ bool Trainer::train_epoch(int64_t epoch) {
     micro_in_step_ = 0;
     if (optimizer_step(epoch, r_.plan.clock(progress_.step, at))) {
       progress_.nonfinite_in_row = 0;
-      if (progress_.step % o_.log_interval == 0) log_step(epoch, reduced);
+      log_step(epoch, reduced, progress_.step % o_.log_interval == 0);
     }
     if (stop_after_step()) return finish(false);
   }
@@ -285,18 +287,18 @@ bool Trainer::optimizer_step(int64_t epoch, int64_t clock) {
   return true;
 }
 
-void Trainer::log_step(int64_t epoch, const dist::ReducedLosses& losses) {
+void Trainer::log_step(int64_t epoch, const dist::ReducedLosses& losses, bool record) {
   StepEvent e;
   e.epoch = epoch;
   e.step = progress_.step;
-  e.images_per_s = progress_log_->take_images_per_second();
   e.lr = r_.schedule->lr_at(clock_);
   for (size_t i = 0; i < losses.keys.size(); ++i) {
     e.terms.emplace_back(losses.keys[i], losses.values[i]);
     e.loss += losses.values[i];
   }
-  notify([&](RunObserver& o) { o.on_step(e); });
-  progress_log_->write(epoch, progress_.step, e.loss, losses.to_string(), e.lr, e.images_per_s);
+  if (record) e.images_per_s = progress_log_->take_images_per_second();
+  if (record) notify([&](RunObserver& o) { o.on_step(e); });
+  progress_log_->step(epoch, progress_.step, e.loss, losses.to_string(), e.lr, record);
 }
 
 std::map<std::string, double> Trainer::evaluate(models::Detector& model, int64_t epoch,

@@ -65,6 +65,10 @@ struct TrainerOptions {
   int64_t max_nonfinite_steps = 5;
   /// Log and write a metrics.jsonl record every N optimizer steps. Default: 20
   int64_t log_interval = 20;
+  /// The longest time between two progress lines (with the time left): a line is written after
+  /// the first optimizer step past it even between log steps; 0: lines at log steps only.
+  /// Default: 30
+  double progress_interval_s = 30;
   /// Also write every metrics.jsonl number, a few validation images with their detections and
   /// the precision-recall curves of each evaluation as TensorBoard event files under
   /// output_dir/tensorboard (`logging.tensorboard`). Default: false
@@ -118,6 +122,8 @@ struct TrainResult {
   int64_t skipped_steps = 0;
   bool reached_target = false;
   std::string output_dir;
+  /// The folder of the validation images (train() only; empty without them).
+  std::string val_images;
   /// This process's rank (only rank 0 prints a summary).
   int rank = 0;
   /// Stopped by a preemption signal (on any rank) after writing last.ckpt.

@@ -1,11 +1,14 @@
 // Decoding and transforms, with sizes, boxes and pixels compared live against torchvision's
 // GeneralizedRCNNTransform (tests/data/tv_transform.py).
 #include <cmath>
+#include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include <gtest/gtest.h>
 #include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
 
 #include "core/errors.h"
 #include "data/loader.h"
@@ -63,6 +66,56 @@ TEST(Decode, BadFilesGiveReasonsNotCrashes) {
             std::string::npos);
   EXPECT_NE(try_decode_image(kImages + "missing.jpg").error.find("cannot open"), std::string::npos);
   EXPECT_TRUE(try_decode_image(kImages + "missing.jpg").bgr.empty());
+}
+
+// The check decode of validation (1/8 scale for a JPEG, the size from its header) fails on the
+// same files as the full decode and gives the same size: on every fixture and on a photo-sized
+// JPEG with bytes overwritten across its entropy-coded data, its markers and its tables, and cut
+// at many points.
+TEST(Decode, TheCheckDecodeFailsWhereTheFullDecodeFailsAndGivesItsSize) {
+  testing::TempDir dir;
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(kImages)) files.push_back(e.path());
+  cv::Mat photo(480, 640, CV_8UC3);
+  cv::RNG rng(7);
+  rng.fill(photo, cv::RNG::UNIFORM, 0, 255);
+  cv::GaussianBlur(photo, photo, cv::Size(9, 9), 3);
+  std::vector<uchar> jpeg;
+  ASSERT_TRUE(cv::imencode(".jpg", photo, jpeg));
+  std::mt19937 pick(3);
+  for (int k = 0; k < 60; ++k) {
+    auto bytes = jpeg;
+    if (k % 3 == 2) {
+      bytes.resize(2 + pick() % (bytes.size() - 2));
+    } else {
+      // Early offsets hit the headers and tables, later ones the scan.
+      const size_t at = k < 20 ? 2 + pick() % 600 : 600 + pick() % (bytes.size() - 610);
+      for (size_t i = 0; i < static_cast<size_t>(1 + k % 8); ++i)
+        bytes[at + i] = static_cast<uchar>(pick());
+    }
+    const auto path = (dir.path() / ("variant" + std::to_string(k) + ".jpg")).string();
+    std::ofstream(path, std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()),
+               static_cast<std::streamsize>(bytes.size()));
+    files.push_back(path);
+  }
+  files.push_back(dir.write("photo.jpg", std::string(jpeg.begin(), jpeg.end())));
+  int failed = 0;
+  for (const auto& f : files) {
+    const auto full = try_decode_image(f);
+    const auto check = try_decode_image(f, DecodeDepth::kCheck);
+    EXPECT_EQ(full.error.empty(), check.error.empty())
+        << f << ": " << full.error << " / " << check.error;
+    EXPECT_EQ(full.truncated, check.truncated) << f;
+    failed += !full.error.empty();
+    if (!full.error.empty() || !check.error.empty()) continue;
+    EXPECT_EQ(check.size, (Size2{full.bgr.rows, full.bgr.cols})) << f;
+    EXPECT_EQ(full.size, check.size) << f;
+  }
+  EXPECT_GT(failed, 20) << "the variants include files that do not decode";
+  EXPECT_LT(failed, static_cast<int>(files.size()) - 10) << "and files that do";
+  const auto photo_check = try_decode_image(files.back(), DecodeDepth::kCheck);
+  EXPECT_EQ(photo_check.bgr.cols, 80) << "a JPEG is checked at 1/8 scale";
 }
 
 TEST(TransformsParity, ResizedSizeMatchesTorchvision) {
