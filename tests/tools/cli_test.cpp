@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <regex>
 #include <sstream>
 #include <vector>
 
@@ -17,6 +20,7 @@ namespace {
 
 using testing::run_command;
 using testing::TempDir;
+namespace fs = std::filesystem;
 
 std::string df() { return testing::detforge_binary(); }
 int code(ExitCode c) { return static_cast<int>(c); }
@@ -111,6 +115,37 @@ TEST(Cli, SynthWritesDatasetAndSummary) {
 // rate counts the images of the timed steps only (4 steps of a batch of 2 here). A config whose
 // model the reference cannot build (synth_r18: GroupNorm) still gets detforge's rows, and the
 // peer's refusal naming the key. Bad options are config errors.
+// bench index reads a generated COCO file as pycocotools' COCO() loads it: the same images and
+// boxes, each side's time positive and the ratio column theirs.
+TEST(Cli, BenchIndexReadsTheImagesAndBoxesPycocotoolsLoads) {
+  const auto r = run_command(df() + " bench index --images 2000 --peers pycocotools --python " +
+                             DETFORGE_PYTHON + " --peer-script " + DETFORGE_SOURCE_DIR +
+                             "/bench/index_peer.py");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::smatch head, peer;
+  ASSERT_TRUE(std::regex_search(r.output, head,
+                                std::regex(R"(COCO start-up: \S+, (\d+) images, (\d+) boxes)")))
+      << r.output;
+  ASSERT_TRUE(std::regex_search(r.output, peer,
+                                std::regex(R"(\npycocotools .*\((\d+) images, (\d+) boxes\))")))
+      << r.output;
+  EXPECT_EQ(head[1], "2000") << r.output;
+  EXPECT_EQ(head[1], peer[1]) << r.output;
+  EXPECT_EQ(head[2], peer[2]) << r.output;
+  EXPECT_GT(std::stoi(head[2]), 2000 * 4) << r.output;
+  const auto ours = bench_row(r.output, "detforge");
+  const auto theirs = bench_row(r.output, "pycocotools");
+  ASSERT_GE(ours.size(), 4u) << r.output;
+  ASSERT_GE(theirs.size(), 2u) << r.output;
+  EXPECT_GT(ours[0], 0) << r.output;
+  EXPECT_GT(ours[1], 0) << r.output;
+  EXPECT_NEAR(ours[2], ours[0] + ours[1], 2e-3) << r.output;
+  EXPECT_GT(theirs[0], 0) << r.output;
+  // The times are printed to 1 ms and the ratio to 0.01.
+  const double ratio = theirs[0] / ours[2];
+  EXPECT_NEAR(theirs[1], ratio, 0.006 + ratio * (5e-4 / theirs[0] + 5e-4 / ours[2])) << r.output;
+}
+
 TEST(Cli, BenchTrainTimesTheLoopItsLoaderAndTheReferencesLoop) {
   TempDir dir;
   const auto data = (dir.path() / "synth").string();
@@ -250,30 +285,82 @@ TEST(Cli, SlicedPredictRunsAndRefusesBadTiles) {
   const auto data = (dir.path() / "data").string();
   ASSERT_EQ(run_command(df() + " synth --out " + data + " --train 2 --val 2 --size 64").exit_code,
             0);
+  const auto big = (dir.path() / "big").string();
+  ASSERT_EQ(run_command(df() + " synth --out " + big + " --train 1 --val 1 --size 128").exit_code,
+            0);
+  // A 96x128 photo beside the 48x64 ones, last in name order (image id 2).
+  for (const auto& e : fs::directory_iterator(big + "/val")) {
+    if (e.path().extension() == ".jpg") fs::copy_file(e.path(), data + "/val/zz_big.jpg");
+  }
   const std::string predict =
       df() + " predict --config " + DETFORGE_SOURCE_DIR +
-      "/configs/yolo/synth_yolov8n.yaml --source " + data + "/val --out " +
-      (dir.path() / "r.json").string() + " data.root=" + data +
-      " data.min_size=32 data.max_size=32 model.inference.score_threshold=0.0 ";
-  const auto ok = run_command(predict + "--slice 32 --overlap 0.25 --full-image --merge nmm");
+      "/configs/yolo/synth_yolov8n.yaml --source " + data + "/val data.root=" + data +
+      " data.min_size=32 data.max_size=32 model.inference.score_threshold=0.0 --out ";
+  const auto r_json = (dir.path() / "r.json").string();
+  const auto ok =
+      run_command(predict + r_json + " --slice 32 --overlap 0.25 --full-image --merge nmm");
   EXPECT_EQ(ok.exit_code, 0) << ok.output;
   EXPECT_NE(ok.output.find("predict: sliced into 32x32 tiles overlapping by 0.25, merged by nmm "
                            "(ios >= 0.5), with the whole image"),
             std::string::npos)
       << ok.output;
+  // A 64x64 tile holds each 48x64 photo whole: with a merge that joins only identical boxes of
+  // a class (keeping the best score), its detections are the whole-image run's after the same
+  // join, box for box. At 256 px the untrained network's boxes are mostly distinct (hundreds
+  // per photo); at 32 px most would be clipped to the same whole-image box.
+  const auto tiled = (dir.path() / "tiled.json").string(),
+             whole = (dir.path() / "whole.json").string();
+  const std::string at_256 = " data.min_size=256 data.max_size=256 --batch-size 1";
+  const auto t = run_command(predict + tiled + at_256 +
+                             " --slice 64 --merge nms --match-metric iou --match-threshold 1");
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  const auto w = run_command(predict + whole + at_256);
+  ASSERT_EQ(w.exit_code, 0) << w.output;
+  // image id -> sorted [x, y, w, h, category, best score] of each distinct box and category.
+  const auto by_image = [](const std::string& path) {
+    std::map<int64_t, std::map<std::vector<double>, double>> best;
+    for (const auto& d : nlohmann::json::parse(testing::read_file(path))) {
+      auto key = d["bbox"].get<std::vector<double>>();
+      key.push_back(d["category_id"].get<double>());
+      auto& score = best[d["image_id"].get<int64_t>()].emplace(key, 0.0).first->second;
+      score = std::max(score, d["score"].get<double>());
+    }
+    std::map<int64_t, std::vector<std::vector<double>>> boxes;
+    for (const auto& [id, list] : best) {
+      for (const auto& [key, score] : list) {
+        boxes[id].push_back(key);
+        boxes[id].back().push_back(score);
+      }
+    }
+    return boxes;
+  };
+  const auto from_tiles = by_image(tiled), from_whole = by_image(whole);
+  for (const int64_t id : {0, 1}) {
+    ASSERT_TRUE(from_whole.count(id) && from_tiles.count(id)) << "image " << id;
+    const auto& a = from_tiles.at(id);
+    const auto& b = from_whole.at(id);
+    ASSERT_GT(b.size(), 100u) << "image " << id;
+    ASSERT_EQ(a.size(), b.size()) << "image " << id;
+    for (size_t k = 0; k < a.size(); ++k) {
+      for (size_t c = 0; c < a[k].size(); ++c)
+        EXPECT_NEAR(a[k][c], b[k][c], 1e-3) << "image " << id << " box " << k << " column " << c;
+    }
+  }
+  ASSERT_TRUE(from_tiles.count(2) && from_whole.count(2));
+  EXPECT_NE(from_tiles.at(2), from_whole.at(2)) << "the 96x128 photo was tiled";
   for (const auto& [options, message] : std::vector<std::pair<std::string, std::string>>{
            {"--slice 16",
             "config error: --slice 16,16: tiles smaller than the model's stride of "
             "32 pixels"},
            {"--slice 32 --overlap 1", "config error: --overlap 1: must be in [0, 1)"},
-           {"--slice 128,96",
-            "config error: --slice 128,96 (height,width): larger than every "
+           {"--slice 256,192",
+            "config error: --slice 256,192 (height,width): larger than every "
             "image (none is over "}}) {
-    const auto r = run_command(predict + options);
+    const auto r = run_command(predict + r_json + " " + options);
     EXPECT_EQ(r.exit_code, code(ExitCode::kConfig)) << options << "\n" << r.output;
     EXPECT_NE(r.output.find(message), std::string::npos) << options << "\n" << r.output;
   }
-  const auto merge = run_command(predict + "--slice 32 --merge soft_nms");
+  const auto merge = run_command(predict + r_json + " --slice 32 --merge soft_nms");
   EXPECT_EQ(merge.exit_code, code(ExitCode::kUsage)) << merge.output;
   EXPECT_NE(merge.output.find("soft_nms"), std::string::npos) << merge.output;
 }
