@@ -99,8 +99,45 @@ void run_reference(const std::string& script, const std::string& args) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
 }
 
+std::string reference_inputs(const std::string& python,
+                             const std::vector<std::filesystem::path>& data_roots) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> lines;
+  std::error_code ec;
+  const fs::path lib = fs::path(python).parent_path().parent_path() / "lib";
+  for (const auto& py : fs::directory_iterator(lib, ec)) {
+    const fs::path site = py.path() / "site-packages";
+    if (py.path().filename().string().rfind("python", 0) != 0 || !fs::is_directory(site)) continue;
+    for (const auto& e : fs::directory_iterator(site, ec)) {
+      const std::string n = e.path().filename().string();
+      if (n.size() > 10 && n.compare(n.size() - 10, 10, ".dist-info") == 0) lines.push_back(n);
+    }
+  }
+  for (const auto& root : data_roots) {
+    for (auto it = fs::recursive_directory_iterator(root, ec);
+         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      if (!it->is_regular_file(ec)) continue;
+      const auto when = fs::last_write_time(it->path(), ec).time_since_epoch().count();
+      lines.push_back(it->path().string() + " " + std::to_string(fs::file_size(it->path(), ec)) +
+                      " " + std::to_string(when));
+    }
+  }
+  std::sort(lines.begin(), lines.end());
+  std::string out;
+  for (const auto& line : lines) out += line + "\n";
+  return out;
+}
+
 std::string cached_reference(const std::string& name, const std::string& script, bool is_dir) {
   namespace fs = std::filesystem;
+  // The installed packages and the data the references read: an upgraded venv or a changed
+  // dataset re-runs them. Listed once per process.
+  static const std::string inputs = [] {
+    std::vector<fs::path> roots = {fs::path(DETFORGE_SOURCE_DIR) / "tests" / "fixtures"};
+    const std::string bccd = shared_dataset("bccd");
+    if (!bccd.empty()) roots.push_back(fs::path(bccd).parent_path());
+    return reference_inputs(DETFORGE_PYTHON, roots);
+  }();
   const fs::path root = fs::path(DETFORGE_BINARY_DIR) / "test_reference";
   fs::create_directories(root);
   // The script and every Python file it could import (the references import each other).
@@ -111,6 +148,7 @@ std::string cached_reference(const std::string& name, const std::string& script,
   }
   std::sort(sources.begin(), sources.end());
   for (const auto& source : sources) text += read_file(source);
+  text += inputs;
   const fs::path final_path = root / (name + "." + std::to_string(std::hash<std::string>{}(text)));
   if (fs::exists(final_path)) return final_path.string();
   const fs::path tmp = root / (name + ".tmp" + std::to_string(::getpid()));

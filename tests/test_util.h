@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -67,10 +68,17 @@ int free_port();
 /// Runs tests/<script> with DETFORGE_PYTHON and `args`; fails the test on a non-zero exit.
 void run_reference(const std::string& script, const std::string& args);
 
+/// What a reference's output depends on besides its scripts, one sorted line each: the
+/// `.dist-info` folder names (package and version) in the site-packages beside `python`, and
+/// the path, size and modification time of every file under `data_roots`.
+std::string reference_inputs(const std::string& python,
+                             const std::vector<std::filesystem::path>& data_roots);
+
 /// The output of tests/<script> run with one argument, the output path (a file, or a folder
 /// when `is_dir`), kept under the build tree as test_reference/<name>.<hash> and regenerated
 /// only when the text of the script or of another Python file under tests/ (which it may
-/// import) changes. ctest runs every test in its own process;
+/// import) changes, or reference_inputs (the venv's packages, tests/fixtures, the shared
+/// datasets) does. ctest runs every test in its own process;
 /// this keeps the reference run to once per build instead of once per test. The name holds the
 /// hash, so a finished output is never replaced or removed: two processes that both
 /// generate it (ctest -j on a fresh build) each rename a complete copy into place, and a reader
