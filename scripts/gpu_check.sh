@@ -37,7 +37,8 @@
 # python3), GPU_CHECK_PART_S, GPU_CHECK_TOTAL_S (a deadline for the whole visit: a part gets at
 # most the time left, and a part that would get under 10 s is skipped as out of time; default none),
 # GPU_CHECK_MLPERF_STEPS, GPU_CHECK_ONLY (the parts to run, by name, space-separated, for a second
-# short visit; versions always runs; default: all). Exit status: 0 when no part failed.
+# short visit; versions always runs; default: all), GPU_CHECK_GPU_TEST (the gtest binary the
+# gpu_test part runs, for the script's own tests). Exit status: 0 when no part failed.
 set -uo pipefail
 [ $# -eq 1 ] || { echo "usage: $0 OUT_DIR" >&2; exit 2; }
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -130,17 +131,26 @@ fi
 # model's benchmark and profile, one model of each other family, the other two models, then the
 # recipe (the first visit ran it; its checker passed all but the accuracy rule).
 # Each test in its own process, so that one that crashes (a segfault loses what gtest had not
-# flushed yet) cannot hide the others.
+# flushed yet) cannot hide the others. A skipped test is not a pass on a visit: it fails the
+# part, with its reason, unless there is no CUDA at all and that is the reason it gives.
 gpu_tests() {
-  local t rc=0
+  local t rc=0 log reason
+  log="$(mktemp)"
   # shellcheck disable=SC2086 # gpu_test_cmd: the command and its first argument, split on spaces
   for t in $($gpu_test_cmd --gtest_list_tests | awk '/^[^ ]/ {s=$1} /^  / {print s $1}'); do
-    $gpu_test_cmd --gtest_filter="$t" || { echo "[gpu_check] $t: exit $?"; rc=1; }
+    $gpu_test_cmd --gtest_filter="$t" > "$log" 2>&1 || { echo "[gpu_check] $t: exit $?"; rc=1; }
+    cat "$log"
+    grep -q '^\[  SKIPPED \]' "$log" || continue
+    reason="$(awk 'f {print; exit} / Skipped$/ {f=1}' "$log")"
+    [ "$cuda" = 0 ] && [ "$reason" = "no CUDA device" ] && continue
+    echo "[gpu_check] $t: skipped (${reason:-no reason given}), which counts as a failure here"
+    rc=1
   done
+  rm -f "$log"
   return "$rc"
 }
 export -f gpu_tests
-export gpu_test_cmd="${gpu_test[*]}"
+export cuda gpu_test_cmd="${GPU_CHECK_GPU_TEST:-${gpu_test[*]}}"
 run_part gpu_test "$out/gpu_test.log" gpu_tests
 
 # bench NAME MODEL BATCH SIZE PEER_SCRIPT: one `bench model` part on cuda:0 (skipped without CUDA).

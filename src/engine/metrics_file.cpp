@@ -1,5 +1,8 @@
 #include "engine/metrics_file.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 
@@ -9,9 +12,16 @@
 namespace detforge::engine {
 
 MetricsFile::MetricsFile(const std::string& path, const std::string& tensorboard_dir)
-    : path_(path), out_(std::make_unique<std::ofstream>(path, std::ios::app)) {
-  if (!*out_) throw IoError(str("cannot open ", path));
+    : path_(path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) throw IoError(str("cannot open ", path, ": ", std::strerror(errno)));
+  fd_.reset(new int(fd));
   if (!tensorboard_dir.empty()) events_ = std::make_unique<EventFile>(tensorboard_dir);
+}
+
+void MetricsFile::Close::operator()(const int* fd) const {
+  ::close(*fd);
+  delete fd;
 }
 
 void MetricsFile::account(bool ok, const std::string& file, const std::string& why, int64_t& lost) {
@@ -27,14 +37,26 @@ void MetricsFile::account(bool ok, const std::string& file, const std::string& w
 }
 
 void MetricsFile::write(const nlohmann::json& record) {
-  if (!out_) return;
-  errno = 0;
-  *out_ << record.dump() << '\n';
-  // Flushed per record: `detforge plot` may read the file while the run is going.
-  out_->flush();
-  const bool written = static_cast<bool>(*out_);
-  account(written, path_, errno != 0 ? std::strerror(errno) : "write failed", lost_.records);
-  out_->clear();  // the next record tries again
+  if (!fd_) return;
+  // Written at once, so `detforge plot` may read the file while the run is going.
+  const std::string line = record.dump() + '\n';
+  const off_t before = ::lseek(*fd_, 0, SEEK_END);
+  size_t done = 0;
+  int error = 0;
+  while (done < line.size()) {
+    const ssize_t n = ::write(*fd_, line.data() + done, line.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      error = n < 0 ? errno : ENOSPC;
+      break;
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (done > 0 && done < line.size() && before >= 0 && ::ftruncate(*fd_, before) != 0) {
+    logging::warn(
+        str(path_, ": a record was cut short and could not be removed: ", std::strerror(errno)));
+  }
+  account(done == line.size(), path_, std::strerror(error), lost_.records);
   if (!events_) return;
   std::string group = record.value("type", std::string("metrics"));
   if (const auto w = record.find("weights"); w != record.end() && w->is_string())

@@ -6,10 +6,11 @@
 // file, once per file until a write succeeds again, and the run trains on: only rank 0 writes
 // these files, and a rank that stopped alone would leave the others to the launcher's timeout;
 // the run's state is in its checkpoints, and a checkpoint that cannot be written stops the run
-// (exit 6). The records lost are counted in the warning after the next successful write.
+// (exit 6). The records lost are counted in the warning after the next successful write. A record
+// is one write(2) of its whole line; one only partly written is cut off again, so the file holds
+// whole lines only.
 #pragma once
 
-#include <fstream>
 #include <functional>
 #include <memory>
 #include <string>
@@ -48,8 +49,12 @@ class MetricsFile {
   // many were lost before it.
   static void account(bool ok, const std::string& file, const std::string& why, int64_t& lost);
 
+  struct Close {
+    void operator()(const int* fd) const;
+  };
+
   std::string path_;
-  std::unique_ptr<std::ofstream> out_;
+  std::unique_ptr<int, Close> fd_;
   std::unique_ptr<EventFile> events_;
   Lost lost_;
 };

@@ -1,15 +1,19 @@
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 
 #include <caffe2/serialize/inline_container.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "core/errors.h"
+#include "core/logging.h"
 #include "engine/amp.h"
 #include "engine/checkpoint.h"
 #include "engine/device.h"
@@ -583,6 +587,56 @@ TEST(MetricsFile, AFullDiskLosesRecordsWithoutStoppingTheRun) {
   ok.write({{"type", "train"}, {"step", 1}, {"loss", 1.5}});
   EXPECT_EQ(ok.lost_records(), 0);
   EXPECT_EQ(testing::read_file(path), "{\"loss\":1.5,\"step\":1,\"type\":\"train\"}\n");
+}
+
+// metrics.jsonl on a filesystem that fills mid-run (a 64 KiB tmpfs in a mount namespace of a
+// child process, filled by another file): the records written while it is full are lost and
+// counted, one cut short is removed again, and when room returns the next record is written
+// with the count in the log. The file holds whole lines only: step 1 and step 5.
+TEST(MetricsFile, AFilesystemThatFillsLosesRecordsAndWritesAgainWhenRoomReturns) {
+  testing::TempDir dir;
+  const auto mnt = dir.path() / "mnt";
+  std::filesystem::create_directories(mnt);
+  const auto log = (dir.path() / "train.log").string();
+  const auto copy = (dir.path() / "metrics.copy").string();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::unshare(CLONE_NEWNS) != 0 ||
+        ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        ::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=64k") != 0)
+      ::_exit(77);
+    logging::add_file(log);
+    const std::string pad(5000, 'x');  // each record takes pages of its own
+    MetricsFile metrics((mnt / "metrics.jsonl").string());
+    metrics.write({{"step", 1}, {"pad", pad}});
+    {
+      std::ofstream filler(mnt / "filler");
+      const std::string block(4096, 'f');
+      while (filler.write(block.data(), block.size()) && filler.flush()) {
+      }
+    }
+    for (int step = 2; step <= 4; ++step) metrics.write({{"step", step}, {"pad", pad}});
+    const int64_t lost = metrics.lost_records();
+    std::filesystem::remove(mnt / "filler");
+    metrics.write({{"step", 5}, {"pad", pad}});
+    logging::close_file();
+    std::filesystem::copy_file(mnt / "metrics.jsonl", copy);
+    ::_exit(lost == 3 && metrics.lost_records() == 0 ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "cannot mount a tmpfs in a mount namespace here";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "lost_records() was not 3 while full and 0 after";
+  const std::string pad(5000, 'x');
+  EXPECT_EQ(testing::read_file(copy),
+            "{\"pad\":\"" + pad + "\",\"step\":1}\n{\"pad\":\"" + pad + "\",\"step\":5}\n");
+  const std::string text = testing::read_file(log);
+  const std::string full = "metrics.jsonl: No space left on device; training goes on";
+  EXPECT_NE(text.find(full), std::string::npos) << text;
+  EXPECT_EQ(text.find(full), text.rfind(full)) << "one warning while full:\n" << text;
+  EXPECT_NE(text.find("metrics.jsonl: writing again; 3 record(s) were lost"), std::string::npos)
+      << text;
 }
 
 TEST(Checkpoint, FailedWriteKeepsPreviousFile) {

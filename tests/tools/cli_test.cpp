@@ -534,5 +534,32 @@ TEST(Cli, GpuCheckRunsEveryPartAndSkipsTheGpuOnesWithoutCuda) {
     EXPECT_NE(short_summary.find(part), std::string::npos) << part << "\n" << short_summary;
 }
 
+// On a GPU visit a skipped GPU test is no pass: a fake gtest binary (GPU_CHECK_GPU_TEST) with
+// one test skipped for want of CUDA and one for want of the CUDA headers fails the gpu_test
+// part, naming the second and its reason; without CUDA the first alone would pass.
+TEST(Cli, GpuCheckCountsATestSkippedForAnotherReasonAsAFailure) {
+  TempDir tmp;
+  const std::string fake = tmp.write("fake_gtest.sh", R"(#!/bin/sh
+case "$1" in
+  --gtest_list_tests) printf 'Fake.\n  NeedsCuda\n  NeedsHeaders\n' ;;
+  --gtest_filter=Fake.NeedsCuda) printf 'x.cpp:1: Skipped\nno CUDA device\n[  SKIPPED ] Fake.NeedsCuda (0 ms)\n' ;;
+  --gtest_filter=Fake.NeedsHeaders) printf 'x.cpp:2: Skipped\nLibTorch without the CUDA headers\n[  SKIPPED ] Fake.NeedsHeaders (0 ms)\n' ;;
+esac
+)");
+  std::filesystem::permissions(fake, std::filesystem::perms::owner_all);
+  const auto r = run_command(
+      "CUDA_VISIBLE_DEVICES= GPU_CHECK_ONLY=gpu_test GPU_CHECK_GPU_TEST=" + fake + " bash " +
+      std::string(DETFORGE_SOURCE_DIR) + "/scripts/gpu_check.sh " + (tmp.path() / "out").string());
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  const std::string summary = testing::read_file(tmp.path() / "out" / "summary.txt");
+  EXPECT_NE(summary.find("gpu_test: failed, exit 1"), std::string::npos) << summary;
+  const std::string log = testing::read_file(tmp.path() / "out" / "gpu_test.log");
+  EXPECT_NE(log.find("[gpu_check] Fake.NeedsHeaders: skipped (LibTorch without the CUDA headers), "
+                     "which counts as a failure here"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(log.find("[gpu_check] Fake.NeedsCuda"), std::string::npos) << log;
+}
+
 }  // namespace
 }  // namespace detforge
