@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """Where the build's time goes, from ninja's own log (build/.ninja_log).
 
-  python3 scripts/build_profile.py [BUILD_DIR] [--top N] [--includes K]
+  python3 scripts/build_profile.py [BUILD_DIR] [--top N] [--includes K] [--torch-free]
 
 Prints the slowest steps of the last build of each output (seconds each), then the sum per
 target (count, total and median seconds). --includes K re-runs the preprocessor (-H) on the K
 slowest translation units from compile_commands.json and prints, for each, the headers it
 includes directly and how many it pulls in altogether: which includes make a file slow.
+--torch-free lists instead the sources that load the LibTorch precompiled header but include no
+LibTorch header themselves (the preprocessor's dependency list, -M, without the header): they
+compile faster without it, named in their CMakeLists.txt with detforge_torch_free().
 docs/development.md ("Build time") has the table this printed before and after the build work.
 """
 import argparse
@@ -17,6 +20,7 @@ import statistics
 import subprocess
 import sys
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 
@@ -63,13 +67,41 @@ def includes(build, outputs):
             print(f"  {h}")
 
 
+def torch_free(build):
+    """Sources compiled with the precompiled header whose own include closure has no LibTorch."""
+    db = json.loads((build / "compile_commands.json").read_text())
+
+    def closure_has_torch(entry):
+        args = shlex.split(entry["command"])
+        if "-include" not in args:
+            return entry["file"], True
+        i = args.index("-include")
+        args = args[:i] + args[i + 2 :]
+        i = args.index("-o")
+        args = [x for x in args[:i] + args[i + 2 :] if x not in ("-c", "-Winvalid-pch")]
+        deps = subprocess.run(args + ["-M", "-MG"], cwd=entry["directory"], capture_output=True,
+                              text=True).stdout
+        return entry["file"], "/torch/include/" in deps
+
+    sources = [e for e in db if "cmake_pch" not in e["file"] and not e["file"].endswith("pch.cpp")]
+    with ThreadPoolExecutor() as pool:
+        found = sorted({f for f, torch in pool.map(closure_has_torch, sources) if not torch})
+    print(f"{len(found)} sources load the precompiled header and include no LibTorch header:")
+    for f in found:
+        print(f"  {f}")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("build", nargs="?", default="build")
     p.add_argument("--top", type=int, default=25)
     p.add_argument("--includes", type=int, default=0, metavar="K")
+    p.add_argument("--torch-free", action="store_true")
     a = p.parse_args()
     build = Path(a.build)
+    if a.torch_free:
+        torch_free(build)
+        return
     steps = read_log(build)
     ranked = sorted(steps.items(), key=lambda kv: -kv[1])
     print(f"{len(steps)} steps, {sum(steps.values()):.0f} s of compile and link time in all\n")
