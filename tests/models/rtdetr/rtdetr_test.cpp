@@ -5,6 +5,7 @@
 // fixed loss schema on batches with no, one and many boxes.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <opencv2/imgcodecs.hpp>
 
 #include <cmath>
 #include <map>
@@ -13,6 +14,7 @@
 
 #include "core/config_node.h"
 #include "core/errors.h"
+#include "data/transforms.h"
 #include "models/build.h"
 #include "models/onnx_export_check.h"
 #include "models/rtdetr/build.h"
@@ -559,6 +561,39 @@ TEST(HubPixels, PreprocessorConfigRoundTripsAndOddRescalesAreRefused) {
   tmp.write("preprocessor_config.json", "{\"image_mean\": [0.5, 0.5]}");
   EXPECT_THROW_WITH(weights::hub_pixels(model), IoError,
                     "image_mean must be 3 numbers (R, G, B), got [0.5,0.5]");
+}
+
+// The preprocessor_config.json `detforge export --format hf` writes, read by transformers'
+// AutoImageProcessor: a hub user feeds the model the pixels detforge's loader makes of the photo.
+TEST(HubPixels, TransformersReadsThePreprocessorConfigDetforgeWritesAsDetforgesPixels) {
+  if (detforge::testing::shared_dataset("bccd").empty())
+    GTEST_SKIP() << detforge::testing::shared_missing("bccd");
+  const auto jpeg = detforge::testing::shared_dataset("bccd") + "/images/BloodImage_00000.jpg";
+  const cv::Mat bgr = cv::imread(jpeg, cv::IMREAD_COLOR);
+  ASSERT_FALSE(bgr.empty()) << jpeg;
+  detforge::testing::TempDir tmp;
+  const PixelNorm imagenet = PixelNorm::imagenet();
+  tmp.write("preprocessor_config.json",
+            weights::hub_preprocessor_config(imagenet, {bgr.rows, bgr.cols, 0, 0}));
+  const auto out = (tmp.path() / "processed.pth").string();
+  detforge::testing::run_reference("models/rtdetr/hub_processor.py",
+                                   tmp.path().string() + " " + jpeg + " " + out);
+  const auto python = detforge::testing::read_tensor_dict(out);
+  EXPECT_EQ(python.at("size")[0].item<int64_t>(), bgr.rows);
+  EXPECT_EQ(python.at("size")[1].item<int64_t>(), bgr.cols);
+  EXPECT_NEAR(python.at("rescale_factor")[0].item<double>(), 1.0 / 255.0, 1e-12);
+  for (int c = 0; c < 3; ++c) {
+    EXPECT_NEAR(python.at("image_mean")[c].item<double>(), imagenet.mean[c], 1e-6) << c;
+    EXPECT_NEAR(python.at("image_std")[c].item<double>(), imagenet.std[c], 1e-6) << c;
+  }
+  const auto read = weights::hub_pixels((tmp.path() / "model.safetensors").string());
+  ASSERT_TRUE(read.has_value());
+  EXPECT_TRUE(read->pixels.same_as(imagenet)) << read->pixels.describe();
+  auto ours = torch::zeros({3, bgr.rows, bgr.cols});
+  data::normalize_into(bgr, read->pixels.mean, read->pixels.std, ours.data_ptr<float>(), bgr.rows,
+                       bgr.cols);
+  ASSERT_EQ(python.at("pixels").sizes(), ours.sizes());
+  EXPECT_LE(max_abs_diff(python.at("pixels"), ours), 1e-6);
 }
 
 }  // namespace
