@@ -9,7 +9,8 @@ slowest translation units from compile_commands.json and prints, for each, the h
 includes directly and how many it pulls in altogether: which includes make a file slow.
 --torch-free lists instead the sources that load the LibTorch precompiled header but include no
 LibTorch header themselves (the preprocessor's dependency list, -M, without the header): they
-compile faster without it, named in their CMakeLists.txt with detforge_torch_free().
+compile faster without it, named in their CMakeLists.txt with detforge_torch_free(); and the
+sources compiled without it that include LibTorch after all (a name to take out again).
 docs/development.md ("Build time") has the table this printed before and after the build work.
 """
 import argparse
@@ -71,23 +72,29 @@ def torch_free(build):
     """Sources compiled with the precompiled header whose own include closure has no LibTorch."""
     db = json.loads((build / "compile_commands.json").read_text())
 
-    def closure_has_torch(entry):
+    def closure(entry):
+        """(file, compiled with the header, includes LibTorch without it)."""
         args = shlex.split(entry["command"])
-        if "-include" not in args:
-            return entry["file"], True
-        i = args.index("-include")
-        args = args[:i] + args[i + 2 :]
+        with_pch = "-include" in args
+        if with_pch:
+            i = args.index("-include")
+            args = args[:i] + args[i + 2 :]
         i = args.index("-o")
         args = [x for x in args[:i] + args[i + 2 :] if x not in ("-c", "-Winvalid-pch")]
         deps = subprocess.run(args + ["-M", "-MG"], cwd=entry["directory"], capture_output=True,
                               text=True).stdout
-        return entry["file"], "/torch/include/" in deps
+        return entry["file"], with_pch, "/torch/include/" in deps
 
     sources = [e for e in db if "cmake_pch" not in e["file"] and not e["file"].endswith("pch.cpp")]
     with ThreadPoolExecutor() as pool:
-        found = sorted({f for f, torch in pool.map(closure_has_torch, sources) if not torch})
+        scanned = list(pool.map(closure, sources))
+    found = sorted({f for f, with_pch, torch in scanned if with_pch and not torch})
+    stale = sorted({f for f, with_pch, torch in scanned if not with_pch and torch})
     print(f"{len(found)} sources load the precompiled header and include no LibTorch header:")
     for f in found:
+        print(f"  {f}")
+    print(f"{len(stale)} sources skip the precompiled header and include LibTorch:")
+    for f in stale:
         print(f"  {f}")
 
 
