@@ -110,15 +110,19 @@ void write_coco_case(const BenchEvalArgs& a, const std::string& gt_path,
       const int copies = static_cast<int>(rng() % 4);
       for (int c = 0; c < copies && written < a.dets_per_image; ++c) {
         const double j = 0.2 * c / 3 + 0.03;
-        det(uni(0, 1) < 0.85 ? cat : cats[rng() % cats.size()], x + uni(-j, j) * w,
-            y + uni(-j, j) * h, w * uni(1 - j, 1 + j), h * uni(1 - j, 1 + j), uni(0.2, 1.0));
+        // Drawn last argument first, as g++ evaluated them when the case's numbers were recorded.
+        const double score = uni(0.2, 1.0), dh = h * uni(1 - j, 1 + j);
+        const double dw = w * uni(1 - j, 1 + j), dy = y + uni(-j, j) * h;
+        const double dx = x + uni(-j, j) * w;
+        det(uni(0, 1) < 0.85 ? cat : cats[rng() % cats.size()], dx, dy, dw, dh, score);
       }
     }
     while (written < a.dets_per_image) {
       const double w = std::exp(uni(std::log(4.0), std::log(300.0))),
                    h = std::exp(uni(std::log(4.0), std::log(300.0)));
-      det(cats[rng() % cats.size()], uni(0, 640 - std::min(w, 639.0)),
-          uni(0, 480 - std::min(h, 479.0)), w, h, std::pow(uni(0, 1), 3) * 0.6);
+      const double score = std::pow(uni(0, 1), 3) * 0.6;
+      const double y = uni(0, 480 - std::min(h, 479.0)), x = uni(0, 640 - std::min(w, 639.0));
+      det(cats[rng() % cats.size()], x, y, w, h, score);
     }
   }
   std::fprintf(gt, "]}\n");

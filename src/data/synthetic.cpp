@@ -39,10 +39,26 @@ double iou(const cv::Rect& a, const cv::Rect& b) {
   return inter / (a.area() + b.area() - inter);
 }
 
+// Draws in one order for every compiler: a colour's three values and a point's two are drawn last
+// first, the order in which g++ evaluated the constructor arguments that made the set's files
+// until 2026-12-03 (clang evaluates them left to right, and made other files from the same seed).
+cv::Scalar draw_colour(cv::RNG& rng, int lo, int hi) {
+  const int c2 = rng.uniform(lo, hi);
+  const int c1 = rng.uniform(lo, hi);
+  const int c0 = rng.uniform(lo, hi);
+  return cv::Scalar(c0, c1, c2);
+}
+
+cv::Point draw_point(cv::RNG& rng, int x_lo, int x_hi, int y_lo, int y_hi) {
+  const int y = rng.uniform(y_lo, y_hi);
+  const int x = rng.uniform(x_lo, x_hi);
+  return {x, y};
+}
+
 cv::Mat background(cv::RNG& rng, int width, int height) {
   cv::Mat img(height, width, CV_8UC3);
-  const cv::Scalar c0(rng.uniform(40, 216), rng.uniform(40, 216), rng.uniform(40, 216));
-  const cv::Scalar c1(rng.uniform(40, 216), rng.uniform(40, 216), rng.uniform(40, 216));
+  const cv::Scalar c0 = draw_colour(rng, 40, 216);
+  const cv::Scalar c1 = draw_colour(rng, 40, 216);
   const bool vertical = rng.uniform(0, 2) == 1;
   for (int y = 0; y < height; ++y) {
     auto* row = img.ptr<cv::Vec3b>(y);
@@ -53,8 +69,8 @@ cv::Mat background(cv::RNG& rng, int width, int height) {
   }
   // Texture: thin random strokes and pixel noise, blurred a little, so the background is not flat.
   for (int i = 0, n = rng.uniform(4, 12); i < n; ++i) {
-    const cv::Point a(rng.uniform(0, width), rng.uniform(0, height));
-    const cv::Point b(rng.uniform(0, width), rng.uniform(0, height));
+    const cv::Point a = draw_point(rng, 0, width, 0, height);
+    const cv::Point b = draw_point(rng, 0, width, 0, height);
     const int shade = rng.uniform(-40, 41);
     cv::line(img, a, b, cv::Scalar::all(128 + shade), 1, cv::LINE_AA);
   }
@@ -106,7 +122,7 @@ cv::Mat draw_shape(cv::Mat& img, cv::RNG& rng, int64_t category_id, cv::Point ce
 cv::Scalar contrasting_colour(cv::RNG& rng, const cv::Mat& img, cv::Point center) {
   const cv::Vec3b bg = img.at<cv::Vec3b>(center);
   for (int attempt = 0;; ++attempt) {
-    cv::Scalar c(rng.uniform(0, 256), rng.uniform(0, 256), rng.uniform(0, 256));
+    const cv::Scalar c = draw_colour(rng, 0, 256);
     const double d = std::abs(c[0] - bg[0]) + std::abs(c[1] - bg[1]) + std::abs(c[2] - bg[2]);
     if (d > 150 || attempt > 20) return c;
   }
@@ -122,8 +138,8 @@ std::vector<Placed> draw_objects(cv::Mat& img, cv::RNG& rng, const SynthOptions&
     for (int attempt = 0; attempt < 20; ++attempt) {
       const int64_t cat = cats[rng.uniform(0, int(cats.size()))].id;
       const int size = std::max(8, int(side * rng.uniform(0.08, 0.35)));
-      const cv::Point center(rng.uniform(size / 2, img.cols - size / 2),
-                             rng.uniform(size / 2, img.rows - size / 2));
+      const cv::Point center =
+          draw_point(rng, size / 2, img.cols - size / 2, size / 2, img.rows - size / 2);
       const cv::Rect guess(center.x - size / 2, center.y - size / 2, size, size);
       // A place overlapping an earlier object by more than 0.3 IoU is refused: no shape hides
       // another.
