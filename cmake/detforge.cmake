@@ -96,7 +96,9 @@ function(detforge_add_cuda_kernels)
     CUDA_ARCHITECTURES "75-real;80-real;86-real;89-real;90-real;100-real;120"
     POSITION_INDEPENDENT_CODE ON)
   target_compile_options(${A_TARGET}_cuda PRIVATE
-    $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Werror>)
+    $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Werror>
+    # clang as nvcc's host compiler flags the unused static functions of CUDA's cuda_fp16.hpp.
+    $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<CXX_COMPILER_ID:Clang>>:-Xcompiler=-Wno-unused-function>)
   target_link_libraries(${A_TARGET} PRIVATE ${A_TARGET}_cuda)
   target_compile_definitions(${A_TARGET} PRIVATE DETFORGE_CUDA_KERNELS)
 endfunction()

@@ -292,8 +292,8 @@ class Evaluation {
     // Stable sort by descending score: np.argsort(-score, kind='mergesort').
     s.dt_order.resize(de - db);
     std::iota(s.dt_order.begin(), s.dt_order.end(), 0);
-    stable_sort_indices(s.dt_order, s.sort_buf, [&](int32_t a, int32_t b) {
-      return dts_[db + a].score > dts_[db + b].score;
+    stable_sort_indices(s.dt_order, s.sort_buf, [&, first = db](int32_t a, int32_t b) {
+      return dts_[first + a].score > dts_[first + b].score;
     });
     for (int64_t d = 0; d < D; ++d) {
       kept_score_[out + d] = dts_[db + s.dt_order[d]].score;

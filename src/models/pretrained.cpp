@@ -325,8 +325,9 @@ int64_t import_backbone_weights(Detector& detector, const std::string& path) {
   NamedTensors backbone;
   std::vector<std::string> outside;
   for (auto& [name, t] : file) {
-    const bool ignored = std::any_of(layout.ignore_prefixes.begin(), layout.ignore_prefixes.end(),
-                                     [&](const std::string& p) { return name.rfind(p, 0) == 0; });
+    const bool ignored =
+        std::any_of(layout.ignore_prefixes.begin(), layout.ignore_prefixes.end(),
+                    [&key = name](const std::string& p) { return key.rfind(p, 0) == 0; });
     if (ignored) continue;
     if (std::regex_match(layout.prefix + name, required)) {
       backbone.emplace_back(name, t);

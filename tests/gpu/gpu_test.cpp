@@ -505,10 +505,10 @@ TEST(Gpu, FusedFocalLossOnCudaMatchesTheCpuPassAndTheComposedLoss) {
       SCOPED_TRACE(name + ", " + std::string(c10::toString(dtype)));
       const auto rounded = logits.to(dtype);
       // Each backward gets a scale, as RetinaNet's normalisation gives it.
-      auto run = [&](const torch::Device& device) {
+      auto run = [&, &focal = options](const torch::Device& device) {
         auto x = rounded.to(device).clone().requires_grad_(true);
         const auto loss =
-            losses::one_hot_focal_loss_sum(x, labels.to(device), weight.to(device), options);
+            losses::one_hot_focal_loss_sum(x, labels.to(device), weight.to(device), focal);
         (loss * 0.7).backward();
         return std::make_pair(loss.detach().cpu().to(torch::kFloat64),
                               x.grad().cpu().to(torch::kFloat64));

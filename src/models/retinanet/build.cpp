@@ -45,8 +45,10 @@ ops::AnchorGeneratorOptions anchor_options(const ConfigNode& n) {
   std::vector<double> base;
   for (const auto& level : o.sizes()) base.push_back(level.front());
   auto scales = static_cast<int64_t>(o.sizes().front().size());
-  // `|`, not `||`: both keys are read, and so marked used, whatever the first one returns.
-  const bool sized = n.read("base_sizes", base) | n.read("scales_per_octave", scales);
+  // Both keys are read, and so marked used, whatever the first one returns.
+  const bool base_given = n.read("base_sizes", base);
+  const bool scales_given = n.read("scales_per_octave", scales);
+  const bool sized = base_given || scales_given;
   if (base.size() != 5) n.fail("base_sizes", str("needs 5 values (P3-P7), got ", base.size()));
   if (scales < 1) n.fail("scales_per_octave", str(scales, " must be >= 1"));
   if (sized) {
