@@ -6,7 +6,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 start=$SECONDS
 echo "[quickstart] setup: Debian packages beside the pinned Python wheels, then the detforge build"
-echo "[quickstart] (on a 2-vCPU VM from a fresh clone: about 3 min of installs and 10-15 min of build;"
+echo "[quickstart] (on a 2-vCPU VM from a fresh clone: about 3 min of installs and 6-8 min of build;"
 echo "[quickstart] seconds when done before), then a YOLOv8n trained for about 3 min on the CPU."
 # Only the binary: the tests are built by scripts/test.sh.
 SETUP_TARGET=detforge bash "$root/scripts/setup.sh"
