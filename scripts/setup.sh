@@ -57,11 +57,10 @@ install_python() {
 # instantiations, which g++ 12 redoes in every file (about 9 s each; the whole build 2x faster:
 # docs/development.md, "Build time"). DETFORGE_CXX=g++ builds with g++ instead.
 configure_and_build() {
-  local prefix cxx cc fresh=()
+  local prefix cxx cached fresh=()
   prefix="$("$venv/bin/python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')"
-  cxx="$(command -v "${DETFORGE_CXX:-clang++}")" || { log "no compiler ${DETFORGE_CXX:-clang++}"; exit 1; }
-  case "$cxx" in *clang++*) cc="${cxx%++}" ;; *g++*) cc="${cxx%g++}gcc" ;; *) cc=cc ;; esac
-  local cached
+  cxx="$(command -v "${DETFORGE_CXX:-clang++}")" ||
+    { log "no compiler ${DETFORGE_CXX:-clang++} on PATH (DETFORGE_CXX)"; exit 1; }
   cached="$(sed -n 's/^CMAKE_CXX_COMPILER:FILEPATH=//p' "$build/CMakeCache.txt" 2>/dev/null || true)"
   if [ -n "$cached" ] && [ "$(realpath "$cached")" != "$(realpath "$cxx")" ]; then
     log "$build was configured for $cached: configuring it afresh for $cxx"
@@ -69,7 +68,7 @@ configure_and_build() {
   fi
   if [ ! -f "$build/build.ninja" ] || [ ${#fresh[@]} -gt 0 ]; then
     log "configuring $build ($cxx)"
-    CC="$cc" CXX="$cxx" cmake "${fresh[@]}" -S "$root" -B "$build" -G Ninja \
+    CXX="$cxx" cmake "${fresh[@]}" -S "$root" -B "$build" -G Ninja \
       -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" \
       -DDETFORGE_PYTHON="$venv/bin/python" >/dev/null
   fi
