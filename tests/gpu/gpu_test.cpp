@@ -374,8 +374,7 @@ StepResult rfdetr_step(models::RfdetrImpl& model, const Batch& batch, const torc
     t.boxes = t.boxes.to(device, torch::kFloat64);
   }
   const auto outputs = model.forward_outputs(batch.images.to(device, torch::kFloat64));
-  const double groups = static_cast<double>(model.options().decoder().groups);
-  const auto losses = model.compute_loss(outputs, targets, 4.0 * groups);  // 4 boxes per group
+  const auto losses = model.compute_loss(outputs, targets);
   losses.total().backward();
   StepResult r;
   for (const auto& key : losses.keys()) r.losses[key] = losses.at(key).item<double>();

@@ -68,9 +68,12 @@ RfdetrOutputs RfdetrImpl::forward_outputs(const torch::Tensor& images) {
 }
 
 LossDict RfdetrImpl::compute_loss(const RfdetrOutputs& outputs,
-                                  const std::vector<ops::SetTarget>& targets,
-                                  double num_boxes) const {
+                                  const std::vector<ops::SetTarget>& targets) const {
   const int64_t groups = outputs.logits.size(2) / options_.decoder().num_queries;
+  int64_t boxes = 0;
+  for (const auto& t : targets) boxes += t.labels.size(0);
+  const double num_boxes =
+      normalize_total(static_cast<double>(boxes) * static_cast<double>(groups));
   auto out = rfdetr_criterion(
       {outputs.logits, outputs.boxes, outputs.enc_logits, outputs.enc_boxes, groups}, targets,
       num_boxes, options_.criterion(), loss_keys_);
@@ -86,12 +89,7 @@ LossDict RfdetrImpl::forward_train(const Batch& batch) {
   const auto targets =
       detr_targets(batch, options_.num_classes(), options_.invalid_target_policy());
   skipped_images_ += targets.skipped;
-  const auto outputs = forward_outputs(batch.images);
-  const int64_t groups = outputs.logits.size(2) / options_.decoder().num_queries;
-  // Every group is matched to every box: the normaliser counts each box once per group.
-  return compute_loss(
-      outputs, targets.sets,
-      normalize_total(static_cast<double>(targets.boxes) * static_cast<double>(groups)));
+  return compute_loss(forward_outputs(batch.images), targets.sets);
 }
 
 std::vector<Detections> RfdetrImpl::postprocess(const torch::Tensor& logits,

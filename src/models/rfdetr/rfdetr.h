@@ -42,10 +42,11 @@ class RfdetrImpl : public DetectorBase<RfdetrImpl, RfdetrOptions> {
   /// images [B, 3, H, W] -> every layer's outputs; in training mode with all the query groups,
   /// in eval mode with the first.
   RfdetrOutputs forward_outputs(const torch::Tensor& images);
-  /// The losses of `outputs` (forward_outputs in training mode) against `targets`; `num_boxes` is
-  /// the normaliser (the global batch's boxes times the groups).
-  LossDict compute_loss(const RfdetrOutputs& outputs, const std::vector<ops::SetTarget>& targets,
-                        double num_boxes) const;
+  /// The losses of `outputs` (forward_outputs in training mode) against `targets`, each term
+  /// divided by the global batch's boxes times the query groups (every group is matched to every
+  /// box), at least 1.
+  LossDict compute_loss(const RfdetrOutputs& outputs,
+                        const std::vector<ops::SetTarget>& targets) const;
   /// Detections of the last layer: the top Q of the Q x (C + 1) scores (rfdetr's PostProcess),
   /// less those of the extra class and those at or below score_threshold; boxes in original
   /// pixels, inside the image.

@@ -169,16 +169,17 @@ LwDetrOutputs LwDetrTransformerImpl::forward(const torch::Tensor& memory, int64_
   const int64_t b = memory.size(0), s = memory.size(1);
   TORCH_CHECK(s == h * w, "RF-DETR: memory holds ", s, " locations, not ", h, "x", w);
   // One proposal per location: its centre, 0.05 of the image wide; those not inside (0.01, 0.99)
-  // are zeroed, with their memory.
-  const auto opts = memory.options();
-  const auto grids = torch::meshgrid({torch::arange(h, opts), torch::arange(w, opts)}, "ij");
+  // are zeroed, with their memory. In float32 whatever the model's type, as rfdetr computes them
+  // (in a float64 model, a proposal's last bits decide where a sampling point falls).
+  const auto f32 = memory.options().dtype(torch::kFloat32);
+  const auto grids = torch::meshgrid({torch::arange(h, f32), torch::arange(w, f32)}, "ij");
   auto proposals = torch::stack({(grids[1] + 0.5) / static_cast<double>(w),
                                  (grids[0] + 0.5) / static_cast<double>(h),
-                                 torch::full({h, w}, 0.05, opts), torch::full({h, w}, 0.05, opts)},
+                                 torch::full({h, w}, 0.05, f32), torch::full({h, w}, 0.05, f32)},
                                 -1)
                        .reshape({1, s, 4});
   const auto valid = ((proposals > 0.01) & (proposals < 0.99)).all(-1, true);
-  proposals = proposals.masked_fill(~valid, 0.0).expand({b, s, 4});
+  proposals = proposals.masked_fill(~valid, 0.0).to(memory.scalar_type()).expand({b, s, 4});
   const auto output_memory = memory.masked_fill(~valid, 0.0);
 
   const int64_t k = std::min(o_.num_queries, s);

@@ -11,7 +11,7 @@ reference offset and head so that each one matters, then saves {"state.<key>": i
          top-300 with the thread count and the order of operations): the same
          outputs, targets <i>.labels / <i>.boxes, the weighted loss terms "loss.<key>" of rfdetr's
          SetCriterion (IoU-aware BCE, L1, GIoU; _0 and _enc), and the gradients "grad.<key>" of
-         their sum for a few parameters;
+         their sum for parameters of every part (GRADS);
   small: one 224x224 image in training mode (196 locations, fewer than the 300 queries) and no
          boxes, in float64: outputs and loss terms.
 """
@@ -25,11 +25,37 @@ from rfdetr import RFDETRNano
 from rfdetr.config import TrainConfig
 from rfdetr.models.lwdetr import build_criterion_from_config
 
-GRADS = ["class_embed.weight", "bbox_embed.layers.0.weight", "query_feat.weight",
-         "refpoint_embed.weight", "transformer.decoder.layers.0.self_attn.in_proj_weight",
+# Every part: the ViT's embeddings (the position table is resampled to the 20 x 28 grid), windowed
+# blocks 0, 7 and 11 and global block 3, its final norm; the projector; both decoder layers and
+# what they share; the queries; the two-stage heads of groups 0, 5 and 12; the shared heads.
+VIT = "backbone.0.encoder.encoder."
+GRADS = [VIT + "embeddings.position_embeddings", VIT + "embeddings.cls_token",
+         VIT + "embeddings.patch_embeddings.projection.weight",
+         VIT + "encoder.layer.0.attention.attention.query.weight",
+         VIT + "encoder.layer.0.norm1.weight",
+         VIT + "encoder.layer.3.attention.attention.key.weight",
+         VIT + "encoder.layer.3.mlp.fc1.weight", VIT + "encoder.layer.7.layer_scale1.lambda1",
+         VIT + "encoder.layer.7.attention.output.dense.bias",
+         VIT + "encoder.layer.11.mlp.fc2.weight", VIT + "layernorm.weight",
+         "backbone.0.projector.stages.0.0.cv1.conv.weight",
+         "backbone.0.projector.stages.0.0.m.0.cv2.conv.weight",
+         "backbone.0.projector.stages.0.0.cv2.conv.weight",
+         "backbone.0.projector.stages.0.0.cv2.bn.weight", "backbone.0.projector.stages.0.1.bias",
+         "transformer.decoder.layers.0.self_attn.in_proj_weight",
+         "transformer.decoder.layers.0.cross_attn.sampling_offsets.weight",
+         "transformer.decoder.layers.0.cross_attn.attention_weights.bias",
+         "transformer.decoder.layers.0.linear1.weight",
+         "transformer.decoder.layers.1.self_attn.out_proj.weight",
          "transformer.decoder.layers.1.cross_attn.sampling_offsets.weight",
-         "transformer.enc_output.3.weight", "transformer.enc_out_class_embed.5.bias",
-         "backbone.0.projector.stages.0.0.cv2.conv.weight"]
+         "transformer.decoder.layers.1.cross_attn.value_proj.weight",
+         "transformer.decoder.layers.1.norm3.weight", "transformer.decoder.norm.weight",
+         "transformer.decoder.ref_point_head.layers.0.weight", "query_feat.weight",
+         "refpoint_embed.weight", "transformer.enc_output.0.weight",
+         "transformer.enc_output_norm.5.weight", "transformer.enc_out_class_embed.0.weight",
+         "transformer.enc_out_class_embed.5.bias", "transformer.enc_out_class_embed.12.weight",
+         "transformer.enc_out_bbox_embed.0.layers.0.weight",
+         "transformer.enc_out_bbox_embed.12.layers.2.bias", "class_embed.weight",
+         "class_embed.bias", "bbox_embed.layers.0.weight", "bbox_embed.layers.2.weight"]
 
 
 def perturb(net):
