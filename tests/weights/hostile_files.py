@@ -1,8 +1,9 @@
 """Writes weight files made to attack whoever loads them, for tests/weights/weights_test.cpp.
 
 Usage: hostile_files.py OUT_DIR MARKER
-Each code_*.pt runs `touch MARKER` (or would, through the global it names) when Python's pickle
-loads it, as torch.load(weights_only=False) does; the size_* files declare sizes their bytes do
+Each code_<case>.pt runs `touch MARKER.<case>` when Python's pickle loads it, as
+torch.load(weights_only=False) does, but code_torch_load.pt, which loads inner.pt (a tensor) into
+its state dict through torch.load; load_hostile.py shows each one run. The size_* files declare sizes their bytes do
 not hold (or inflate to); nested_* are 100,000 levels deep. Each file also holds a proper state dict, so a reader
 that ignored the hostile part would find weights.
 """
@@ -79,19 +80,36 @@ def state(**extra):
     return d
 
 
-touch = f"touch {marker}"
-write("code_os_system.pt", pickled(state(x=Call(os.system, touch))), four)
-write("code_eval.pt", pickled(state(x=Call(builtins.eval, f"__import__('os').system('{touch}')"))),
+def touch(case):
+    return f"touch {marker}.{case}"
+
+
+write("code_os_system.pt", pickled(state(x=Call(os.system, touch("os_system")))), four)
+write("code_eval.pt",
+      pickled(state(x=Call(builtins.eval, f"__import__('os').system('{touch('eval')}')"))), four)
+write("code_exec.pt",
+      pickled(state(x=Call(builtins.exec, f"import os; os.system('{touch('exec')}')"))), four)
+write("code_popen.pt", pickled(state(x=Call(subprocess.Popen, ["touch", f"{marker}.popen"]))),
       four)
-write("code_exec.pt", pickled(state(x=Call(builtins.exec, f"import os; os.system('{touch}')"))),
+torch.save(torch.arange(3.0), os.path.join(out, "inner.pt"))
+write("code_torch_load.pt", pickled(state(x=Call(torch.load, os.path.join(out, "inner.pt")))),
       four)
-write("code_popen.pt", pickled(state(x=Call(subprocess.Popen, ["touch", marker]))), four)
-write("code_torch_load.pt", pickled(state(x=Call(torch.load, marker))), four)
-# A protocol-4 STACK_GLOBAL naming an attribute path of a package's class.
+
+
+def short_unicode(text):
+    data = text.encode()
+    assert len(data) < 256, text
+    return b"\x8c" + bytes([len(data)]) + data
+
+
+# A STACK_GLOBAL naming an attribute path (pathlib.Path.touch), which Python's pickle resolves
+# from protocol 4 on: called with PosixPath(MARKER.attribute_path).
 body = pickled(state())
-assert body.endswith(b".")
-gadget = b"\x8c\x0bultralytics\x8c\x0dYOLO.__init__\x93)R0"
-write("code_attribute_path.pt", body[:-1] + gadget + b".", four)
+assert body.startswith(b"\x80\x02") and body.endswith(b".")
+gadget = (short_unicode("pathlib") + short_unicode("Path.touch") + b"\x93" +
+          short_unicode("pathlib") + short_unicode("PosixPath") + b"\x93" +
+          short_unicode(f"{marker}.attribute_path") + b"\x85R\x85R0")
+write("code_attribute_path.pt", b"\x80\x04" + body[2:-1] + gadget + b".", four)
 
 write("size_storage_terabytes.pt",
       pickled({"w": Tensor(Storage("0", 10**12), 0, (10**12,), (1,))}), four)

@@ -47,23 +47,28 @@ TempDir* HostileFiles::dir_ = nullptr;
 
 TEST_F(HostileFiles, APickleMadeToRunCodeIsRefusedNamingItsGlobalAndRunsNothing) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"code_os_system.pt", "posix.system"},
-      {"code_eval.pt", "builtins.eval"},
-      {"code_exec.pt", "builtins.exec"},
-      {"code_popen.pt", "subprocess.Popen"},
-      {"code_torch_load.pt", "torch.serialization.load"},
-      {"code_attribute_path.pt", "ultralytics.YOLO.__init__"}};
+      {"os_system", "posix.system"},
+      {"eval", "builtins.eval"},
+      {"exec", "builtins.exec"},
+      {"popen", "subprocess.Popen"},
+      {"torch_load", "torch.serialization.load"},
+      {"attribute_path", "pathlib.Path.touch"}};
+  std::string names;
   for (const auto& [name, global] : cases) {
     SCOPED_TRACE(name);
-    EXPECT_THROW_WITH(read_weight_file(file(name)), IoError,
-                      file(name) + ": refused: the pickle names the global " + global);
+    const auto path = file("code_" + name + ".pt");
+    EXPECT_THROW_WITH(read_weight_file(path), IoError,
+                      path + ": refused: the pickle names the global " + global);
+    EXPECT_FALSE(fs::exists(marker().string() + "." + name));
+    names += " " + name;
   }
-  EXPECT_FALSE(fs::exists(marker()));
-  // The payloads are live: Python's own loader runs them.
+  // Every payload is live: Python's own loader runs it (tests/weights/load_hostile.py).
   const auto python =
-      run_command(std::string(DETFORGE_PYTHON) + " -c \"import torch; torch.load('" +
-                  file("code_os_system.pt") + "', weights_only=False)\" 2>&1");
-  EXPECT_TRUE(fs::exists(marker())) << python.output;
+      run_command(std::string(DETFORGE_PYTHON) + " " + DETFORGE_SOURCE_DIR +
+                  "/tests/weights/load_hostile.py " + dir_->path().string() + names + " 2>&1");
+  for (const auto& [name, global] : cases) {
+    EXPECT_NE(python.output.find(name + ": ran\n"), std::string::npos) << python.output;
+  }
 }
 
 TEST_F(HostileFiles, SizesTheBytesDoNotHoldAreRefusedBeforeAllocating) {
