@@ -381,6 +381,48 @@ TEST_F(PredictParity, YoloSlicedEqualsSahiWithUltralytics) {
   EXPECT_EQ(matched_share(ours, sahi, 1000, 2e-3, miss), 1.0) << miss;
 }
 
+// Sliced evaluation against SAHI and pycocotools: SAHI's merged detections of the test photos
+// evaluated by pycocotools' COCOeval against their BCCD boxes (predict_reference_yolo.py), beside
+// the same photos through `predict --slice --ann` (the path `eval.slice` takes in training:
+// Cli.SlicedEvaluationEqualsSlicedPredict) and `detforge eval`. detforge's evaluator gives
+// pycocotools' 12 numbers on SAHI's own detections, and its sliced detections give them too.
+TEST_F(PredictParity, YoloSlicedEvaluationEqualsSahiThroughPycocotools) {
+  const auto dir = reference("yolo");
+  const auto reference_eval = nlohmann::json::parse(testing::read_file(dir + "/sahi_stats.json"));
+  const auto expected = reference_eval.at("stats").get<std::vector<double>>();
+  ASSERT_EQ(expected.size(), 12u);
+  EXPECT_GT(expected[1], 0.05) << "SAHI's AP50 is too low to tell a wrong result";
+  const auto gt = dir + "/sahi_gt.json";
+  const auto stats = [&](const std::string& results, const std::string& name) {
+    const auto out = (tmp_.path() / (name + "_metrics.json")).string();
+    const auto r = run_command(testing::detforge_binary() + " eval --gt " + gt + " --dt " +
+                               results + " --out " + out);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return r.exit_code == 0 ? nlohmann::json::parse(testing::read_file(out))
+                                  .at("stats")
+                                  .get<std::vector<double>>()
+                            : std::vector<double>{};
+  };
+  const auto sahi_results = tmp_.write("sahi_results.json", reference_eval.at("results").dump());
+  const auto on_sahi = stats(sahi_results, "sahi");
+  ASSERT_EQ(on_sahi.size(), 12u);
+  for (size_t k = 0; k < 12; ++k) EXPECT_NEAR(on_sahi[k], expected[k], 1e-12) << "stat " << k;
+
+  const auto cfg =
+      config("_base_: " + std::string(DETFORGE_SOURCE_DIR) + "/configs/yolo/yolov8n.yaml" +
+                 "\nmodel: {num_classes: 3, inference: {score_threshold: 0.25, nms_threshold: 0.7, "
+                 "multi_label: false}}\n",
+             "  min_size: 320\n  max_size: 320\n");
+  const auto out = (tmp_.path() / "sliced_eval.json").string();
+  const auto r = run_command(testing::detforge_binary() + " predict --config " + cfg +
+                             " --weights " + dir + "/last.pt --ann " + gt + " --images " + bccd_ +
+                             "/images --out " + out + " --slice 320 --overlap 0.2 --batch-size 4");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto ours = stats(out, "ours");
+  ASSERT_EQ(ours.size(), 12u);
+  for (size_t k = 0; k < 12; ++k) EXPECT_NEAR(ours[k], expected[k], 2e-3) << "stat " << k;
+}
+
 // `bench slice` runs both sides on the same photos and weights and prints their rates beside
 // the same number of detections.
 TEST_F(PredictParity, BenchSliceTimesDetforgeAndSahiOnTheSameDetections) {

@@ -15,8 +15,14 @@ Usage: predict_reference_yolo.py OUT_DIR. Under OUT_DIR:
   sahi.json       the same photos through SAHI's get_sliced_prediction with last.pt: 320x320
                   tiles overlapping by 0.2 (Ultralytics at imgsz 320, conf 0.25), merged by
                   SAHI's defaults (greedy NMM, IoS 0.5, per class), no whole-image pass; as
-                  reference.json.
+                  reference.json;
+  sahi_gt.json    COCO ground truth for those photos (BCCD's image ids, sizes and categories):
+                  the boxes of reference.json scoring 0.3 or more, not BCCD's, on which a model
+                  trained two epochs scores an AP of about 0, too near 0 to tell a wrong number;
+  sahi_stats.json pycocotools' COCOeval (bbox) of SAHI's merged detections against sahi_gt.json:
+                  {"stats": its 12 numbers, "results": the COCO results it evaluated}.
 """
+import json
 import os
 import shutil
 import sys
@@ -27,8 +33,9 @@ os.environ.setdefault("YOLO_OFFLINE", "1")
 
 import cv2  # noqa: E402
 import torch  # noqa: E402
-from predict_reference_common import (TEST_IMAGES, bccd, detection_rows,  # noqa: E402
-                                      training_photos, write_reference, write_yolo_copy)
+from predict_reference_common import (TEST_IMAGES, bccd, coco_split,  # noqa: E402
+                                      detection_rows, training_photos, write_reference,
+                                      write_yolo_copy)
 from ultralytics import YOLO  # noqa: E402
 from ultralytics.data.augment import LetterBox  # noqa: E402
 from ultralytics.nn.tasks import DetectionModel  # noqa: E402
@@ -85,7 +92,42 @@ def main():
         b = result.boxes
         detections[name] = detection_rows(b.xyxy.tolist(), b.conf.tolist(), b.cls.tolist())
     write_reference(os.path.join(out, "reference.json"), detections)
-    write_reference(os.path.join(out, "sahi.json"), sliced(weights))
+    sahi = sliced(weights)
+    write_reference(os.path.join(out, "sahi.json"), sahi)
+    evaluate_sliced(out, sahi, detections)
+
+
+def evaluate_sliced(out, sahi, whole):
+    """sahi_gt.json from the whole-image detections `whole` and pycocotools' evaluation of
+    SAHI's detections against it (sahi_stats.json)."""
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    gt = {"images": [], "annotations": [], "categories": coco_split("train")["categories"]}
+    for split in ("train", "val"):
+        gt["images"] += [im for im in coco_split(split)["images"] if im["file_name"] in sahi]
+    assert len(gt["images"]) == len(sahi), "a test photo is in no BCCD split"
+    category = sorted(c["id"] for c in gt["categories"])
+    image_id = {im["file_name"]: im["id"] for im in gt["images"]}
+    for name, rows in whole.items():
+        for x1, y1, x2, y2, score, label in rows:
+            if score >= 0.3:
+                gt["annotations"].append({
+                    "id": len(gt["annotations"]) + 1, "image_id": image_id[name],
+                    "category_id": category[int(label)], "bbox": [x1, y1, x2 - x1, y2 - y1],
+                    "area": (x2 - x1) * (y2 - y1), "iscrowd": 0})
+    with open(os.path.join(out, "sahi_gt.json"), "w") as f:
+        json.dump(gt, f)
+    results = [{"image_id": image_id[name], "category_id": category[int(label)],
+                "bbox": [x1, y1, x2 - x1, y2 - y1], "score": score}
+               for name, rows in sahi.items() for x1, y1, x2, y2, score, label in rows]
+    coco = COCO(os.path.join(out, "sahi_gt.json"))
+    evaluation = COCOeval(coco, coco.loadRes(results), "bbox")
+    evaluation.evaluate()
+    evaluation.accumulate()
+    evaluation.summarize()
+    with open(os.path.join(out, "sahi_stats.json"), "w") as f:
+        json.dump({"stats": [float(v) for v in evaluation.stats], "results": results}, f)
 
 
 def sliced(weights):
