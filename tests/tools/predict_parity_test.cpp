@@ -211,6 +211,14 @@ class PredictParity : public ::testing::Test {
 
   // A config of `model_yaml` whose `data` section has `data_yaml` (BCCD's val split when it
   // names none).
+  // The YOLOv8n of reference("yolo") as SAHI's Ultralytics model predicts a tile: at 320 px,
+  // score >= 0.25, NMS at 0.7, one class per box.
+  std::string sahi_tile_config() const {
+    return config("_base_: " + std::string(DETFORGE_SOURCE_DIR) + "/configs/yolo/yolov8n.yaml" +
+                      "\nmodel: {num_classes: 3, inference: {score_threshold: 0.25, "
+                      "nms_threshold: 0.7, multi_label: false}}\n",
+                  "  min_size: 320\n  max_size: 320\n");
+  }
   std::string config(const std::string& model_yaml, const std::string& data_yaml) const {
     const bool split = data_yaml.find("  val:") != std::string::npos;
     return tmp_.write("config.yaml", model_yaml + "data:\n  num_classes: 3\n" +
@@ -358,11 +366,7 @@ TEST_F(PredictParity, YoloGenerationExportsGiveDetforgesDetectionsInUltralyticsA
 TEST_F(PredictParity, YoloSlicedEqualsSahiWithUltralytics) {
   const auto dir = reference("yolo");
   const auto sahi = read_reference_file(dir + "/sahi.json", images_);
-  const auto cfg =
-      config("_base_: " + std::string(DETFORGE_SOURCE_DIR) + "/configs/yolo/yolov8n.yaml" +
-                 "\nmodel: {num_classes: 3, inference: {score_threshold: 0.25, nms_threshold: 0.7, "
-                 "multi_label: false}}\n",
-             "  min_size: 320\n  max_size: 320\n");
+  const auto cfg = sahi_tile_config();
   const auto out = (tmp_.path() / "sliced.json").string();
   const auto r = run_command(testing::detforge_binary() + " predict --config " + cfg +
                              " --weights " + dir + "/last.pt --source " + photos().string() +
@@ -408,11 +412,7 @@ TEST_F(PredictParity, YoloSlicedEvaluationEqualsSahiThroughPycocotools) {
   ASSERT_EQ(on_sahi.size(), 12u);
   for (size_t k = 0; k < 12; ++k) EXPECT_NEAR(on_sahi[k], expected[k], 1e-12) << "stat " << k;
 
-  const auto cfg =
-      config("_base_: " + std::string(DETFORGE_SOURCE_DIR) + "/configs/yolo/yolov8n.yaml" +
-                 "\nmodel: {num_classes: 3, inference: {score_threshold: 0.25, nms_threshold: 0.7, "
-                 "multi_label: false}}\n",
-             "  min_size: 320\n  max_size: 320\n");
+  const auto cfg = sahi_tile_config();
   const auto out = (tmp_.path() / "sliced_eval.json").string();
   const auto r = run_command(testing::detforge_binary() + " predict --config " + cfg +
                              " --weights " + dir + "/last.pt --ann " + gt + " --images " + bccd_ +
