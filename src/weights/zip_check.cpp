@@ -72,7 +72,9 @@ class ZipFile {
 
   // The CRC-32 of the `size` bytes the deflated `packed` bytes at offset inflate to; fails if
   // they inflate to more or fewer, or are no deflate stream.
-  uint32_t inflated_crc(uint64_t offset, uint64_t packed, uint64_t size, const std::string& what) {
+  // With `keep`, the inflated bytes are also appended to it.
+  uint32_t inflated_crc(uint64_t offset, uint64_t packed, uint64_t size, const std::string& what,
+                        std::string* keep = nullptr) {
     if (offset > size_ || packed > size_ - offset) {
       fail(str(what, " extends past the end of the file (", size_, " bytes): truncated"));
     }
@@ -100,6 +102,7 @@ class ZipFile {
       const uint64_t n = out.size() - z.avail_out;
       produced += n;
       c = crc32(c, reinterpret_cast<const Bytef*>(out.data()), static_cast<uInt>(n));
+      if (keep) keep->append(out.data(), n);
     }
     inflateEnd(&z);
     if (status != Z_STREAM_END || produced != size)
@@ -171,6 +174,41 @@ Directory find_directory(ZipFile& zip) {
   zip.fail("no zip end record: truncated, or not a zip file");
 }
 
+// What LibTorch's reader (PyTorchStreamReader) requires once miniz has opened the zip: records,
+// the first in a folder (the archive's name), and a version record holding a version it reads.
+// Its constructor throws when one is missing, and leaks miniz's state as it does (about 1 KB a
+// file, found by fuzz_torch_file with leak detection): such a file must not reach it.
+void check_torch_layout(const ZipFile& zip, uint64_t entries, const std::string& first,
+                        const std::map<std::string, std::string>& versions) {
+  if (entries == 0) {
+    zip.fail("the zip holds no records (torch.save writes data.pkl, a version and the tensors)");
+  }
+  const auto slash = first.find('/');
+  if (slash == std::string::npos) {
+    zip.fail(str("its first record '", first,
+                 "' is not in a folder (torch.save puts every record in one)"));
+  }
+  const std::string archive = first.substr(0, slash);
+  auto it = versions.find(archive + "/.data/version");
+  if (it == versions.end()) it = versions.find(archive + "/version");
+  if (it == versions.end()) {
+    zip.fail(str("no record '", archive, "/version' or '", archive,
+                 "/.data/version' (torch.save writes one)"));
+  }
+  const std::string& text = it->second;
+  const auto begin = text.find_first_not_of(" \t\r\n");
+  const auto end = text.find_last_not_of(" \t\r\n");
+  const std::string digits = begin == std::string::npos ? "" : text.substr(begin, end - begin + 1);
+  const bool number =
+      !digits.empty() && digits.size() <= 2 &&
+      std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
+  const uint64_t version = number ? std::stoull(digits) : 0;
+  if (version < kMinArchiveVersion || version > kMaxArchiveVersion) {
+    zip.fail(str("record '", it->first, "' holds '", text.substr(0, 16), "', not a version ",
+                 kMinArchiveVersion, " to ", kMaxArchiveVersion, " (what LibTorch reads)"));
+  }
+}
+
 // Every record of the zip at `path`, as verify_zip_checksums says.
 void verify_records(const std::string& path) {
   ZipFile zip(path);
@@ -178,6 +216,9 @@ void verify_records(const std::string& path) {
   const std::string dir = zip.bytes(d.offset, d.size, "the central directory");
   const Fields f(dir, zip, "the central directory");
   size_t p = 0;
+  std::string first;
+  // The version records' bytes (a few each), by name.
+  std::map<std::string, std::string> versions;
   for (uint64_t e = 0; e < d.entries; ++e) {
     if (f.get(p, 4) != kCentralHeader) zip.fail(str("central directory entry ", e, " is damaged"));
     const uint64_t method = f.get(p + 10, 2), crc = f.get(p + 16, 4);
@@ -223,7 +264,20 @@ void verify_records(const std::string& path) {
                    " does not match its CRC-32: the file changed after it was written (a "
                    "damaged disk or copy)"));
     }
+    if (e == 0) first = name;
+    const bool version_record =
+        name.size() > 8 && name.compare(name.size() - 8, 8, "/version") == 0;
+    if (version_record && size <= 64) {
+      std::string text;
+      if (method == kStored) {
+        text = zip.bytes(data, size, what);
+      } else {
+        zip.inflated_crc(data, packed, size, what, &text);
+      }
+      versions[name] = text;
+    }
   }
+  check_torch_layout(zip, d.entries, first, versions);
 }
 
 }  // namespace

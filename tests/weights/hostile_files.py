@@ -132,6 +132,29 @@ while raw[at + 46:at + 46 + len(name)] != name:
 raw[at + 20:at + 28] = (0xFFFFFFF0).to_bytes(4, "little") * 2
 open(path, "wb").write(bytes(raw))
 
+# Zips LibTorch's reader opens and then refuses, leaking miniz's state (fuzz_torch_file with leak
+# detection): no records, records in no folder, no version record, versions it does not read.
+# (a record whose directory lists none: an empty zip has no local header, no torch.save magic)
+write("layout_no_records.pt", pickled(state()), four)
+path = os.path.join(out, "layout_no_records.pt")
+raw = bytearray(open(path, "rb").read())
+end = raw.rfind(b"PK\x05\x06")
+raw[end + 8:end + 20] = bytes(8) + end.to_bytes(4, "little")
+open(path, "wb").write(bytes(raw))
+with zipfile.ZipFile(os.path.join(out, "layout_no_folder.pt"), "w") as z:
+    z.writestr("data.pkl", pickled(state()))
+    z.writestr("version", "3\n")
+    z.writestr("data/0", four["0"])
+with zipfile.ZipFile(os.path.join(out, "layout_no_version.pt"), "w") as z:
+    z.writestr("archive/data.pkl", pickled(state()))
+    z.writestr("archive/.format_version", "1")
+    z.writestr("archive/data/0", four["0"])
+for name, version in [("layout_version_11.pt", "11\n"), ("layout_version_text.pt", "three")]:
+    with zipfile.ZipFile(os.path.join(out, name), "w") as z:
+        z.writestr("archive/data.pkl", pickled(state()))
+        z.writestr("archive/version", version)
+        z.writestr("archive/data/0", four["0"])
+
 # Fuzzing findings, kept as regressions (docs/security.md).
 torch.save({"w": torch.zeros(0), "v": torch.ones(2)}, os.path.join(out, "finding_empty_storage.pt"))
 
