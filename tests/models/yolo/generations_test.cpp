@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iomanip>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -367,6 +368,43 @@ TEST_F(YoloGenerationFiles, AnotherClassCountReinitialisesBothHeadsClassConvs) {
   std::sort(want.begin(), want.end());
   EXPECT_EQ(reinitialised, want);
   EXPECT_TRUE(report.load.missing.empty() && report.load.unexpected.empty());
+}
+
+// by_name on YOLO26's trainer file: rows of both heads' class convs follow the stored names
+// (another order, one class the file lacks, which keeps its init).
+TEST_F(YoloGenerationFiles, ByNameMapsBothHeadsClassConvsByTheStoredNames) {
+  const auto path = dir() + "/26/last.pt";
+  const auto file = weights::read_weight_file(path);
+  ASSERT_EQ(file.class_names.size(), 3u);
+  std::map<std::string, int64_t> source_row;
+  for (size_t k = 0; k < file.class_names.size(); ++k)
+    source_row[file.class_names[k]] = static_cast<int64_t>(k);
+  std::map<std::string, torch::Tensor> src(file.tensors.begin(), file.tensors.end());
+  const std::vector<std::string> names = {file.class_names[2], "dog", file.class_names[0],
+                                          file.class_names[1]};
+  auto d = fresh("26", 4);
+  std::map<std::string, torch::Tensor> init;
+  for (const auto& p : d->named_parameters()) init.emplace(p.key(), p.value().clone());
+  PretrainedOptions o;
+  o.class_map_by_name = true;
+  o.class_names = names;
+  const auto report = load_pretrained_weights(*d, path, o);
+  EXPECT_EQ(report.class_layers_mapped.size(), 12u);
+  for (const std::string head : {"cv3", "one2one_cv3"}) {
+    for (int level = 0; level < 3; ++level) {
+      for (const std::string part : {"weight", "bias"}) {
+        const auto name = "model.23." + head + "." + std::to_string(level) + ".2." + part;
+        const auto t = d->named_parameters()[name];
+        for (size_t k = 0; k < names.size(); ++k) {
+          const auto row = source_row.find(names[k]);
+          const auto expected = row == source_row.end()
+                                    ? init.at(name)[k]
+                                    : src.at(name)[row->second].to(torch::kFloat32);
+          EXPECT_TRUE(torch::equal(t[k], expected)) << name << " class " << names[k];
+        }
+      }
+    }
+  }
 }
 
 TEST(YoloGenerationsConfig, UnknownVersionsAndNmsFreeWithoutTheHeadAreRefused) {

@@ -460,34 +460,50 @@ TEST(Yolo, EveryBatchGivesTheSameKeysFiniteValuesAndEveryGradient) {
   }
 }
 
-// A NaN box is refused on the CPU naming the image before any distance is encoded; a label equal
-// to C likewise; the skip policy trains the image as background and counts it.
+// The three generations' options: YOLOv8n, YOLO11n, YOLO26n (both heads, no DFL bins).
+std::vector<YoloOptions> generation_options() {
+  return {YoloOptions(3), YoloOptions(3).version(11).scale(yolo_scale("n", 11)),
+          YoloOptions(3).version(26).scale(yolo_scale("n", 26)).reg_max(1).end2end(true)};
+}
+
+// In every generation: a NaN box is refused on the CPU naming the image before any distance is
+// encoded; a label equal to C likewise; the skip policy trains the image as background and
+// counts it.
 TEST(Yolo, BadTargetsAreRefusedNamingTheImage) {
-  torch::manual_seed(0);
-  Yolo m(YoloOptions(3));
-  m->train();
-  EXPECT_THROW_WITH(m->forward_train(synthetic_batch({{4, NAN, 30, 40, 0}}, 42)), DataError,
-                    "image_id=42");
-  EXPECT_THROW_WITH(m->forward_train(synthetic_batch({{4, 4, 30, 40, 3}}, 42)), DataError,
-                    "img_0.jpg");
-  Yolo skipping(YoloOptions(3).invalid_target_policy(losses::InvalidTargetPolicy::kSkipImage));
-  skipping->train();
-  const auto losses = skipping->forward_train(synthetic_batch({{4, NAN, 30, 40, 0}}, 42));
-  EXPECT_TRUE(losses.nonfinite_keys().empty());
-  EXPECT_EQ(skipping->counters().at(1), std::make_pair(std::string("skipped_images"), int64_t{1}));
+  for (const auto& options : generation_options()) {
+    SCOPED_TRACE(str("YOLO", options.version()));
+    torch::manual_seed(0);
+    Yolo m(options);
+    m->train();
+    EXPECT_THROW_WITH(m->forward_train(synthetic_batch({{4, NAN, 30, 40, 0}}, 42)), DataError,
+                      "image_id=42");
+    EXPECT_THROW_WITH(m->forward_train(synthetic_batch({{4, 4, 30, 40, 3}}, 42)), DataError,
+                      "img_0.jpg");
+    auto skip = options;
+    Yolo skipping(skip.invalid_target_policy(losses::InvalidTargetPolicy::kSkipImage));
+    skipping->train();
+    const auto losses = skipping->forward_train(synthetic_batch({{4, NAN, 30, 40, 0}}, 42));
+    EXPECT_TRUE(losses.nonfinite_keys().empty());
+    EXPECT_EQ(skipping->counters().at(1),
+              std::make_pair(std::string("skipped_images"), int64_t{1}));
+  }
 }
 
 // Boxes much larger than reg_max bins at their stride (a 60 x 60 box at stride 8 is 7.5 bins per
-// side; reg_max 4 allows 2.99) are clamped, not indexed past the distribution, and counted.
+// side; reg_max 4 allows 2.99) are clamped, not indexed past the distribution, and counted, in
+// both generations with DFL.
 TEST(Yolo, DistancesBeyondRegMaxAreClampedAndCounted) {
-  torch::manual_seed(0);
-  Yolo m(YoloOptions(3).reg_max(4));
-  m->train();
-  const auto losses = m->forward_train(synthetic_batch({{2, 2, 62, 62, 1}}));
-  EXPECT_TRUE(losses.nonfinite_keys().empty());
-  const auto counters = m->counters();
-  EXPECT_EQ(counters.at(0).first, "dfl_clamped_targets");
-  EXPECT_GT(counters.at(0).second, 0);
+  for (auto options : {YoloOptions(3), YoloOptions(3).version(11).scale(yolo_scale("n", 11))}) {
+    SCOPED_TRACE(str("YOLO", options.version()));
+    torch::manual_seed(0);
+    Yolo m(options.reg_max(4));
+    m->train();
+    const auto losses = m->forward_train(synthetic_batch({{2, 2, 62, 62, 1}}));
+    EXPECT_TRUE(losses.nonfinite_keys().empty());
+    const auto counters = m->counters();
+    EXPECT_EQ(counters.at(0).first, "dfl_clamped_targets");
+    EXPECT_GT(counters.at(0).second, 0);
+  }
 }
 
 // `detforge export --format onnx` runs Ultralytics' own exporter on the --format ultralytics
