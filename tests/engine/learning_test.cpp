@@ -21,10 +21,10 @@
 // reaches AP50 0.32 in 22 minutes; 4 epochs give 0.01; held out, 384 steps of batch 8 at 64 px
 // on 256 images of at most 2 shapes gave AP50 0.001, and 160 steps of batch 4 at 128 px on 64
 // images of one shape 0.0009, each about 4 minutes; no pretrained ViT is reachable offline), so
-// its test fits 8 training images at 128 px and evaluates on them: 80 steps of batch 4, 30 queries in 2 groups, lr 6e-4, no
-// augmentation. On the development VM: AP50 0.31 (EMA 0.33) in 100 s on 2 cores, beside two
-// fuzzing processes; seeds 1 and 2 gave 0.34 and 0.18, so the bar is 0.1, where random weights
-// score 0 (and 4 synth epochs from scratch 0.014).
+// its test fits 8 training images at 128 px and evaluates on them: 80 steps of batch 4, 30 queries
+// in 2 groups, lr 6e-4, no augmentation. On the development VM: AP50 0.31 (EMA 0.33) in 100 s on 2
+// cores, beside two fuzzing processes; seeds 1 and 2 gave 0.34 and 0.18, so the bar is 0.1, where
+// random weights score 0 (and 4 synth epochs from scratch 0.014).
 #include <filesystem>
 #include <string>
 #include <utility>
