@@ -32,7 +32,7 @@ struct Detection {
   int64_t image_id = 0;
   /// Category id in the ground-truth file's id space.
   int64_t category_id = 0;
-  /// xywh, pixels. REQUIRES: finite, w >= 0, h >= 0.
+  /// xywh, pixels. REQUIRES: finite; a negative w or h is an inverted box, which matches nothing.
   double x = 0, y = 0, w = 0, h = 0;
   /// REQUIRES: not NaN. Ties keep input order (pycocotools' stable mergesort).
   double score = 0;

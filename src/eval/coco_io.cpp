@@ -350,17 +350,17 @@ void validate_detections(const std::vector<Detection>& detections, const GroundT
       bad_images.push_back(d.image_id);
     if (!std::binary_search(cats.begin(), cats.end(), d.category_id))
       bad_cats.push_back(d.category_id);
-    if (!std::isfinite(d.x) || !std::isfinite(d.y) || !std::isfinite(d.w) || !std::isfinite(d.h) ||
-        // Zero width or height is allowed: such a box matches nothing but is a valid result.
-        d.w < 0 || d.h < 0) {
-      DataErrorInfo info{
-          "bbox.malformed",
-          d.image_id,
-          source,
-          std::nullopt,
-          "bbox",
-          bbox_text(d.x, d.y, d.w, d.h),
-          str("detection ", i, ": bbox must be finite [x, y, w, h] with w >= 0 and h >= 0")};
+    // A negative width or height (an inverted box, as a box regressor without DFL gives early
+    // in training) is evaluated as pycocotools does: it overlaps nothing, and its signed area
+    // w * h places it in the area ranges.
+    if (!std::isfinite(d.x) || !std::isfinite(d.y) || !std::isfinite(d.w) || !std::isfinite(d.h)) {
+      DataErrorInfo info{"bbox.malformed",
+                         d.image_id,
+                         source,
+                         std::nullopt,
+                         "bbox",
+                         bbox_text(d.x, d.y, d.w, d.h),
+                         str("detection ", i, ": bbox must be four finite numbers [x, y, w, h]")};
       throw_data_error(info);
     }
     if (!std::isfinite(d.score)) {

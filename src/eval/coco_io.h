@@ -26,8 +26,9 @@ std::vector<Detection> load_results(const std::string& path, const GroundTruthSe
 
 /// Checks detections against the ground truth, throwing DataError that names `source` and:
 /// all unknown image ids and category ids (pycocotools raises for unknown image ids and
-/// silently drops unknown categories; we reject both), and the first entry whose bbox is not
-/// finite with w, h >= 0 or whose score is NaN or infinite.
+/// silently drops unknown categories; we reject both), and the first entry whose bbox or score
+/// is NaN or infinite. A negative w or h is no error: pycocotools evaluates such an inverted box
+/// (it overlaps nothing; its area w * h is signed), and an untrained YOLO26 head predicts them.
 void validate_detections(const std::vector<Detection>& detections, const GroundTruthSet& gt,
                          const std::string& source);
 

@@ -38,6 +38,8 @@ struct CaseSpec {
   bool perfect = false;
   bool empty_results = false;
   bool gt_id_zero = false;
+  /// Detections whose width, height or both are negated (inverted boxes).
+  double inverted_fraction = 0;
   nlohmann::json params = nlohmann::json::object();
 };
 
@@ -131,6 +133,14 @@ void generate(const CaseSpec& spec, const std::string& gt_path, const std::strin
     }
   }
   if (spec.empty_results) dets.clear();
+  if (spec.inverted_fraction > 0) {
+    for (auto& d : dets) {
+      if (!coin(spec.inverted_fraction)) continue;
+      const int axes = static_cast<int>(rng() % 3);
+      if (axes != 1) d.w = -d.w;
+      if (axes != 0) d.h = -d.h;
+    }
+  }
   std::ofstream(gt_path) << gt.dump();
   write_results(dets, dt_path);
 }
@@ -196,6 +206,11 @@ std::vector<CaseSpec> parity_cases() {
   zero.images = 10;
   cases.push_back(zero);
 
+  CaseSpec inverted = varied;
+  inverted.name = "inverted_boxes";
+  inverted.seed = 10;
+  inverted.inverted_fraction = 0.3;
+  cases.push_back(inverted);
   CaseSpec mid;
   mid.name = "mid_size";
   mid.seed = 9;
@@ -280,6 +295,17 @@ TEST(CocoParity, AllCasesMatchPycocotools) {
     } else if (spec.name == "empty_results") {
       EXPECT_TRUE(dets.empty());
       for (double v : metrics.stats) EXPECT_TRUE(v == 0.0 || v == -1.0) << v;
+    } else if (spec.name == "inverted_boxes") {
+      int64_t width_only = 0, height_only = 0, both = 0;
+      for (const auto& d : dets) {
+        width_only += d.w < 0 && d.h > 0;
+        height_only += d.w > 0 && d.h < 0;
+        both += d.w < 0 && d.h < 0;
+      }
+      EXPECT_GT(width_only, 20);
+      EXPECT_GT(height_only, 20);
+      EXPECT_GT(both, 20);
+      EXPECT_GT(metrics.stats[0], 0.05);
     } else if (spec.name == "mid_size") {
       EXPECT_GE(gt.image_ids.size(), 400u);
       EXPECT_GT(dets.size(), 20000u);
@@ -336,9 +362,10 @@ TEST_F(CocoBadInputTest, MalformedBbox) {
                     DataError, "bbox must be 4 numbers");
   EXPECT_THROW_WITH(load(R"([{"image_id": 1, "category_id": 5, "bbox": "0 0 1 1", "score": 0.5}])"),
                     DataError, "[data:bbox.malformed]");
-  EXPECT_THROW_WITH(
-      load(R"([{"image_id": 1, "category_id": 5, "bbox": [0,0,-2,1], "score": 0.5}])"), DataError,
-      "w >= 0 and h >= 0");
+  // An inverted box is a result pycocotools evaluates (parity case inverted_boxes), not an error.
+  EXPECT_EQ(
+      load(R"([{"image_id": 1, "category_id": 5, "bbox": [0,0,-2,1], "score": 0.5}])").at(0).w,
+      -2.0);
   EXPECT_THROW_WITH(
       load(R"([{"image_id": 1, "category_id": 5, "bbox": [0,0,"a",1], "score": 0.5}])"), DataError,
       "entry 0");
