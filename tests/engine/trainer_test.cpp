@@ -919,6 +919,21 @@ TEST_F(TrainerTest, RfdetrTwoRanksWithEmptyBatchesNeitherHangNorDiverge) {
   expect_two_ranks_train(dir_.write("rf.yaml", yaml), dir_.path() / "rf2", 22000);
 }
 
+// YOLO26 (the shipped yolo26n.yaml) under two ranks where most batches hold no box: E2ELoss's six
+// keys (both branches' box, class and L1 terms) are fixed whatever a rank's batch holds, and its
+// one-to-one assignment with no target stays finite, so the all-reduce never waits for a key
+// one rank lacks and both ranks' weights stay bitwise identical (the trainer checks at every
+// checkpoint).
+TEST_F(TrainerTest, Yolo26TwoRanksWithEmptyBatchesNeitherHangNorDiverge) {
+  const auto out = dir_.path() / "y26";
+  const std::string yaml =
+      "_base_: " + std::string(DETFORGE_SOURCE_DIR) +
+      "/configs/yolo/yolo26n.yaml\nseed: 0\ndevice: cpu\noutput_dir: " + out.string() +
+      "\nmodel: {num_classes: 3}\n" + first_image_only_data_yaml() +
+      "train: {epochs: 2, log_interval: 1, accumulate: 1}\n";
+  expect_two_ranks_train(dir_.write("y26.yaml", yaml), out, 23000);
+}
+
 // RT-DETR trains the batch norms of its encoder and input projections (the backbone's are
 // frozen). With dist.sync_bn they normalise with the global batch's statistics, so two ranks of 2
 // images train like one process of 4 (two steps: the first step's losses agree to 1e-7, and after
