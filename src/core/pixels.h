@@ -9,6 +9,10 @@
 
 namespace detforge {
 
+/// ImageNet's per-channel statistics (RGB) on v / 255.
+constexpr std::array<float, 3> kImageNetMean{0.485f, 0.456f, 0.406f};
+constexpr std::array<float, 3> kImageNetStd{0.229f, 0.224f, 0.225f};
+
 /// Input value of channel c for an 8-bit value v: (v / 255 - mean[c]) / std[c], channels RGB.
 struct PixelNorm {
   std::array<float, 3> mean{0.0f, 0.0f, 0.0f};
@@ -18,7 +22,7 @@ struct PixelNorm {
   /// false).
   static PixelNorm unit() { return {}; }
   /// ImageNet statistics on v / 255: torchvision's detectors (GeneralizedRCNNTransform).
-  static PixelNorm imagenet() { return {{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}}; }
+  static PixelNorm imagenet() { return {kImageNetMean, kImageNetStd}; }
 
   /// Equal to within 1e-6 relative (values round-trip through float text and JSON).
   bool same_as(const PixelNorm& other) const;

@@ -13,18 +13,18 @@ int64_t read_train_epochs(const ConfigNode& root) {
   return epochs;
 }
 
-std::optional<int64_t> read_num_classes(const ConfigNode& root) {
+int64_t read_class_count(const ConfigNode& section) {
+  const auto v = section.required<int64_t>("num_classes");
+  if (v < 1) section.fail("num_classes", str(v, " must be >= 1"));
+  return v;
+}
+
+std::optional<int64_t> run_num_classes(const ConfigNode& root) {
   const auto model = root.optional_child("model");
   const auto data = root.optional_child("data");
-  // One key's value, >= 1.
-  const auto read = [](const ConfigNode& n) {
-    const auto v = n.required<int64_t>("num_classes");
-    if (v < 1) n.fail("num_classes", str(v, " must be >= 1"));
-    return v;
-  };
   std::optional<int64_t> from_model, from_data;
-  if (model && model->has("num_classes")) from_model = read(*model);
-  if (data && data->has("num_classes")) from_data = read(*data);
+  if (model && model->has("num_classes")) from_model = read_class_count(*model);
+  if (data && data->has("num_classes")) from_data = read_class_count(*data);
   if (from_model && from_data && *from_model != *from_data) {
     model->fail("num_classes",
                 str(*from_model, " but data.num_classes is ", *from_data, " (",

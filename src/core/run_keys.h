@@ -15,10 +15,14 @@ class ConfigNode;
 int64_t read_train_epochs(const ConfigNode& root);
 constexpr int64_t kDefaultTrainEpochs = 12;
 
+/// `section`.num_classes (required). Throws ConfigError with its file:line unless it is an
+/// integer >= 1.
+int64_t read_class_count(const ConfigNode& section);
+
 /// model.num_classes and data.num_classes: either may be left out (the other gives it); both
 /// given must agree, and be >= 1. Throws ConfigError naming both places when they differ, and
 /// asks for one when the config has a model section and neither is given; nullopt when there
 /// is no model section and no data.num_classes.
-std::optional<int64_t> read_num_classes(const ConfigNode& root);
+std::optional<int64_t> run_num_classes(const ConfigNode& root);
 
 }  // namespace detforge

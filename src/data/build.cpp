@@ -173,19 +173,9 @@ void read_augmentations(const ConfigNode& s, LoaderOptions& l) {
 
 }  // namespace
 
-namespace {
-
-int64_t data_num_classes(const ConfigNode& n) {
-  const auto num_classes = n.required<int64_t>("num_classes");
-  at_least(n, "num_classes", num_classes, 1);
-  return num_classes;
-}
-
-}  // namespace
-
 DataOptions data_options(const ConfigNode& n, std::optional<int64_t> num_classes) {
   DataOptions out;
-  out.num_classes = num_classes ? *num_classes : data_num_classes(n);
+  out.num_classes = num_classes ? *num_classes : read_class_count(n);
   const auto root = n.optional<std::string>("root");
   const auto& format = dataset_format_info(
       *parse_dataset_format(n.one_of("format", dataset_format_names(), "coco")));
@@ -262,7 +252,7 @@ DataOptions data_options(const ConfigNode& n, std::optional<int64_t> num_classes
 TrainPreview train_preview(const Config& config) {
   const ConfigNode root = config.root();
   const ConfigNode data = root.child("data");
-  auto options = data_options(data, read_num_classes(root));
+  auto options = data_options(data, run_num_classes(root));
   if (!options.train) data.fail("train", "augment draws the train split; this config has none");
   return {*options.train, read_train_epochs(root)};
 }

@@ -70,7 +70,7 @@ struct DataOptions {
 };
 
 /// Reads the `data` section; `num_classes`, when given, was resolved by the caller from the whole
-/// config (core/run_keys.h, read_num_classes), else `data.num_classes` is required (>= 1). Throws
+/// config (core/run_keys.h, run_num_classes), else `data.num_classes` is required (>= 1). Throws
 /// ConfigError naming file:line and key for a missing, mistyped or unknown key (reject_unused) or a
 /// bad value (on_invalid 'dropp': allowed values listed).
 DataOptions data_options(const ConfigNode& data, std::optional<int64_t> num_classes = std::nullopt);
@@ -82,7 +82,7 @@ struct TrainPreview {
   int64_t epochs = 0;
 };
 
-/// Reads TrainPreview from `config`; the classes as training resolves them (read_num_classes).
+/// Reads TrainPreview from `config`; the classes as training resolves them (run_num_classes).
 /// Throws ConfigError (file:line) for an error in the data section or a config without data.train.
 /// The other sections are not checked (the trainer does that).
 TrainPreview train_preview(const Config& config);

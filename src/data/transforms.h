@@ -15,6 +15,8 @@
 
 #include <opencv2/core.hpp>
 
+#include "core/pixels.h"
+
 namespace detforge::data {
 
 /// (height, width) in pixels.
@@ -126,10 +128,6 @@ void flip_sample(Sample& s, bool horizontal);
 
 /// A double in [0, 1) from `rng` (53 random bits).
 double uniform01(std::mt19937_64& rng);
-
-/// ImageNet statistics (RGB, on [0, 1] pixels).
-constexpr std::array<float, 3> kImageNetMean{0.485f, 0.456f, 0.406f};
-constexpr std::array<float, 3> kImageNetStd{0.229f, 0.224f, 0.225f};
 
 /// Writes (rgb / 255 - mean) / std of the BGR image `bgr` into `dst`, an RGB CHW buffer of
 /// 3 x padded_h x padded_w floats (row-major), at the top-left; the rest is left untouched.

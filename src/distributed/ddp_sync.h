@@ -85,7 +85,6 @@ class DdpSync {
   /// in the message ("after epoch 3"). Collective.
   void check_replicas_agree(const std::string& when) const;
 
-  const GradCoverage& last_coverage() const { return coverage_; }
   /// True once buckets() will not change any more (rebuilt, given, or never rebuilt with
   /// find_unused): what a checkpoint stores for DdpSyncOptions::buckets.
   bool buckets_settled() const { return fixed_buckets_ || rebuilt_ || options_.find_unused; }

@@ -234,7 +234,7 @@ RunSpec read_run_spec(const Config& given, RunPurpose purpose, const DeviceEnv& 
                                 " (use gloo or auto for CPU training)"));
   }
 
-  const auto num_classes = read_num_classes(root);
+  const auto num_classes = run_num_classes(root);
   const auto data_node = root.optional_child("data");
   if (data_node) spec.data = data::data_options(*data_node, num_classes);
   if (purpose == RunPurpose::kTrain && (!spec.data.train || !spec.data.val)) {

@@ -47,7 +47,7 @@ Config resolve_auto(const Config& config, data::DatasetFiles& files) {
     // Image sizes only: any numbers in place of `auto` do.
     const Config probe = config.with_overrides({"data.min_size=800", "data.max_size=1333"});
     const auto options =
-        data::data_options(probe.root().child("data"), read_num_classes(probe.root()));
+        data::data_options(probe.root().child("data"), run_num_classes(probe.root()));
     const auto& split = options.train->dataset;
     const auto stats =
         data::size_stats(files.get(split.source()), options.train->loader.transforms);
@@ -69,7 +69,7 @@ Config resolve_auto(const Config& config, data::DatasetFiles& files) {
                               : interval   ? "eval.interval"
                                            : "model.loss.class_weights"));
     }
-    const auto options = data::data_options(sized_root.child("data"), read_num_classes(sized_root));
+    const auto options = data::data_options(sized_root.child("data"), run_num_classes(sized_root));
     const auto& split = options.train->dataset;
     const auto& file = files.get(split.source());
     if (anchor_sizes) {

@@ -37,9 +37,8 @@ class MetricsFile {
   /// Calls `write` with the event file when TensorBoard is on (images, curves); its IoError is a
   /// warning as a failed record is (above).
   void tensorboard(const std::function<void(EventFile&)>& write);
-  /// Records not written to metrics.jsonl and to TensorBoard since their last successful write.
+  /// Records not written to metrics.jsonl since its last successful write.
   int64_t lost_records() const { return lost_.records; }
-  int64_t lost_events() const { return lost_.events; }
 
  private:
   struct Lost {

@@ -11,6 +11,7 @@
 #include "core/config_node.h"
 #include "core/errors.h"
 #include "core/logging.h"
+#include "core/run_keys.h"
 #include "weights/coco_classes.h"
 
 namespace detforge::models {
@@ -26,10 +27,7 @@ double positive(const ConfigNode& n, const std::string& key, double value) {
 }
 
 int64_t read_num_classes(const ConfigNode& model, std::optional<int64_t> given) {
-  if (given) return *given;
-  const int64_t num_classes = model.required<int64_t>("num_classes");
-  if (num_classes < 1) model.fail("num_classes", str(num_classes, " must be >= 1"));
-  return num_classes;
+  return given ? *given : read_class_count(model);
 }
 
 void read_at_least(const ConfigNode& n, const std::vector<std::pair<const char*, int64_t*>>& keys,
