@@ -103,12 +103,16 @@ function(detforge_add_cuda_kernels)
   target_compile_definitions(${A_TARGET} PRIVATE DETFORGE_CUDA_KERNELS)
 endfunction()
 
-# detforge_add_test(NAME x_test SRCS ... DEPS ... LABELS unit ... [TIMEOUT s] [THREADS n])
+# detforge_add_test(NAME x_test SRCS ... DEPS ... LABELS unit ... [TIMEOUT s] [THREADS n]
+#                   [THREADS_MATCHING regex m] [FIRST])
 # Each test runs LibTorch with THREADS threads (OMP_NUM_THREADS, default 1) and takes that many
 # of ctest's -j slots (PROCESSORS): two 2-thread tests on 2 cores spin against each other and
-# took several times as long.
+# took several times as long. Tests whose name matches THREADS_MATCHING's regex take m threads
+# and slots instead. FIRST: ctest starts the executable's tests before the others (COST), so
+# its long runs do not end the suite alone.
 function(detforge_add_test)
-  cmake_parse_arguments(A "" "NAME;TIMEOUT;THREADS" "SRCS;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(A "FIRST" "NAME;TIMEOUT;THREADS" "SRCS;DEPS;LABELS;THREADS_MATCHING"
+                        ${ARGN})
   add_executable(${A_NAME} ${A_SRCS} "${CMAKE_SOURCE_DIR}/tests/test_main.cpp")
   detforge_torch_free("${CMAKE_SOURCE_DIR}/tests/test_main.cpp")
   target_include_directories(${A_NAME} PRIVATE "${CMAKE_SOURCE_DIR}/tests")
@@ -136,11 +140,27 @@ function(detforge_add_test)
   # gtest_discover_tests' PROPERTIES a list value ("unit;parity") splits into two words and
   # every property after it was read as a wrong pair, so TIMEOUT and the rest never applied.
   set(props "${CMAKE_CURRENT_BINARY_DIR}/${A_NAME}_properties.cmake")
+  set(cost 0)
+  if(A_FIRST)
+    set(cost 1000)
+  endif()
+  set(regex "^$")
+  set(matched_threads ${A_THREADS})
+  if(A_THREADS_MATCHING)
+    list(GET A_THREADS_MATCHING 0 regex)
+    list(GET A_THREADS_MATCHING 1 matched_threads)
+  endif()
   file(WRITE "${props}"
     "if(${A_NAME}_TESTS)\n"
     "  set_tests_properties(\${${A_NAME}_TESTS} PROPERTIES LABELS \"${A_LABELS}\"\n"
-    "    TIMEOUT ${A_TIMEOUT} PROCESSORS ${A_THREADS}\n"
-    "    ENVIRONMENT OMP_NUM_THREADS=${A_THREADS})\n"
+    "    TIMEOUT ${A_TIMEOUT} COST ${cost})\n"
+    "  foreach(t IN LISTS ${A_NAME}_TESTS)\n"
+    "    set(n ${A_THREADS})\n"
+    "    if(t MATCHES \"${regex}\")\n"
+    "      set(n ${matched_threads})\n"
+    "    endif()\n"
+    "    set_tests_properties(\${t} PROPERTIES PROCESSORS \${n} ENVIRONMENT OMP_NUM_THREADS=\${n})\n"
+    "  endforeach()\n"
     "endif()\n")
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES "${props}")
 endfunction()
