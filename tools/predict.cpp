@@ -74,7 +74,10 @@ void run_predict(const PredictArgs& a) {
   const auto spec =
       engine::read_run_spec(Config::load(a.config, a.overrides), engine::RunPurpose::kInference,
                             engine::DeviceEnv::current(std::nullopt));
-  const auto [detector, pixels] = engine::load_detector(spec, a.weights, a.ema);
+  const auto [detector, pixels, train_size] = engine::load_detector(spec, a.weights, a.ema);
+  const auto note = engine::trained_size_note(
+      engine::inference_loader_options(spec, pixels).transforms, train_size, a.weights);
+  if (!note.empty()) logging::warn(note);
   engine::make_current(spec.device);
   if (a.images.empty() == a.source.empty())
     throw ConfigError(

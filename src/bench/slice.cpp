@@ -53,7 +53,8 @@ void run_slice_bench(const Config& config, const BenchSliceArgs& a) {
   const int threads = torch::get_num_threads();
   const auto spec = engine::read_run_spec(config, engine::RunPurpose::kInference,
                                           engine::DeviceEnv::current(std::nullopt));
-  const auto [detector, pixels] = engine::load_detector(spec, a.weights, false);
+  const auto loaded = engine::load_detector(spec, a.weights, false);
+  const auto& detector = loaded.detector;
   std::optional<data::CocoFile> no_ann;
   auto images = engine::list_images({a.images, "", ""}, no_ann);
   if (a.limit > 0 && static_cast<int64_t>(images.size()) > a.limit) images.resize(size_t(a.limit));
@@ -71,7 +72,7 @@ void run_slice_bench(const Config& config, const BenchSliceArgs& a) {
         ops::slice_tiles(size->height, size->width, a.tile, a.tile, a.overlap, a.overlap).size());
   }
   engine::check_slice_options(slice, detector->size_divisibility(), sizes);
-  const engine::Predictor predictor(detector, engine::inference_loader_options(spec, pixels),
+  const engine::Predictor predictor(detector, engine::inference_loader_options(spec, loaded.pixels),
                                     spec.device, slice);
   logging::info(str("detforge: ", images.size(), " photos, ", tiles, " tiles of ", a.tile, "x",
                     a.tile, ", ", threads, " threads"));

@@ -159,7 +159,9 @@ void export_onnx(models::Detector& detector, const std::string& type,
 }  // namespace
 
 void export_weights(const RunSpec& spec, const ExportOptions& a) {
-  const auto [detector, pixels] = load_detector(spec, a.weights, a.ema);
+  const auto loaded = load_detector(spec, a.weights, a.ema);
+  const auto& detector = loaded.detector;
+  const PixelNorm& pixels = loaded.pixels;
   const auto state = models::export_state(*detector);
   ExportContext c{std::nullopt, pixels, inference_loader_options(spec, pixels).transforms};
   if (is_checkpoint(a.weights)) c.classes = read_checkpoint_classes(a.weights);

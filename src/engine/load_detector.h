@@ -2,7 +2,9 @@
 // checkpoint or a weight file the model loads whole, told apart by content.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/pixels.h"
@@ -15,6 +17,9 @@ namespace detforge::engine {
 struct LoadedDetector {
   std::shared_ptr<models::Detector> detector;
   PixelNorm pixels;
+  /// The image size the file's weights were trained at, where it says (Ultralytics'
+  /// train_args.imgsz; models::WeightFacts).
+  std::optional<int64_t> train_size;
 };
 
 /// The detector of `spec` with the weights of `path`: a detforge checkpoint (last.ckpt /

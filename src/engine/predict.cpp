@@ -87,6 +87,18 @@ data::LoaderOptions inference_loader_options(const RunSpec& spec, const PixelNor
   return o;
 }
 
+std::string trained_size_note(const data::TransformOptions& t, std::optional<int64_t> trained,
+                              const std::string& weights) {
+  if (!trained) return "";
+  const int64_t here = t.fixed_size ? std::max((*t.fixed_size)[0], (*t.fixed_size)[1]) : t.max_size;
+  if (here == *trained) return "";
+  return str(weights, " was trained at ", *trained,
+             " px (its train_args.imgsz), the size Ultralytics' predict() resizes to unless given "
+             "one; this config resizes the longer side to ",
+             here, " px: add data.min_size=", *trained, " data.max_size=", *trained,
+             " to predict as Ultralytics does");
+}
+
 Predictor::Predictor(std::shared_ptr<models::Detector> detector, const data::LoaderOptions& loader,
                      const torch::Device& device, SliceOptions slice)
     : detector_(std::move(detector)),

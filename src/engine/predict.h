@@ -38,6 +38,13 @@ struct ImageInput {
 /// feeding `pixels`.
 data::LoaderOptions inference_loader_options(const RunSpec& spec, const PixelNorm& pixels);
 
+/// A warning when `weights` were trained at another size than `t` resizes the longer side to
+/// (Ultralytics' predict() resizes to its file's train_args.imgsz unless given a size): names
+/// both and the data.min_size / data.max_size that predict as Ultralytics does. Empty when
+/// the file says no size or the sizes agree.
+std::string trained_size_note(const data::TransformOptions& t, std::optional<int64_t> trained,
+                              const std::string& weights);
+
 /// The pixels to feed the weights of `weights` (predict, export): those the file says it expects
 /// (`expected`: a detforge checkpoint, an Ultralytics model, a Hugging Face folder), logged with a
 /// warning naming both when they differ from the config's `configured`; else `configured`.

@@ -209,11 +209,11 @@ void map_classes(Detector& detector, const weights::WeightFile& file,
 
 }  // namespace
 
-std::optional<ExpectedPixels> load_detector_weights(Detector& detector, const std::string& path) {
+WeightFacts load_detector_weights(Detector& detector, const std::string& path) {
   const auto file = detector_tensors(detector, path);
   const auto report = load_named_tensors(detector, file.tensors, path);
   logging::info(str("loaded ", report.loaded, " tensors from ", path));
-  return file.pixels;
+  return {file.pixels, file.train_size};
 }
 
 PretrainedReport load_pretrained_weights(Detector& detector, const std::string& path,
@@ -239,6 +239,7 @@ PretrainedReport load_pretrained_weights(Detector& detector, const std::string& 
     }
   }
   PretrainedReport out;
+  out.train_size = file.train_size;
   out.load = load_named_tensors(
       detector, file.tensors, path,
       LoadOptions().require_all(false).reject_unexpected(false).skip_shape_mismatch(true));
@@ -292,6 +293,8 @@ std::string PretrainedReport::table(const std::string& path) const {
   s += row("unused", load.unexpected.size(), load.unexpected_elements);
   if (!load.unexpected.empty())
     s += " (in the file, not the model: " + name_listing(load.unexpected, 4) + ")";
+  if (train_size)
+    s += str("\n  trained at      ", *train_size, " px (the file's train_args.imgsz)");
   if (!class_layers_mapped.empty()) {
     std::string kept;
     for (const auto& [name, row] : class_map) kept += str(kept.empty() ? "" : ", ", name);

@@ -21,8 +21,14 @@ namespace detforge::models {
 
 /// Loads a whole-model state dict file (torch.save or safetensors) into `detector`: every tensor
 /// required, no extras; the detector's weight_aliases() may stand for the names it holds.
-/// Returns the pixels the file says its weights expect (weights::WeightFile::pixels).
-std::optional<ExpectedPixels> load_detector_weights(Detector& detector, const std::string& path);
+/// Returns what the file says of its weights besides the tensors.
+struct WeightFacts {
+  /// The pixels they expect (weights::WeightFile::pixels).
+  std::optional<ExpectedPixels> pixels;
+  /// The image size they were trained at (weights::WeightFile::train_size).
+  std::optional<int64_t> train_size;
+};
+WeightFacts load_detector_weights(Detector& detector, const std::string& path);
 
 /// A file that covers less than this fraction of a model's parameter values is refused as
 /// `model.weights` (another architecture, or a backbone-only file), unless weights_strict is off.
@@ -40,6 +46,9 @@ struct PretrainedReport {
   /// tensors rebuilt or left at their init (their other dimensions differ from the file's).
   std::vector<std::pair<std::string, int64_t>> class_map;
   std::vector<std::string> class_layers_mapped, class_layers_skipped;
+  /// The image size the file's weights were trained at, where it says (Ultralytics'
+  /// train_args.imgsz).
+  std::optional<int64_t> train_size;
   /// loaded_parameters / model_parameters.
   double loaded_fraction() const;
   /// The start-up table: loaded / re-initialised / missing / unused with tensor and value counts

@@ -47,6 +47,10 @@ struct WeightFile {
   std::optional<ExpectedPixels> pixels;
   /// A pickled model's modules, depth first in state_dict() order; empty for a state dict.
   std::vector<PickledModule> modules;
+  /// The image size the weights were trained at, where the file says: Ultralytics'
+  /// `train_args.imgsz` (the longer side of an [h, w] pair), which its predict() resizes to
+  /// unless told otherwise. nullopt otherwise.
+  std::optional<int64_t> train_size;
 };
 
 /// Reads the weights of a torch.save zip file or a safetensors file. A zip file may hold a state

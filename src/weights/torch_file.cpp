@@ -126,6 +126,21 @@ std::vector<std::string> class_names(const Obj& owner, const std::string& key = 
   return out;
 }
 
+// Ultralytics' `train_args.imgsz`: a positive int, or [h, w] (the longer side); nullopt for
+// anything else.
+std::optional<int64_t> trained_image_size(const Obj& train_args) {
+  const Obj v = lookup(train_args, "imgsz");
+  if (!v) return std::nullopt;
+  if (v->kind == PyObj::kInt) return v->i > 0 ? std::optional<int64_t>(v->i) : std::nullopt;
+  if (v->kind != PyObj::kList && v->kind != PyObj::kTuple) return std::nullopt;
+  int64_t most = 0;
+  for (const auto& x : v->items) {
+    if (x->kind != PyObj::kInt || x->i <= 0) return std::nullopt;
+    most = std::max(most, x->i);
+  }
+  return most > 0 ? std::optional<int64_t>(most) : std::nullopt;
+}
+
 // The weights inside a checkpoint: a state dict, or a whole pickled module, found at the root or
 // under the keys training scripts use, EMA weights first (Ultralytics' `ema`, RT-DETR's
 // `ema.module`), then `model`, `state_dict`, `module`. `where` becomes the path taken.
@@ -163,7 +178,12 @@ WeightFile read_weight_file(const std::string& path) {
   in.read(magic, 9);
   // safetensors: an 8-byte header length, then the JSON header.
   if (in.gcount() == 9 && std::memcmp(magic, "PK\x03\x04", 4) != 0 && magic[8] == '{') {
-    return {read_safetensors(path), hub_class_names(path), "safetensors", hub_pixels(path), {}};
+    return {read_safetensors(path),
+            hub_class_names(path),
+            "safetensors",
+            hub_pixels(path),
+            {},
+            std::nullopt};
   }
   if (in.gcount() < 4 || std::memcmp(magic, "PK\x03\x04", 4) != 0) {
     throw IoError(detforge::str(path,
@@ -184,6 +204,10 @@ WeightFile read_weight_file(const std::string& path) {
     const Obj args = pickle.root->kind == PyObj::kDict ? lookup(pickle.root, "args") : nullptr;
     if (found && out.class_names.empty() && args)
       out.class_names = class_names(args, "class_names");
+    // Ultralytics' keep the trainer's arguments, the image size among them.
+    const Obj train_args =
+        pickle.root->kind == PyObj::kDict ? lookup(pickle.root, "train_args") : nullptr;
+    if (found && train_args) out.train_size = trained_image_size(train_args);
   } catch (const c10::Error& e) {
     throw IoError(detforge::str(path, ": cannot read weights: ", e.what_without_backtrace()));
   }

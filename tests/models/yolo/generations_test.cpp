@@ -309,8 +309,11 @@ TEST_F(YoloGenerationFiles, TrainerFilesLoadWholeAndGiveUltralyticsOutputs) {
       const auto file = weights::read_weight_file(path);
       EXPECT_EQ(file.source, source + " (ultralytics.nn.tasks.DetectionModel)") << path;
       EXPECT_EQ(file.tensors[0].second.scalar_type(), torch::kFloat16) << path;
+      EXPECT_EQ(file.train_size, std::optional<int64_t>(320)) << path;  // the trainer's imgsz
       auto d = fresh(version);
       const auto report = load_pretrained_weights(*d, path);
+      EXPECT_NE(report.table(path).find("trained at      320 px"), std::string::npos)
+          << report.table(path);
       EXPECT_TRUE(report.load.mismatched.empty() && report.load.missing.empty() &&
                   report.load.unexpected.empty())
           << report.table(path);
