@@ -204,7 +204,7 @@ WeightFile read_weight_file(const std::string& path) {
     const Obj args = pickle.root->kind == PyObj::kDict ? lookup(pickle.root, "args") : nullptr;
     if (found && out.class_names.empty() && args)
       out.class_names = class_names(args, "class_names");
-    // Ultralytics' keep the trainer's arguments, the image size among them.
+    // Ultralytics' checkpoints keep the trainer's arguments, the image size among them.
     const Obj train_args =
         pickle.root->kind == PyObj::kDict ? lookup(pickle.root, "train_args") : nullptr;
     if (found && train_args) out.train_size = trained_image_size(train_args);
