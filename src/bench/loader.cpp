@@ -30,7 +30,7 @@ namespace fs = std::filesystem;
 std::vector<std::shared_ptr<const data::Transform>> yolo_pipeline(int64_t size) {
   data::AffineOptions affine;
   affine.size = std::array<int64_t, 2>{size, size};
-  return {data::make_resize({{size}, size, std::nullopt, false}, true),
+  return {data::make_resize({{size}, size, std::nullopt, data::ResizeMode::opencv}, true),
           data::make_mosaic({size, 1.0, 114}), data::make_affine(affine), data::make_hsv({}),
           data::make_flip({0.5, 0.0})};
 }

@@ -249,8 +249,6 @@ std::vector<std::string> ConfigNode::keys() const {
   return out;
 }
 
-void ConfigNode::mark_used() const { state_->used.insert(path_); }
-
 void ConfigNode::fail(const std::string& key, const std::string& what) const {
   throw ConfigError(str(where(key), " ", key.empty() ? path_ : full(key), ": ", what));
 }

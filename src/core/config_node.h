@@ -127,9 +127,6 @@ class ConfigNode {
   /// `file:line` where this map (or, given a key, that key) was last set.
   std::string where(const std::string& key = "") const;
 
-  /// Marks every key below this map as read (for subtrees handed on as a whole).
-  void mark_used() const;
-
   /// Throws ConfigError for the first key in this subtree that nobody read, with file:line and
   /// the nearest known key: "configs/x.yaml:14 model.head.num_anchor: unknown key (did you mean
   /// num_anchors?)"; further unknown keys are listed after it.

@@ -78,8 +78,8 @@ struct ResizeOptions {
   int64_t max_size = 1333;
   /// (width, height); replaces the keep-ratio rule. Default: unset
   std::optional<std::array<int64_t, 2>> fixed_size;
-  /// Resize the pixels in float after normalisation (data.resize: torchvision). Default: false
-  bool after_normalize = false;
+  /// data.resize. Default: opencv
+  ResizeMode mode = ResizeMode::opencv;
 };
 
 /// Horizontal and vertical flips.

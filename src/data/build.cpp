@@ -83,8 +83,12 @@ void read_loader(const ConfigNode& n, LoaderOptions& l) {
       n.fail("fixed_size", "expected [width, height], both >= 1");
     t.fixed_size = std::array<int64_t, 2>{(*fixed)[0], (*fixed)[1]};
   }
-  if (n.has("resize"))
-    t.resize_after_normalize = n.one_of("resize", {"opencv", "torchvision"}, "") == "torchvision";
+  if (n.has("resize")) {
+    const auto mode = n.one_of("resize", {"opencv", "torchvision", "transformers"}, "");
+    t.resize = mode == "torchvision"    ? ResizeMode::torchvision
+               : mode == "transformers" ? ResizeMode::transformers
+                                        : ResizeMode::opencv;
+  }
   if (n.read("flip_prob", t.flip_prob) && !(t.flip_prob >= 0 && t.flip_prob <= 1)) {
     n.fail("flip_prob", str("must lie in [0, 1], got ", t.flip_prob));
   }
@@ -223,11 +227,14 @@ DataOptions data_options(const ConfigNode& n, std::optional<int64_t> num_classes
       at_least(*s, "batch_size", o.sampler.batch_size, 1);
     if (train) {
       read_augmentations(*s, o.loader);
-      if (o.loader.transforms.resize_after_normalize &&
+      if (o.loader.transforms.resize != ResizeMode::opencv &&
           (!o.loader.augmentations.empty() || !o.loader.pipeline.multi_scale.empty())) {
         s->fail(o.loader.augmentations.empty() ? "multi_scale" : "transforms",
-                "data.resize: torchvision runs the default resize and flip only; use data.resize: "
-                "opencv with augmentations");
+                str("data.resize: ",
+                    o.loader.transforms.resize == ResizeMode::torchvision ? "torchvision"
+                                                                          : "transformers",
+                    " runs the default resize and flip only; use data.resize: opencv with "
+                    "augmentations"));
       }
     } else {
       for (const char* key : {"transforms", "close_mosaic", "multi_scale", "box_filter"}) {

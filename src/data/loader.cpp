@@ -28,7 +28,7 @@ Batch collate(const std::vector<Sample>& samples, const CollateOptions& o) {
   std::vector<Size2> sizes;
   int64_t h = 0, w = 0;
   for (const auto& s : samples) {
-    sizes.push_back(s.float_resize.value_or(Size2{s.image.rows, s.image.cols}));
+    sizes.push_back(s.deferred_resize.value_or(Size2{s.image.rows, s.image.cols}));
     h = std::max<int64_t>(h, sizes.back().height);
     w = std::max<int64_t>(w, sizes.back().width);
   }
@@ -45,6 +45,26 @@ Batch collate(const std::vector<Sample>& samples, const CollateOptions& o) {
     const int64_t ih = sizes[size_t(i)].height, iw = sizes[size_t(i)].width;
     if (ih == s.image.rows && iw == s.image.cols) {
       normalize_into(s.image, o.mean, o.std, dst, h, w);
+    } else if (s.deferred_mode == ResizeMode::transformers) {
+      // data.resize: transformers: torchvision v2's resize of the uint8 image (F.interpolate,
+      // bilinear, antialias, on the HWC pixels seen as a channels-last NCHW tensor, as
+      // torchvision hands them over), then normalise.
+      const auto image = torch::from_blob(s.image.data, {1, s.image.rows, s.image.cols, 3},
+                                          {static_cast<int64_t>(s.image.step[0]) * s.image.rows,
+                                           static_cast<int64_t>(s.image.step[0]), 3, 1},
+                                          torch::kUInt8)
+                             .permute({0, 3, 1, 2});
+      const auto resized =
+          torch::nn::functional::interpolate(image, torch::nn::functional::InterpolateFuncOptions()
+                                                        .size(std::vector<int64_t>{ih, iw})
+                                                        .mode(torch::kBilinear)
+                                                        .align_corners(false)
+                                                        .antialias(true))
+              .permute({0, 2, 3, 1})
+              .contiguous();
+      const cv::Mat pixels(static_cast<int>(ih), static_cast<int>(iw), CV_8UC3,
+                           resized.data_ptr<uint8_t>());
+      normalize_into(pixels, o.mean, o.std, dst, h, w);
     } else {
       // data.resize: torchvision: normalise at the decoded size, then resize each float plane
       // as F.interpolate(mode="bilinear", align_corners=False) does.

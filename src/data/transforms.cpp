@@ -154,15 +154,16 @@ uint64_t sample_seed(uint64_t seed, int64_t epoch, int64_t index) {
   return mix(mix(mix(seed) ^ static_cast<uint64_t>(epoch)) ^ static_cast<uint64_t>(index));
 }
 
-void resize_sample(Sample& s, Size2 out, bool defer) {
+void resize_sample(Sample& s, Size2 out, ResizeMode mode) {
   const Size2 in{s.image.rows, s.image.cols};
   if (out.height <= 0 || out.width <= 0) {
     throw_data_error({"image.size", s.image_id, s.file_name, std::nullopt, "size",
                       str(in.width, "x", in.height),
                       str("resizes to an empty ", out.width, "x", out.height, " image")});
   }
-  if (defer) {
-    s.float_resize = out;
+  if (mode != ResizeMode::opencv) {
+    s.deferred_resize = out;
+    s.deferred_mode = mode;
   } else if (!(out == in)) {
     cv::Mat resized;
     cv::resize(s.image, resized,
@@ -188,7 +189,7 @@ void flip_sample(Sample& s, bool horizontal) {
   cv::Mat flipped;
   cv::flip(s.image, flipped, horizontal ? 1 : 0);
   s.image = flipped;
-  const Size2 size = s.float_resize.value_or(Size2{s.image.rows, s.image.cols});
+  const Size2 size = s.deferred_resize.value_or(Size2{s.image.rows, s.image.cols});
   const float side = static_cast<float>(horizontal ? size.width : size.height);
   const size_t lo = horizontal ? 0 : 1;
   for (size_t i = 0; i + 3 < s.boxes.size(); i += 4) {
@@ -206,8 +207,7 @@ void apply_transforms(Sample& s, const TransformOptions& o, int64_t epoch, int64
   s.original_size = orig;
   int64_t min_size = o.min_size.back();
   if (o.train && o.min_size.size() > 1) min_size = o.min_size[rng() % o.min_size.size()];
-  resize_sample(s, resized_size(orig, min_size, o.max_size, o.fixed_size),
-                o.resize_after_normalize);
+  resize_sample(s, resized_size(orig, min_size, o.max_size, o.fixed_size), o.resize);
   s.flipped = false;
   if (o.train && o.flip_prob > 0 && uniform01(rng) < o.flip_prob) flip_sample(s, true);
 }

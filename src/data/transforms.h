@@ -58,6 +58,13 @@ DecodeResult try_decode_image(const std::string& path, DecodeDepth depth = Decod
 /// hold its IEND chunk. Reads only the file's last bytes unless they are not FFD9.
 std::string image_truncation(const std::string& path);
 
+/// data.resize: how the pixels are resized. opencv: cv::resize of the uint8 image (bilinear), then
+/// normalise (fast; Ultralytics resizes so). torchvision: normalise, then resize in float
+/// (torchvision's GeneralizedRCNNTransform, rfdetr). transformers: torchvision v2's antialiased
+/// bilinear resize of the uint8 image, then normalise (transformers' image processors:
+/// RTDetrImageProcessor and those built on it). The last two run in collate.
+enum class ResizeMode { opencv, torchvision, transformers };
+
 struct TransformOptions {
   /// Shorter side targets. Training picks one per sample (seeded); evaluation uses the last,
   /// as GeneralizedRCNNTransform does. Default: {800}
@@ -71,9 +78,8 @@ struct TransformOptions {
   double flip_prob = 0.5;
   /// Training (random min_size choice and flips) or evaluation (deterministic). Default: false
   bool train = false;
-  /// data.resize: torchvision: the pixels are resized in float after normalisation (collate),
-  /// as torchvision's GeneralizedRCNNTransform does, instead of as uint8 before it. Default: false
-  bool resize_after_normalize = false;
+  /// data.resize. Default: opencv
+  ResizeMode resize = ResizeMode::opencv;
   /// Base seed for per-sample randomness. Default: 0
   uint64_t seed = 0;
 };
@@ -104,9 +110,11 @@ struct Sample {
   bool flipped = false;
   /// Boxes the augmentations dropped (src/data/augment.h), for the per-epoch count.
   int64_t dropped_boxes = 0;
-  /// Under resize_after_normalize: the size collate resizes the normalised pixels to (`image`
-  /// keeps its decoded size; boxes and image_size are already in this size).
-  std::optional<Size2> float_resize;
+  /// Under data.resize torchvision or transformers: the size collate resizes the pixels to
+  /// (`image` keeps its decoded size; boxes and image_size are already in this size).
+  std::optional<Size2> deferred_resize;
+  /// How collate resizes to deferred_resize: torchvision or transformers.
+  ResizeMode deferred_mode = ResizeMode::opencv;
 };
 
 /// Resizes and flips `sample.image` (decoded, original size) and its boxes (xyxy in original
@@ -117,12 +125,12 @@ void apply_transforms(Sample& sample, const TransformOptions& options, int64_t e
                       int64_t index);
 
 /// Resizes s.image to `out` (bilinear) and its boxes, clipped to the image first, by float32
-/// ratios new/old per axis (torchvision's resize_boxes); image_size becomes `out`. With `defer`
-/// only the boxes are resized now and s.float_resize records `out` for collate. Throws DataError
-/// naming the image for an empty `out`.
-void resize_sample(Sample& s, Size2 out, bool defer = false);
+/// ratios new/old per axis (torchvision's resize_boxes); image_size becomes `out`. With a `mode`
+/// other than opencv only the boxes are resized now and s.deferred_resize records `out` for
+/// collate. Throws DataError naming the image for an empty `out`.
+void resize_sample(Sample& s, Size2 out, ResizeMode mode = ResizeMode::opencv);
 
-/// Mirrors s.image and its boxes (in image_size, which float_resize may hold) left-right
+/// Mirrors s.image and its boxes (in image_size, which deferred_resize may hold) left-right
 /// (`horizontal`) or up-down.
 void flip_sample(Sample& s, bool horizontal);
 

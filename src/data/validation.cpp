@@ -367,11 +367,6 @@ std::map<std::string, int64_t> count_by_code(const std::vector<Issue>& issues) {
   return m;
 }
 
-bool has_errors(const std::vector<Issue>& issues) {
-  return std::any_of(issues.begin(), issues.end(),
-                     [](const Issue& i) { return i.severity == Severity::kError; });
-}
-
 std::optional<OnInvalid> parse_on_invalid(const std::string& name) {
   if (name == "error") return OnInvalid::kError;
   if (name == "drop") return OnInvalid::kDrop;

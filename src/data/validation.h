@@ -108,7 +108,6 @@ std::vector<Issue> validate(const CocoFile& file, const ValidationOptions& optio
 
 /// Issues per code.
 std::map<std::string, int64_t> count_by_code(const std::vector<Issue>& issues);
-bool has_errors(const std::vector<Issue>& issues);
 
 enum class OnInvalid { kError, kDrop, kSkipImage };
 /// Parses "error" | "drop" | "skip_image"; nullopt otherwise.

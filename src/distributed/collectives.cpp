@@ -30,12 +30,6 @@ bool any_true(ProcessGroup& pg, bool flag, const std::string& what) {
   return any_true(pg, std::vector<bool>{flag}, what)[0];
 }
 
-bool all_true(ProcessGroup& pg, bool flag, const std::string& what) {
-  auto t = flags_tensor(pg, {flag});
-  pg.all_reduce(t, ReduceOp::kMin, what);
-  return t.cpu()[0].item<float>() > 0.5f;
-}
-
 torch::Tensor foreground_normalizer(ProcessGroup& pg, const torch::Tensor& local_count,
                                     const std::string& what) {
   TORCH_CHECK(local_count.defined() && local_count.numel() == 1, what,

@@ -19,9 +19,6 @@ namespace detforge::dist {
 /// Use for "skip this step: a loss is non-finite somewhere" and "abort".
 bool any_true(ProcessGroup& pg, bool flag, const std::string& what);
 
-/// True on every rank when `flag` is true on all ranks (one all-reduce).
-bool all_true(ProcessGroup& pg, bool flag, const std::string& what);
-
 /// Several decisions in one all-reduce: out[i] = flags[i] on any rank.
 /// REQUIRES: the same flags.size() on every rank.
 std::vector<bool> any_true(ProcessGroup& pg, const std::vector<bool>& flags,

@@ -1,6 +1,7 @@
 // What the training loop tells the parts around it: the run's logs, TensorBoard, the MLPerf log,
 // the plots and the preemption report each watch the loop through this interface and live in
-// their own files (engine/observers/); the loop knows none of them. No LibTorch here.
+// their own files (engine/observers/); the loop knows only the list standard_observers() gives
+// (engine/observers/observers.h), never one of them. No LibTorch here.
 #pragma once
 
 #include <cstdint>

@@ -57,18 +57,6 @@ BoxLossType parse_box_loss_type(const std::string& name) {
   throw std::invalid_argument("unknown box loss '" + name + "'; known: l1, smooth_l1, giou");
 }
 
-const char* box_loss_type_name(BoxLossType type) {
-  switch (type) {
-    case BoxLossType::kL1:
-      return "l1";
-    case BoxLossType::kSmoothL1:
-      return "smooth_l1";
-    case BoxLossType::kGIoU:
-      return "giou";
-  }
-  return "?";
-}
-
 torch::Tensor box_regression_loss(const BoxLossOptions& options, const ops::BoxCoder& coder,
                                   const torch::Tensor& deltas, const torch::Tensor& anchors,
                                   const torch::Tensor& gt) {

@@ -28,7 +28,6 @@ enum class BoxLossType { kL1, kSmoothL1, kGIoU };
 
 /// Parses "l1" | "smooth_l1" | "giou"; throws std::invalid_argument naming the known values.
 BoxLossType parse_box_loss_type(const std::string& name);
-const char* box_loss_type_name(BoxLossType type);
 
 struct BoxLossOptions {
   /// Default: kL1 (torchvision RetinaNet v1; v2 uses kGIoU)

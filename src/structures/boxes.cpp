@@ -32,18 +32,7 @@ void Boxes::clip(int64_t height, int64_t width) {
   xyxy_.select(1, 3).clamp_(0, height);
 }
 
-torch::Tensor Boxes::nonempty(double min_size) const {
-  auto w = xyxy_.select(1, 2) - xyxy_.select(1, 0);
-  auto h = xyxy_.select(1, 3) - xyxy_.select(1, 1);
-  return (w > min_size).logical_and(h > min_size);
-}
-
 torch::Tensor Boxes::finite() const { return torch::isfinite(xyxy_).all(1); }
-
-torch::Tensor Boxes::to_xywh() const {
-  auto xy = xyxy_.slice(1, 0, 2);
-  return torch::cat({xy, xyxy_.slice(1, 2, 4) - xy}, 1);
-}
 
 Boxes Boxes::index(const torch::Tensor& selector) const { return Boxes(xyxy_.index({selector})); }
 

@@ -25,14 +25,8 @@ class Boxes {
   /// Clips in place to the image [0, width] x [0, height].
   void clip(int64_t height, int64_t width);
 
-  /// [N] bool: width > min_size and height > min_size.
-  torch::Tensor nonempty(double min_size = 0.0) const;
-
   /// [N] bool: all four coordinates finite.
   torch::Tensor finite() const;
-
-  /// [N, 4] xywh.
-  torch::Tensor to_xywh() const;
 
   /// Rows selected by an index or a boolean mask.
   Boxes index(const torch::Tensor& selector) const;

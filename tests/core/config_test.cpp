@@ -208,12 +208,6 @@ TEST(Config, AllUnknownKeysAreListed) {
                     "x.yaml:1 a: unknown key; also unknown: c");
 }
 
-TEST(Config, MarkUsedAcceptsWholeSubtree) {
-  const Config c = Config::parse("extra:\n  anything: 1\n  more: {x: 2}\n", "x.yaml");
-  c.root().child("extra").mark_used();
-  EXPECT_NO_THROW(c.root().reject_unused());
-}
-
 TEST(Config, ListOfMapsTracksIndexedPaths) {
   const Config c = Config::parse(
       "transforms:\n  - {type: flip, prob: 0.5}\n  - {type: resize, sizee: 3}\n", "t.yaml");

@@ -295,6 +295,35 @@ TEST(Transforms, NormalizeWritesRgbChwIntoPaddedBuffer) {
   EXPECT_EQ(round_up(1, 1), 1);
 }
 
+// `count` float32 values a reference wrote to `path`.
+std::vector<float> read_floats(const std::string& path, size_t count) {
+  std::vector<float> out(count);
+  std::ifstream in(path, std::ios::binary);
+  in.read(reinterpret_cast<char*>(out.data()), std::streamsize(count * sizeof(float)));
+  EXPECT_TRUE(in) << path;
+  return out;
+}
+
+// The JPEG at `path` through apply_transforms and collate (no padding): the largest difference
+// from the reference's `ref`, h x w CHW pixels, with the batch's size checked against it.
+double worst_pixel_diff(const std::string& path, const TransformOptions& o, CollateOptions co,
+                        const std::vector<float>& ref, int64_t h, int64_t w) {
+  Sample s;
+  s.image = try_decode_image(path).bgr;
+  apply_transforms(s, o, 0, 0);
+  co.size_divisible = 1;
+  const Batch b = collate({s}, co);
+  EXPECT_EQ(b.images.size(2), h) << path;
+  EXPECT_EQ(b.images.size(3), w) << path;
+  EXPECT_EQ(b.image_sizes[0].height, h) << path;
+  const auto ours = b.images[0].contiguous();
+  const float* p = ours.data_ptr<float>();
+  double worst = 0;
+  for (size_t i = 0; i < ref.size(); ++i)
+    worst = std::max(worst, std::fabs(double(p[i]) - double(ref[i])));
+  return worst;
+}
+
 // data.resize: torchvision normalises, then resizes the float image (bilinear, half-pixel
 // centres): end to end on real JPEGs the batch then equals torchvision's GeneralizedRCNNTransform
 // (PIL decode, normalise, F.interpolate), upsampled, downsampled and at a non-integer scale. The
@@ -318,33 +347,60 @@ TEST(TransformsParity, TorchvisionResizeModeEqualsTorchvisionOnRealJpegs) {
     ASSERT_EQ(lines.size(), 1u);
     int channels, h, w;
     std::istringstream(lines[0]) >> channels >> h >> w;
-    std::vector<float> ref(size_t(3 * h * w));
-    std::ifstream in(out, std::ios::binary);
-    in.read(reinterpret_cast<char*>(ref.data()), std::streamsize(ref.size() * sizeof(float)));
-    ASSERT_TRUE(in);
-    const auto worst_diff = [&](bool after_normalize) {
-      Sample s;
-      s.image = try_decode_image(path).bgr;
+    const auto ref = read_floats(out, size_t(3 * h * w));
+    const auto worst_diff = [&](ResizeMode mode) {
       TransformOptions o;
       o.min_size = {c.min_size};
       o.max_size = c.max_size;
-      o.resize_after_normalize = after_normalize;
-      apply_transforms(s, o, 0, 0);
-      CollateOptions co;
-      co.size_divisible = 1;
-      const Batch b = collate({s}, co);
-      EXPECT_EQ(b.images.size(2), h) << c.file;
-      EXPECT_EQ(b.images.size(3), w) << c.file;
-      EXPECT_EQ(b.image_sizes[0].height, h);
-      const auto ours = b.images[0].contiguous();
-      const float* p = ours.data_ptr<float>();
-      double worst = 0;
-      for (size_t i = 0; i < ref.size(); ++i)
-        worst = std::max(worst, std::fabs(double(p[i]) - double(ref[i])));
-      return worst;
+      o.resize = mode;
+      return worst_pixel_diff(path, o, {}, ref, h, w);
     };
-    EXPECT_LT(worst_diff(true), 1e-6) << c.file << " at " << c.min_size << "/" << c.max_size;
-    EXPECT_GT(worst_diff(false), 1e-3) << c.file << ": the uint8 path should differ";
+    EXPECT_LT(worst_diff(ResizeMode::torchvision), 1e-6)
+        << c.file << " at " << c.min_size << "/" << c.max_size;
+    EXPECT_GT(worst_diff(ResizeMode::opencv), 1e-3) << c.file << ": the uint8 path should differ";
+  }
+}
+
+// data.resize: transformers gives the pixels of transformers' own RTDetrImageProcessor (PIL
+// decode, torchvision's antialiased uint8 resize, v / 255) on real JPEGs: upsampled (its 640x640
+// from 640x480), downsampled on both axes, and down on one axis and up on the other. OpenCV's
+// uint8 resize differs by a grey level on some pixels, which RT-DETR's query selection amplifies.
+TEST(TransformsParity, TransformersResizeModeEqualsTheImageProcessorOnRealJpegs) {
+  const std::string root = testing::shared_dataset("bccd");
+  if (root.empty()) GTEST_SKIP() << detforge::testing::shared_missing("bccd");
+  struct Case {
+    const char* file;
+    int64_t height, width;
+  };
+  const std::vector<Case> cases = {Case{"BloodImage_00000.jpg", 640, 640},
+                                   Case{"BloodImage_00001.jpg", 211, 317},
+                                   Case{"BloodImage_00003.jpg", 600, 500}};
+  testing::TempDir dir;
+  std::string input;
+  for (size_t k = 0; k < cases.size(); ++k) {
+    input += str(root, "/images/", cases[k].file, " ", cases[k].height, " ", cases[k].width, " ",
+                 (dir.path() / str(k, ".f32")).string(), "\n");
+  }
+  const auto lines = python_lines("processor", input);
+  ASSERT_EQ(lines.size(), cases.size());
+  for (size_t k = 0; k < cases.size(); ++k) {
+    const Case& c = cases[k];
+    const std::string path = root + "/images/" + c.file;
+    const std::string out = (dir.path() / str(k, ".f32")).string();
+    EXPECT_EQ(lines[k], str(3, " ", c.height, " ", c.width));
+    const auto ref = read_floats(out, size_t(3 * c.height * c.width));
+    const auto worst_diff = [&](ResizeMode mode) {
+      TransformOptions o;
+      o.fixed_size = std::array<int64_t, 2>{c.width, c.height};
+      o.resize = mode;
+      CollateOptions co;
+      co.mean = {0, 0, 0};
+      co.std = {1, 1, 1};
+      return worst_pixel_diff(path, o, co, ref, c.height, c.width);
+    };
+    EXPECT_LT(worst_diff(ResizeMode::transformers), 1e-6)
+        << c.file << " at " << c.width << "x" << c.height;
+    EXPECT_GT(worst_diff(ResizeMode::opencv), 3e-3) << c.file << ": OpenCV's resize should differ";
   }
 }
 

@@ -6,6 +6,9 @@ Modes (argv[1]):
   image   argv[2] image path, argv[3] min_size, argv[4] max_size, argv[5] output .f32 path:
           decode with PIL (RGB), run the transform in eval mode (normalise, resize, pad to 32)
           and write "C H W" on stdout and the float32 CHW pixels of the unpadded image to argv[5].
+  processor  stdin lines "image_path height width out.f32": the pixel_values of transformers'
+          RTDetrImageProcessor(size={"height", "width"}) on the photo as PIL opens it, written as
+          `image` writes its pixels, and "C H W" on stdout per line.
 """
 import sys
 
@@ -55,6 +58,16 @@ def main():
         data = images.tensors[0, :, :h, :w].contiguous().numpy().astype(np.float32)
         data.tofile(out_path)
         print(3, h, w)
+        return
+    if mode == "processor":
+        from transformers import RTDetrImageProcessor
+        for line in sys.stdin:
+            path, h, w, out_path = line.split()
+            processor = RTDetrImageProcessor(size={"height": int(h), "width": int(w)})
+            pixels = processor(images=Image.open(path).convert("RGB"), return_tensors="pt")
+            data = pixels["pixel_values"][0].contiguous().numpy().astype(np.float32)
+            data.tofile(out_path)
+            print(*data.shape)
         return
     raise SystemExit("unknown mode " + mode)
 

@@ -211,7 +211,6 @@ TEST(Collectives, SingleProcessDecisionsAndNormaliser) {
   auto pg = ProcessGroup::single();
   EXPECT_TRUE(any_true(*pg, true, "t"));
   EXPECT_FALSE(any_true(*pg, false, "t"));
-  EXPECT_TRUE(all_true(*pg, true, "t"));
   EXPECT_EQ(any_true(*pg, std::vector<bool>{false, true}, "t"), (std::vector<bool>{false, true}));
   EXPECT_FLOAT_EQ(foreground_normalizer(*pg, torch::tensor(0), "n").item<float>(),
                   1.0f);  // max(1, 0)

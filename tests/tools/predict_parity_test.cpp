@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -146,16 +147,26 @@ ImageDets above(const ImageDets& dets, const std::map<std::string, double>& cut,
   return out;
 }
 
+// How far two pipelines may differ: a matching box's score within `score` (1.5 `score` for one
+// box each way), and `misses` boxes of each direction unmatched at all (RT-DETR: PIL's resampling
+// against OpenCV's moves a few queries across the two-stage selection's margin).
+struct Tolerance {
+  double score = 2e-3;
+  size_t misses = 0;
+};
+
 // Both ways: every reference detection above the cut plus the score tolerance is in detforge's
-// (class, IoU >= 0.9, score within 2e-3), and every detforge detection above it in the
-// reference's. The cut is `threshold`, or where either side stopped at `max_det`. `nms_iou`:
-// the NMS threshold both sides ran (< 0: none); at most one detection in each direction may be
-// missing by an NMS tie (nms_tie), out of the hundreds compared, and at most one may have its
-// score within 3e-3 only: of YOLO26's 899 one-to-one detections one differs by 2.006e-3 (the
-// median 1.8e-5, the 99th percentile 8.6e-4), and by 1.956e-3 with two threads.
+// (class, IoU >= 0.9, score within the tolerance), and every detforge detection above it in the
+// reference's; per image, neither side has more boxes above the cut plus the tolerance than the
+// other above the cut (a duplicate would match both ways). The cut is `threshold`, or where either
+// side stopped at `max_det`. `nms_iou`: the NMS threshold both sides ran (< 0: none); at most one
+// detection in each direction may be missing by an NMS tie (nms_tie), out of the hundreds
+// compared, and at most one may have its score within 1.5 tolerances only: of YOLO26's 899
+// one-to-one detections one differs by 2.006e-3 (the median 1.8e-5, the 99th percentile 8.6e-4),
+// and by 1.956e-3 with two threads.
 void expect_same_both_ways(const ImageDets& ref, const ImageDets& ours, double threshold,
-                           size_t max_det, double nms_iou, const std::string& what) {
-  constexpr double kScoreTol = 2e-3;
+                           size_t max_det, double nms_iou, const std::string& what,
+                           Tolerance tol = {}) {
   std::map<std::string, double> cut;
   for (const auto& [file, list] : ref) {
     double c = threshold;
@@ -169,23 +180,37 @@ void expect_same_both_ways(const ImageDets& ref, const ImageDets& ours, double t
     }
     cut[file] = c;
   }
-  size_t count = 0, ties = 0, edges = 0;
-  std::string miss;
-  EXPECT_EQ(matched_share(above(ref, cut, kScoreTol, &count), above(ours, cut, 0), 100000,
-                          kScoreTol, miss, nms_iou, &ties, &edges),
-            1.0)
-      << what << ", a reference box detforge lacks: " << miss;
+  for (const auto& entry : cut) {
+    const std::string& file = entry.first;
+    const auto count = [&](const ImageDets& dets, double margin) {
+      const double c = entry.second;
+      const auto it = dets.find(file);
+      return it == dets.end() ? 0
+                              : std::count_if(it->second.begin(), it->second.end(),
+                                              [&](const Det& d) { return d.score > c + margin; });
+    };
+    EXPECT_LE(count(ref, tol.score), count(ours, 0) + static_cast<long>(tol.misses))
+        << what << ", " << file << ": fewer detforge boxes than the reference's";
+    EXPECT_LE(count(ours, tol.score), count(ref, 0) + static_cast<long>(tol.misses))
+        << what << ", " << file << ": more detforge boxes than the reference's";
+  }
+  size_t count = 0;
+  const auto one_way = [&](const ImageDets& from, const ImageDets& to, const char* lacking) {
+    size_t ties = 0, edges = 0, asked = 0;
+    std::string miss;
+    const auto share = matched_share(above(from, cut, tol.score, &asked), above(to, cut, 0), 100000,
+                                     tol.score, miss, nms_iou, &ties, &edges);
+    const auto lacked =
+        asked - static_cast<size_t>(std::llround(share * static_cast<double>(asked)));
+    EXPECT_LE(lacked, tol.misses) << what << ", " << lacking << ": " << miss << " (matched "
+                                  << share << " of " << asked << ")";
+    EXPECT_LE(ties, 1u) << what << ": " << lacking << " by an NMS tie";
+    EXPECT_LE(edges, 1u) << what << ": " << lacking << " but within 1.5 score tolerances";
+    count = std::max(count, asked);
+  };
+  one_way(ref, ours, "a reference box detforge lacks");
+  one_way(ours, ref, "a detforge box the reference lacks");
   EXPECT_GT(count, 10u) << what << ": too few boxes to compare";
-  EXPECT_LE(ties, 1u) << what << ": reference boxes detforge's NMS removed at a tie";
-  EXPECT_LE(edges, 1u) << what << ": reference boxes whose score detforge has within 3e-3 only";
-  miss.clear();
-  ties = edges = 0;
-  EXPECT_EQ(matched_share(above(ours, cut, kScoreTol), above(ref, cut, 0), 100000, kScoreTol, miss,
-                          nms_iou, &ties, &edges),
-            1.0)
-      << what << ", a detforge box the reference lacks: " << miss;
-  EXPECT_LE(ties, 1u) << what << ": detforge boxes the reference's NMS removed at a tie";
-  EXPECT_LE(edges, 1u) << what << ": detforge boxes whose score the reference has within 3e-3";
 }
 
 class PredictParity : public ::testing::Test {
@@ -247,23 +272,28 @@ class PredictParity : public ::testing::Test {
   ImageDets ref_;
 };
 
+// The negative controls: of each image's best 20 reference boxes, fewer than half found.
 constexpr size_t kTop = 20;
 
-// Ultralytics' last.pt as its trainer saved it, letterboxed to 512x384 and fed RGB / 255.
+// Ultralytics' last.pt as its trainer saved it, letterboxed to 512x384 and fed RGB / 255, one
+// class per box (predict()'s NMS), matched both ways.
 TEST_F(PredictParity, YoloEqualsUltralyticsPredictOnItsCheckpoint) {
   const auto dir = reference("yolo");
-  const auto cfg = config(
-      "_base_: " + std::string(DETFORGE_SOURCE_DIR) + "/configs/yolo/yolov8n.yaml" +
-          "\nmodel: {num_classes: 3, inference: {score_threshold: 0.05, nms_threshold: 0.7}}\n",
-      "  min_size: 384\n  max_size: 512\n");
+  const auto cfg = config("_base_: " + std::string(DETFORGE_SOURCE_DIR) +
+                              "/configs/yolo/yolov8n.yaml\nmodel: {num_classes: 3, inference: "
+                              "{score_threshold: 0.05, nms_threshold: 0.7, multi_label: false}}\n",
+                          "  min_size: 384\n  max_size: 512\n");
   std::string miss, log;
-  EXPECT_EQ(matched_share(ref_, predict(cfg, dir + "/last.pt", ""), kTop, 2e-3, miss), 1.0) << miss;
+  expect_same_both_ways(ref_, predict(cfg, dir + "/last.pt", ""), 0.05, 300, 0.7, "last.pt");
+  // Resized to another size, the same weights give other boxes.
+  EXPECT_LT(
+      matched_share(ref_, predict(cfg, dir + "/last.pt", "data.min_size=320"), kTop, 2e-3, miss),
+      0.5);
 
   // The checkpoint says which pixels it expects: a config that says otherwise is named and
   // overruled.
-  miss.clear();
   const auto overruled = predict(cfg, dir + "/last.pt", "data.std=[255,255,255]", &log);
-  EXPECT_EQ(matched_share(ref_, overruled, kTop, 2e-3, miss), 1.0) << miss;
+  expect_same_both_ways(ref_, overruled, 0.05, 300, 0.7, "last.pt, config's std overruled");
   EXPECT_NE(log.find(dir + "/last.pt expects input pixels v / 255 (an Ultralytics model); the "
                            "config says v / 255 / [255, 255, 255]: feeding the weights'"),
             std::string::npos)
@@ -275,8 +305,7 @@ TEST_F(PredictParity, YoloEqualsUltralyticsPredictOnItsCheckpoint) {
   const auto e = run_command(testing::detforge_binary() + " export --config " + cfg +
                              " --weights " + dir + "/last.pt --out " + plain);
   ASSERT_EQ(e.exit_code, 0) << e.output;
-  miss.clear();
-  EXPECT_EQ(matched_share(ref_, predict(cfg, plain, ""), kTop, 2e-3, miss), 1.0) << miss;
+  expect_same_both_ways(ref_, predict(cfg, plain, ""), 0.05, 300, 0.7, "state dict");
   EXPECT_LT(matched_share(ref_, predict(cfg, plain, "data.std=[255,255,255]"), kTop, 2e-3, miss),
             0.5);
 }
@@ -465,7 +494,7 @@ TEST_F(PredictParity, YoloExportsGiveDetforgesDetectionsInUltralyticsAndOnnxrunt
   const auto cfg = config(
       "_base_: " + std::string(DETFORGE_SOURCE_DIR) + "/configs/yolo/yolov8n.yaml\noutput_dir: " +
           run + "\nmodel: {num_classes: 3, weights: " + dir +
-          "/last.pt, inference: {score_threshold: 0.05, nms_threshold: 0.7}}\n"
+          "/last.pt, inference: {score_threshold: 0.05, nms_threshold: 0.7, multi_label: false}}\n"
           "train: {epochs: 1}\noptimizer: {type: sgd, lr: 0.001, momentum: 0.9}\n"
           "schedule: {warmup_epochs: 0}\n",
       "  format: yolo\n  train: {ann: " + dir + "/data/data.yaml}\n  val: {ann: " + dir +
@@ -487,13 +516,13 @@ TEST_F(PredictParity, YoloExportsGiveDetforgesDetectionsInUltralyticsAndOnnxrunt
                            model + " 512 " + out + photos_args);
     std::vector<std::string> images;
     const auto theirs = read_reference_file(out, images);
-    std::string miss;
-    EXPECT_EQ(matched_share(theirs, ours, kTop, 2e-3, miss), 1.0) << format << ": " << miss;
+    expect_same_both_ways(theirs, ours, 0.05, 300, 0.7, format);
   }
 }
 
-// transformers' save_pretrained folder: RTDetrImageProcessor (640x640, RGB / 255) + model +
-// post_process_object_detection.
+// transformers' save_pretrained folder: RTDetrImageProcessor (640x640 by torchvision's antialiased
+// uint8 resize, RGB / 255) + model + post_process_object_detection, matched both ways with
+// `data.resize: transformers`, which resizes as that processor does.
 TEST_F(PredictParity, RTDetrEqualsTransformersPipelineOnItsFolder) {
   const auto dir = reference("rtdetr");
   const auto cfg = config(
@@ -501,30 +530,28 @@ TEST_F(PredictParity, RTDetrEqualsTransformersPipelineOnItsFolder) {
       "        encoder: {hidden_dim: 64, ffn_dim: 128, heads: 4, expansion: 0.5},\n"
       "        decoder: {d_model: 64, ffn_dim: 128, heads: 4, layers: 3, num_queries: 40},\n"
       "        denoising: {num_queries: 20}}\n",
-      "  fixed_size: [640, 640]\n");
-  // The two resizers round differently (PIL's bilinear in transformers, OpenCV's here: at most
-  // 1/255 apart, on 1.8% of the pixels of these photos). These barely trained weights amplify
-  // that to score differences up to 0.011, and the two-stage query selection then picks another
-  // query at its margin for a few boxes.
-  constexpr double kScoreTol = 0.02, kShare = 0.85;
-  std::string miss;
-  EXPECT_GE(
-      matched_share(ref_, predict(cfg, dir + "/hf/model.safetensors", ""), kTop, kScoreTol, miss),
-      kShare)
-      << miss;
+      "  fixed_size: [640, 640]\n  resize: transformers\n");
+  expect_same_both_ways(ref_, predict(cfg, dir + "/hf/model.safetensors", ""), 0, 40, -1,
+                        "model.safetensors");
 
   // Without its preprocessor_config.json the file says nothing; ImageNet statistics (what
   // detforge's RT-DETR configs fed before) give other boxes.
   fs::create_directories(tmp_.path() / "bare");
   const auto bare = (tmp_.path() / "bare" / "model.safetensors").string();
   fs::copy_file(dir + "/hf/model.safetensors", bare);
-  miss.clear();
-  EXPECT_GE(matched_share(ref_, predict(cfg, bare, ""), kTop, kScoreTol, miss), kShare) << miss;
+  expect_same_both_ways(ref_, predict(cfg, bare, ""), 0, 40, -1, "bare model.safetensors");
+  std::string miss;
   EXPECT_LT(
       matched_share(
           ref_, predict(cfg, bare, "data.mean=[0.485,0.456,0.406] data.std=[0.229,0.224,0.225]"),
-          kTop, kScoreTol, miss),
+          kTop, 2e-3, miss),
       0.5);
+  // OpenCV's resize (at most a grey level apart on some pixels): these barely trained weights
+  // amplify that to score differences above 0.01, and the two-stage query selection picks other
+  // queries at its margin (0.575 of the top 20 found on 2026-12-06).
+  EXPECT_LT(matched_share(ref_, predict(cfg, dir + "/hf/model.safetensors", "data.resize=opencv"),
+                          kTop, 2e-3, miss),
+            0.8);
 }
 
 // rfdetr's checkpoint as its trainer saves it ({"model": state dict, "args"}), read back by
@@ -535,11 +562,10 @@ TEST_F(PredictParity, RfdetrEqualsRfdetrPredictOnItsCheckpoint) {
   const auto cfg = config("_base_: " + std::string(DETFORGE_SOURCE_DIR) +
                               "/configs/rfdetr/rfdetr_nano.yaml\nmodel: {num_classes: 3}\n",
                           "");
-  std::string miss;
-  EXPECT_EQ(matched_share(ref_, predict(cfg, dir + "/rfdetr_bccd.pth", ""), kTop, 2e-3, miss), 1.0)
-      << miss;
+  expect_same_both_ways(ref_, predict(cfg, dir + "/rfdetr_bccd.pth", ""), 0, 300, -1,
+                        "rfdetr_bccd.pth");
   // Fed v / 255 (RT-DETR's and YOLO's pixels), the same weights give other boxes.
-  miss.clear();
+  std::string miss;
   EXPECT_LT(
       matched_share(ref_, predict(cfg, dir + "/rfdetr_bccd.pth", PixelNorm::unit().overrides()),
                     kTop, 2e-3, miss),
@@ -547,16 +573,21 @@ TEST_F(PredictParity, RfdetrEqualsRfdetrPredictOnItsCheckpoint) {
 }
 
 // torchvision's state dict, resized by GeneralizedRCNNTransform (min 384, max 512) and fed
-// ImageNet statistics.
+// ImageNet statistics; torchvision's post-processing (score > 0.05, NMS at 0.5 per class, 300 per
+// image) matched both ways. Resized to 320, the same weights give other boxes.
 TEST_F(PredictParity, RetinaNetEqualsTorchvisionWithItsTransform) {
   const auto dir = reference("retinanet");
   const auto cfg = config("_base_: " + std::string(DETFORGE_SOURCE_DIR) +
                               "/configs/_base_/models/retinanet_r50_fpn.yaml" +
                               "\nmodel: {num_classes: 3, backbone: {type: resnet18}}\n",
                           "  min_size: 384\n  max_size: 512\n  resize: torchvision\n");
+  expect_same_both_ways(ref_, predict(cfg, dir + "/weights.pth", ""), 0.05, 300, 0.5,
+                        "weights.pth");
   std::string miss;
-  EXPECT_EQ(matched_share(ref_, predict(cfg, dir + "/weights.pth", ""), kTop, 2e-3, miss), 1.0)
-      << miss;
+  EXPECT_LT(matched_share(ref_, predict(cfg, dir + "/weights.pth", "data.min_size=320"), kTop, 2e-3,
+                          miss),
+            0.5)
+      << "resized to 320 instead of 384";
   EXPECT_LT(
       matched_share(ref_, predict(cfg, dir + "/weights.pth", "data.mean=[0,0,0] data.std=[1,1,1]"),
                     kTop, 2e-3, miss),

@@ -6,8 +6,11 @@ import os
 
 import torch
 
-# BCCD validation photos (640x480 JPEGs): many red cells, a white cell, platelets.
-TEST_IMAGES = ["BloodImage_00004.jpg", "BloodImage_00113.jpg", "BloodImage_00265.jpg"]
+# Eight BCCD photos (640x480 JPEGs; none of the first training photos the references train on):
+# many red cells, a white cell, platelets.
+TEST_IMAGES = ["BloodImage_00004.jpg", "BloodImage_00007.jpg", "BloodImage_00041.jpg",
+               "BloodImage_00094.jpg", "BloodImage_00113.jpg", "BloodImage_00159.jpg",
+               "BloodImage_00203.jpg", "BloodImage_00265.jpg"]
 
 
 def bccd():

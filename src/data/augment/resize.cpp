@@ -19,7 +19,7 @@ class Resize final : public Transform {
     if (train_ && o_.min_size.size() > 1) min_size = o_.min_size[(*ctx.rng)() % o_.min_size.size()];
     resize_sample(s,
                   resized_size({s.image.rows, s.image.cols}, min_size, o_.max_size, o_.fixed_size),
-                  o_.after_normalize);
+                  o_.mode);
   }
 
  private:
@@ -34,7 +34,7 @@ std::shared_ptr<const Transform> make_resize(ResizeOptions o, bool train) {
 }
 
 std::shared_ptr<const Transform> read_resize(const TransformKeys& n, const TransformOptions& base) {
-  ResizeOptions o{base.min_size, base.max_size, base.fixed_size, false};
+  ResizeOptions o{base.min_size, base.max_size, base.fixed_size, ResizeMode::opencv};
   n.read("min_size", o.min_size);
   if (o.min_size.empty()) n.fail("min_size", "must not be empty");
   for (const int64_t m : o.min_size) {

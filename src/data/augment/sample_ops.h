@@ -27,10 +27,10 @@ inline bool chance(std::mt19937_64& rng, double p) {
   return p >= 1.0 || (p > 0 && uniform01(rng) < p);
 }
 
-/// Sets s.image_size from the pixels. Under resize_after_normalize the pixels keep their decoded
-/// size and the boxes are in float_resize's.
+/// Sets s.image_size from the pixels. Under a deferred resize the pixels keep their decoded size
+/// and the boxes are in deferred_resize's.
 inline void set_size(Sample& s) {
-  s.image_size = s.float_resize.value_or(Size2{s.image.rows, s.image.cols});
+  s.image_size = s.deferred_resize.value_or(Size2{s.image.rows, s.image.cols});
 }
 
 /// Moves every box by (dx, dy).
