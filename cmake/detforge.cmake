@@ -17,6 +17,29 @@ foreach(dir ${DETFORGE_NVIDIA_LIB_DIRS} "${_torch_site}/torch/lib")
   endif()
 endforeach()
 
+# detforge_read_x_list(file MACRO out): the names of an X-macro list file, one `MACRO(<name>)`
+# per line, in its order; editing the file re-runs CMake.
+function(detforge_read_x_list list_file macro out)
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${list_file}")
+  file(STRINGS "${list_file}" lines REGEX "^${macro}")
+  set(names "")
+  foreach(line IN LISTS lines)
+    if(NOT line MATCHES "^${macro}\\(([a-z][a-z0-9_]*)\\)$")
+      message(FATAL_ERROR "${list_file}: cannot read '${line}': expected "
+        "${macro}(<name>) alone on its line")
+    endif()
+    list(APPEND names ${CMAKE_MATCH_1})
+  endforeach()
+  set(${out} ${names} PARENT_SCOPE)
+endfunction()
+
+# detforge_family_types(out): the detector families of src/models/family_list.h; their folders
+# under src/models/ and tests/models/ come from it.
+function(detforge_family_types out)
+  detforge_read_x_list("${CMAKE_SOURCE_DIR}/src/models/family_list.h" DETFORGE_FAMILY types)
+  set(${out} ${types} PARENT_SCOPE)
+endfunction()
+
 # One precompiled header with LibTorch, reused by every target that links torch.
 add_library(detforge_pch OBJECT "${CMAKE_SOURCE_DIR}/cmake/pch.cpp")
 target_link_libraries(detforge_pch PUBLIC ${TORCH_LIBRARIES})

@@ -68,7 +68,8 @@ void export_hub_folder(const models::Detector& detector, const std::string& type
   if (config.empty())
     throw ConfigError(
         str("--format hf: model.type ", type,
-            " has no Hugging Face transformers layout (rtdetr has); use --format pth"));
+            " has no Hugging Face transformers layout; use --format pth (docs/export.md: each "
+            "family's formats)"));
   make_directories(out, "--out");
   weights::write_safetensors(state, (std::filesystem::path(out) / "model.safetensors").string());
   write_text_atomic((std::filesystem::path(out) / "config.json").string(), config);
@@ -93,7 +94,8 @@ void export_ultralytics(const models::Detector& detector, const std::string& typ
   }
   if (file.empty())
     throw ConfigError(str("--format ultralytics: model.type ", type,
-                          " has no Ultralytics counterpart (yolo has); use --format pth"));
+                          " has no Ultralytics counterpart; use --format pth (docs/export.md: each "
+                          "family's formats)"));
   // YOLO() opens a path as a checkpoint by its suffix.
   if (std::filesystem::path(out).extension() != ".pt")
     throw ConfigError(str("--format ultralytics: --out ", out,

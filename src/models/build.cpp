@@ -58,22 +58,35 @@ losses::InvalidTargetPolicy read_policy(const ConfigNode& n, losses::InvalidTarg
   }
 }
 
-DetectorSpec detector_spec(const ConfigNode& model, std::optional<int64_t> num_classes) {
-  // The family table of models/family_list.h: `model.type` -> the family's reader
-  // (models/<family>/build.cpp), which fills the factory and the stride.
-  const std::vector<std::pair<std::string, FamilyBuilder>> families = {
+namespace {
+
+// The family table of models/family_list.h: `model.type` -> the family's reader
+// (models/<family>/build.cpp), which fills the factory and the stride.
+const std::vector<std::pair<std::string, FamilyBuilder>>& family_table() {
+  static const std::vector<std::pair<std::string, FamilyBuilder>> families = {
 #define DETFORGE_FAMILY(type) {#type, type##_spec},
 #include "models/family_list.h"
 #undef DETFORGE_FAMILY
   };
+  return families;
+}
+
+}  // namespace
+
+std::vector<std::string> family_types() {
+  std::vector<std::string> out;
+  for (const auto& entry : family_table()) out.push_back(entry.first);
+  return out;
+}
+
+DetectorSpec detector_spec(const ConfigNode& model, std::optional<int64_t> num_classes) {
+  const auto& families = family_table();
   DetectorSpec spec;
   spec.type = model.required<std::string>("type");
   const auto it = std::find_if(families.begin(), families.end(),
                                [&](const auto& entry) { return entry.first == spec.type; });
   if (it == families.end()) {
-    std::vector<std::string> known;
-    for (const auto& entry : families) known.push_back(entry.first);
-    model.fail("type", str("unknown '", spec.type, "'; ", list_choices(spec.type, known)));
+    model.fail("type", str("unknown '", spec.type, "'; ", list_choices(spec.type, family_types())));
   }
   spec.num_classes = read_num_classes(model, num_classes);
   it->second(model, spec);

@@ -65,10 +65,13 @@ struct DetectorSpec {
 /// spec.size_divisibility.
 using FamilyBuilder = std::function<void(const ConfigNode& model, DetectorSpec& spec)>;
 
-/// Reads the `model` map through the builder of `model.type` (known: retinanet, rfdetr, rtdetr,
-/// yolo; a miss lists them and suggests the nearest) and rejects unknown keys. `num_classes`, when
+/// Reads the `model` map through the builder of `model.type` (one of family_types(); a miss
+/// lists them and suggests the nearest) and rejects unknown keys. `num_classes`, when
 /// given, comes from the caller (already checked against `model.num_classes`), else from the map.
 DetectorSpec detector_spec(const ConfigNode& model, std::optional<int64_t> num_classes = {});
+
+/// The `model.type` of every family of models/family_list.h, in its order.
+std::vector<std::string> family_types();
 
 /// spec.create(), then `spec.weights` or else `spec.backbone_weights` loaded, then `spec.freeze`
 /// applied (logged: the frozen tensors and values). Throws ConfigError for a freeze pattern that

@@ -128,7 +128,7 @@ TEST(RunSpec, RfdetrConfigGivesEveryParameterRfdetrsRateAndDecay) {
 TEST(RunSpec, ShippedConfigsFeedTheirReferencesPixels) {
   const std::string bccd = testing::shared_dataset("bccd");
   if (bccd.empty()) GTEST_SKIP() << detforge::testing::shared_missing("bccd");
-  for (const char* family : {"retinanet", "rfdetr", "rtdetr", "yolo"}) {
+  for (const auto& family : models::family_types()) {
     for (const auto& e : std::filesystem::directory_iterator(
              std::filesystem::path(DETFORGE_SOURCE_DIR) / "configs" / family)) {
       const bool data =
@@ -287,7 +287,7 @@ TEST(RunSpec, FineTuningRecipesReadAsTrainingRuns) {
   const std::string bccd = testing::shared_dataset("bccd");
   if (bccd.empty()) GTEST_SKIP() << detforge::testing::shared_missing("bccd");
   int recipes = 0;
-  for (const char* family : {"retinanet", "rtdetr", "yolo"}) {
+  for (const auto& family : models::family_types()) {
     for (const auto& e : std::filesystem::directory_iterator(
              std::filesystem::path(DETFORGE_SOURCE_DIR) / "configs" / family)) {
       if (e.path().filename().string().rfind("finetune_", 0) != 0) continue;
@@ -299,7 +299,7 @@ TEST(RunSpec, FineTuningRecipesReadAsTrainingRuns) {
       EXPECT_TRUE(s.detector.weights.has_value()) << e.path();
     }
   }
-  EXPECT_GE(recipes, 3) << "one fine-tuning recipe per family";
+  EXPECT_GE(recipes, 3) << "the three shipped fine-tuning recipes";
 }
 
 TEST(RunSpec, AutoValuesComeFromTheTrainingSetAndAreWrittenIntoTheConfig) {

@@ -1,6 +1,9 @@
 // models/build.cpp: config -> RetinaNet, the shipped configs, and clear ConfigErrors; the
 // fine-tuning load of `model.weights` (another class count, another model).
 #include <cmath>
+#include <filesystem>
+#include <optional>
+#include <regex>
 #include <set>
 
 #include <ATen/autocast_mode.h>
@@ -21,6 +24,42 @@ namespace detforge::models {
 namespace {
 
 std::string configs() { return std::string(DETFORGE_SOURCE_DIR) + "/configs/"; }
+
+// tests/models/<type>/family.yaml, the family as the table-driven tests build it: `model` (a
+// CPU-small model of 3 classes) and `losses` (the terms of its classification and box losses).
+// Every family of the table has one (FamilyTable.EveryFamilyHasItsFoldersFilesAndDocs).
+struct FamilyCase {
+  std::string type;
+  std::string path;
+  std::string cls_key;
+  std::vector<std::string> box_keys;
+  /// The family's model map, with `overrides` (`model.<key>=<value>`) applied.
+  ConfigNode model(const std::vector<std::string>& overrides = {}) {
+    config.emplace(Config::load(path, overrides));
+    return config->root().child("model");
+  }
+  std::optional<Config> config;
+};
+
+std::vector<FamilyCase> family_cases() {
+  std::vector<FamilyCase> out;
+  for (const auto& type : family_types()) {
+    FamilyCase f;
+    f.type = type;
+    f.path = std::string(DETFORGE_SOURCE_DIR) + "/tests/models/" + type + "/family.yaml";
+    const auto losses = Config::load(f.path).root().child("losses");
+    f.cls_key = losses.required<std::string>("classification");
+    f.box_keys = losses.required<std::vector<std::string>>("boxes");
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+std::string known_families() {
+  std::string out;
+  for (const auto& type : family_types()) out += (out.empty() ? "" : ", ") + type;
+  return out;
+}
 
 TEST(ModelBuild, ShippedR50ConfigGivesTorchvisionDefaults) {
   const auto cfg = Config::load(configs() + "_base_/models/retinanet_r50_fpn.yaml");
@@ -193,11 +232,10 @@ TEST(ModelBuild, ConfigErrorsNameTheKey) {
   EXPECT_THROW_WITH(build("model:\n  type: retinanet\n  num_classes: 3\n  num_anchor: 9\n"),
                     ConfigError, "model.num_anchor: unknown key");
   EXPECT_THROW_WITH(build("model:\n  type: yolov8\n  num_classes: 3\n"), ConfigError,
-                    "known: retinanet, rfdetr, rtdetr, yolo");
-  EXPECT_THROW_WITH(
-      build("model:\n  type: retinanett\n  num_classes: 3\n"), ConfigError,
-      "m.yaml:2 model.type: unknown 'retinanett'; known: retinanet, rfdetr, rtdetr, yolo (did "
-      "you mean retinanet?)");
+                    "known: " + known_families());
+  EXPECT_THROW_WITH(build("model:\n  type: retinanett\n  num_classes: 3\n"), ConfigError,
+                    "m.yaml:2 model.type: unknown 'retinanett'; known: " + known_families() +
+                        " (did you mean retinanet?)");
   EXPECT_THROW_WITH(
       build("model:\n  type: retinanet\n  num_classes: 3\n  backbone: {type: resnet5}\n"),
       ConfigError, "model.backbone.type: unknown 'resnet5'; known: resnet18");
@@ -339,39 +377,22 @@ TEST(PretrainedWeights, ByNameKeepsTheRowsOfSharedClassesInEveryAnchorBlock) {
                     "hold 7 classes");
 }
 
-// model.loss.class_weights is read for every family, checked at its key, and reaches the
-// family's classification loss only: weights of 1 change nothing; weighting the labelled
-// class changes the classification term and no box term.
+// model.loss.class_weights is read for every family of the table and checked at its key.
 TEST(ClassWeights, ReadForEveryFamilyAndCheckedAtTheKey) {
-  const auto model = [](const std::string& type, const std::string& loss) {
-    return Config::parse("model:\n  type: " + type + "\n  num_classes: 3\n  loss: " + loss + "\n",
-                         "m.yaml")
-        .root()
-        .child("model");
-  };
-  const std::vector<double> w = {1.0, 2.5, 0.0};
-  EXPECT_EQ(
-      retinanet_options(model("retinanet", "{class_weights: [1, 2.5, 0]}")).focal().class_weights(),
-      w);
-  EXPECT_EQ(yolo_options(model("yolo", "{class_weights: [1, 2.5, 0]}")).class_weights(), w);
-  EXPECT_EQ(
-      rtdetr_options(model("rtdetr", "{class_weights: [1, 2.5, 0]}")).criterion().class_weights(),
-      w);
-  EXPECT_EQ(
-      rfdetr_options(model("rfdetr", "{class_weights: [1, 2.5, 0]}")).criterion().class_weights(),
-      w);
-  for (const char* type : {"retinanet", "yolo", "rtdetr", "rfdetr"}) {
-    SCOPED_TRACE(type);
-    EXPECT_THROW_WITH(detector_spec(model(type, "{class_weights: [1, 2]}")), ConfigError,
-                      "m.yaml:4 model.loss.class_weights: has 2 entries but the model has 3 "
-                      "classes");
-    EXPECT_THROW_WITH(detector_spec(model(type, "{class_weights: [1, -2, 1]}")), ConfigError,
+  for (auto& f : family_cases()) {
+    SCOPED_TRACE(f.type);
+    const auto spec = [&](const std::string& weights) {
+      return detector_spec(f.model({"model.loss.class_weights=" + weights}));
+    };
+    EXPECT_NO_THROW(spec("[1, 2.5, 0]"));
+    EXPECT_THROW_WITH(spec("[1, 2]"), ConfigError,
+                      "model.loss.class_weights: has 2 entries but the model has 3 classes");
+    EXPECT_THROW_WITH(spec("[1, -2, 1]"), ConfigError,
                       "model.loss.class_weights: entry 1 is -2; weights must be finite and >= 0");
-    EXPECT_THROW_WITH(detector_spec(model(type, "{class_weights: [0, 0, 0]}")), ConfigError,
-                      "every weight is 0");
+    EXPECT_THROW_WITH(spec("[0, 0, 0]"), ConfigError, "every weight is 0");
     // `auto` is replaced by the run's config step from the training set; a model read alone
     // has no training set.
-    EXPECT_THROW_WITH(detector_spec(model(type, "{class_weights: auto}")), ConfigError,
+    EXPECT_THROW_WITH(spec("auto"), ConfigError,
                       "model.loss.class_weights: must be a list of 3 weights");
   }
 }
@@ -392,36 +413,22 @@ Batch two_images(bool with_boxes) {
   return b;
 }
 
+// The weights reach the family's classification loss only: weights of 1 change nothing;
+// weighting the labelled class changes the classification term and no box term.
 TEST(ClassWeights, ReachTheClassificationLossOfEveryFamilyOnly) {
-  struct Family {
-    std::string yaml, cls_key;
-    std::vector<std::string> box_keys;
-  };
-  const std::vector<Family> families = {
-      {"type: retinanet\n  backbone: {type: resnet18, trainable_layers: 0}\n  fpn: {channels: 16}",
-       "classification",
-       {"bbox_regression"}},
-      {"type: yolo\n  scale: n", "cls_loss", {"box_loss", "dfl_loss"}},
-      {"type: rtdetr\n  backbone: {type: r18vd}\n"
-       "  encoder: {hidden_dim: 32, ffn_dim: 64, heads: 4, expansion: 0.5}\n"
-       "  decoder: {d_model: 32, ffn_dim: 64, heads: 4, layers: 2, num_queries: 20}\n"
-       "  denoising: {num_queries: 10}",
-       "loss_vfl",
-       {"loss_bbox", "loss_giou"}}};
   const Batch b = two_images(true);
-  for (const auto& f : families) {
-    SCOPED_TRACE(f.cls_key);
-    const auto losses = [&](const std::string& weights) {
+  for (auto& f : family_cases()) {
+    SCOPED_TRACE(f.type);
+    const auto losses = [&](const std::vector<std::string>& weights) {
       torch::manual_seed(0);
-      auto d = build_detector(
-          Config::parse("model:\n  num_classes: 3\n  " + f.yaml + weights).root().child("model"));
+      auto d = build_detector(f.model(weights));
       d->train();
-      torch::manual_seed(1);  // RT-DETR's denoising queries draw their noise
+      torch::manual_seed(1);  // the DETR families' denoising queries draw their noise
       return d->forward_train(b);
     };
-    const auto plain = losses("");
-    const auto ones = losses("\n  loss: {class_weights: [1, 1, 1]}");
-    const auto rare = losses("\n  loss: {class_weights: [1, 4, 1]}");
+    const auto plain = losses({});
+    const auto ones = losses({"model.loss.class_weights=[1, 1, 1]"});
+    const auto rare = losses({"model.loss.class_weights=[1, 4, 1]"});
     EXPECT_EQ(ones.at(f.cls_key).item<double>(), plain.at(f.cls_key).item<double>());
     // The weighted terms are positive, so a weight above 1 must raise the loss.
     EXPECT_GT(rare.at(f.cls_key).item<double>(), plain.at(f.cls_key).item<double>());
@@ -435,14 +442,10 @@ TEST(ClassWeights, ReachTheClassificationLossOfEveryFamilyOnly) {
 // RetinaNet and YOLO handed bf16 / fp16 scores to NMS, which refused them (found on an H200).
 TEST(ModelBuild, EveryFamilyPredictsFloat32DetectionsUnderAutocast) {
   const Batch b = two_images(false);
-  for (const std::string family :
-       {"type: retinanet\n  backbone: {type: resnet18, trainable_layers: 0}\n  fpn: {channels: 16}"
-        "\n  inference: {score_threshold: 0.0}",
-        "type: yolo\n  scale: n\n  inference: {score_threshold: 0.0}"}) {
-    SCOPED_TRACE(family);
+  for (auto& f : family_cases()) {
+    SCOPED_TRACE(f.type);
     torch::manual_seed(0);
-    auto d = build_detector(
-        Config::parse("model:\n  num_classes: 3\n  " + family).root().child("model"));
+    auto d = build_detector(f.model());
     d->eval();
     torch::NoGradGuard no_grad;
     at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
@@ -502,6 +505,58 @@ TEST(Freeze, PatternsFreezeModulesAndKeepTheirNormsInEval) {
   EXPECT_THROW_WITH(small_retinanet(3, "  freeze: [backbon]\n"), ConfigError,
                     "model.freeze: 'backbon' matches no module (the model's modules: backbone, "
                     "head");
+}
+
+// What a family of models/family_list.h brings besides its line there: its folder (with the
+// reader of its table entry), its family.yaml and tests, a configs/ folder of shipped configs,
+// and its section of docs/models.md. A family added without one of them fails here, naming it.
+TEST(FamilyTable, EveryFamilyHasItsFoldersFilesAndDocs) {
+  namespace fs = std::filesystem;
+  const fs::path root(DETFORGE_SOURCE_DIR);
+  const std::string docs = testing::read_file(root / "docs" / "models.md");
+  ASSERT_FALSE(family_types().empty());
+  for (const auto& type : family_types()) {
+    SCOPED_TRACE(type);
+    EXPECT_TRUE(fs::exists(root / "src" / "models" / type / "build.cpp"));
+    EXPECT_TRUE(fs::exists(root / "tests" / "models" / type / "family.yaml"));
+    size_t tests = 0, configs = 0;
+    if (fs::is_directory(root / "tests" / "models" / type)) {
+      for (const auto& e : fs::directory_iterator(root / "tests" / "models" / type)) {
+        const auto name = e.path().filename().string();
+        tests += name.size() > 9 && name.compare(name.size() - 9, 9, "_test.cpp") == 0;
+      }
+    }
+    if (fs::is_directory(root / "configs" / type)) {
+      for (const auto& e : fs::directory_iterator(root / "configs" / type))
+        configs += e.path().extension() == ".yaml";
+    }
+    EXPECT_GE(tests, 1u) << "tests/models/" << type << "/ has no *_test.cpp";
+    EXPECT_GE(configs, 1u) << "configs/" << type << "/ has no shipped config";
+    EXPECT_NE(docs.find("type: " + type), std::string::npos)
+        << "docs/models.md never shows `type: " << type << "`";
+  }
+}
+
+// The families are siblings: what two share lives in models/ or models/detr/, so no file of a
+// family's folder includes another family's headers.
+TEST(FamilyTable, NoFamilyIncludesAnotherFamilysFolder) {
+  namespace fs = std::filesystem;
+  const fs::path models = fs::path(DETFORGE_SOURCE_DIR) / "src" / "models";
+  const std::regex include(R"re(#include\s+"models/([a-z0-9_]+)/)re");
+  std::vector<std::string> offenders;
+  const auto types = family_types();
+  for (const auto& type : types) {
+    for (const auto& e : fs::recursive_directory_iterator(models / type)) {
+      if (!e.is_regular_file()) continue;
+      const std::string text = testing::read_file(e.path());
+      for (std::sregex_iterator m(text.begin(), text.end(), include), end; m != end; ++m) {
+        const std::string folder = (*m)[1];
+        if (folder != type && std::find(types.begin(), types.end(), folder) != types.end())
+          offenders.push_back(e.path().string() + " includes models/" + folder + "/");
+      }
+    }
+  }
+  EXPECT_TRUE(offenders.empty()) << ::testing::PrintToString(offenders);
 }
 
 }  // namespace

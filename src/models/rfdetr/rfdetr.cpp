@@ -6,7 +6,7 @@
 #include "core/errors.h"
 #include "core/logging.h"
 #include "models/detr/criterion.h"
-#include "ops/box_ops.h"
+#include "models/detr/postprocess.h"
 
 namespace detforge::models {
 
@@ -92,44 +92,17 @@ LossDict RfdetrImpl::forward_train(const Batch& batch) {
   return compute_loss(forward_outputs(batch.images), targets.sets);
 }
 
-std::vector<Detections> RfdetrImpl::postprocess(const torch::Tensor& logits,
-                                                const torch::Tensor& boxes,
-                                                const Batch& batch) const {
-  const int64_t q = logits.size(1), c = logits.size(2);
-  // The top Q over all (query, class) pairs, ties to the lower index (rfdetr's stable argsort).
-  const auto scores_all = torch::sigmoid(logits).flatten(1);
-  const auto [sorted, order] = scores_all.sort(/*stable=*/true, /*dim=*/1, /*descending=*/true);
-  const auto scores = sorted.narrow(1, 0, q);
-  const auto index = order.narrow(1, 0, q);
-  const auto labels = index.remainder(c);
-  const auto query = torch::div(index, c, "floor");
-  const auto h = static_cast<double>(batch.images.size(2));
-  const auto w = static_cast<double>(batch.images.size(3));
-  const auto xyxy = ops::box_cxcywh_to_xyxy(
-      torch::cat({boxes.narrow(-1, 0, 2), boxes.narrow(-1, 2, 2).clamp_min(0)}, -1));
-  std::vector<Detections> out;
-  for (int64_t i = 0; i < logits.size(0); ++i) {
-    // The extra class column is never a target; a detection of it is no detection.
-    const auto keep = torch::where((scores[i] > options_.score_threshold()) &
-                                   (labels[i] < options_.num_classes()))[0];
-    const auto& size = batch.image_sizes[i];
-    const auto& orig = batch.original_sizes[i];
-    const double rw = w * orig.width / size.width, rh = h * orig.height / size.height;
-    const auto picked = xyxy[i].index_select(0, query[i].index_select(0, keep)) *
-                        torch::tensor({rw, rh, rw, rh}, boxes.options());
-    out.emplace_back(batch.targets[i].image_id,
-                     Boxes(ops::clip_boxes(picked, orig.height, orig.width)),
-                     scores[i].index_select(0, keep), labels[i].index_select(0, keep));
-  }
-  return out;
-}
-
 std::vector<Detections> RfdetrImpl::predict(const Batch& batch) {
   batch.check();
   torch::NoGradGuard no_grad;
   const auto outputs = forward_outputs(batch.images);
   const int64_t last = options_.decoder().layers - 1;
-  return postprocess(outputs.logits[last], outputs.boxes[last], batch);
+  // Less the extra class's pairs; boxes inside the image (rfdetr's PostProcess).
+  return detr_postprocess(outputs.logits[last], outputs.boxes[last], batch,
+                          DetrPostprocessOptions()
+                              .score_threshold(options_.score_threshold())
+                              .num_classes(options_.num_classes())
+                              .clip(true));
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> RfdetrImpl::export_outputs(

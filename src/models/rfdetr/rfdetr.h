@@ -47,11 +47,6 @@ class RfdetrImpl : public DetectorBase<RfdetrImpl, RfdetrOptions> {
   /// box), at least 1.
   LossDict compute_loss(const RfdetrOutputs& outputs,
                         const std::vector<ops::SetTarget>& targets) const;
-  /// Detections of the last layer: the top Q of the Q x (C + 1) scores (rfdetr's PostProcess),
-  /// less those of the extra class and those at or below score_threshold; boxes in original
-  /// pixels, inside the image.
-  std::vector<Detections> postprocess(const torch::Tensor& logits, const torch::Tensor& boxes,
-                                      const Batch& batch) const;
 
   std::vector<std::pair<std::string, int64_t>> counters() const override {
     return {{"skipped_images", skipped_images_}, {"nonfinite_matches", nonfinite_matches_}};

@@ -5,9 +5,9 @@
 
 #include "core/errors.h"
 #include "models/detr/criterion.h"
+#include "models/detr/postprocess.h"
 #include "models/module_state.h"
 #include "models/sync_batch_norm.h"
-#include "ops/box_ops.h"
 
 namespace detforge::models {
 
@@ -197,39 +197,15 @@ LossDict RTDetrImpl::forward_train(const Batch& batch) {
                       normalize_count(ground_truth.boxes));
 }
 
-std::vector<Detections> RTDetrImpl::postprocess(const torch::Tensor& logits,
-                                                const torch::Tensor& boxes,
-                                                const Batch& batch) const {
-  const int64_t q = logits.size(1), c = logits.size(2);
-  // The top Q over all (query, class) pairs, as RT-DETR's post-processor: one query may give
-  // several labels.
-  const auto [scores, index] = torch::sigmoid(logits).flatten(1).topk(q, 1);
-  const auto labels = index.remainder(c);
-  const auto query = torch::div(index, c, "floor");
-  const auto h = static_cast<double>(batch.images.size(2));
-  const auto w = static_cast<double>(batch.images.size(3));
-  const auto xyxy = ops::box_cxcywh_to_xyxy(boxes) * torch::tensor({w, h, w, h}, boxes.options());
-  std::vector<Detections> out;
-  for (int64_t i = 0; i < logits.size(0); ++i) {
-    const auto keep = torch::where(scores[i] > options_.score_threshold())[0];
-    const auto& size = batch.image_sizes[i];
-    const auto& orig = batch.original_sizes[i];
-    const float rh = static_cast<float>(orig.height) / static_cast<float>(size.height);
-    const float rw = static_cast<float>(orig.width) / static_cast<float>(size.width);
-    const auto ratio = torch::tensor({rw, rh, rw, rh}, boxes.options());
-    const auto picked = xyxy[i].index_select(0, query[i].index_select(0, keep));
-    out.emplace_back(batch.targets[i].image_id, Boxes(picked * ratio),
-                     scores[i].index_select(0, keep), labels[i].index_select(0, keep));
-  }
-  return out;
-}
-
 std::vector<Detections> RTDetrImpl::predict(const Batch& batch) {
   batch.check();
   torch::NoGradGuard no_grad;
   const auto outputs = forward_outputs(batch.images);
   const int64_t last = options_.decoder().layers() - 1;
-  return postprocess(outputs.decoder.logits[last], outputs.decoder.boxes[last], batch);
+  return detr_postprocess(outputs.decoder.logits[last], outputs.decoder.boxes[last], batch,
+                          DetrPostprocessOptions()
+                              .score_threshold(options_.score_threshold())
+                              .num_classes(options_.num_classes()));
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> RTDetrImpl::export_outputs(

@@ -81,10 +81,6 @@ class RTDetrImpl : public DetectorBase<RTDetrImpl, RTDetrOptions> {
   /// so the global batch's under several ranks).
   LossDict compute_loss(const RTDetrOutputs& outputs, const std::vector<ops::SetTarget>& targets,
                         const DenoisingGroup* denoising, double num_boxes) const;
-  /// Detections of the last decoder layer: logits [B, Q, C], boxes [B, Q, 4] -> the top Q of
-  /// Q x C scores above score_threshold, boxes in original pixels.
-  std::vector<Detections> postprocess(const torch::Tensor& logits, const torch::Tensor& boxes,
-                                      const Batch& batch) const;
 
   std::vector<std::pair<std::string, int64_t>> counters() const override {
     return {{"skipped_images", skipped_images_}, {"nonfinite_matches", nonfinite_matches_}};

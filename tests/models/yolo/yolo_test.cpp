@@ -215,7 +215,7 @@ TEST_F(YoloParity, UltralyticsExportOpensWithYOLO) {
   refused(
       "model: {type: retinanet, num_classes: 3, backbone: {type: resnet18}, fpn: {channels: "
       "16}}\n",
-      "r.pt", "model.type retinanet has no Ultralytics counterpart (yolo has)");
+      "r.pt", "model.type retinanet has no Ultralytics counterpart; use --format pth");
 }
 
 TEST_F(YoloParity, PresetsHaveTheReferencesParameterCounts) {
