@@ -35,7 +35,7 @@ void run_bench_rtdetr(const BenchPeerArgs& a) {
   const int threads = torch::get_num_threads();
   const auto options = models::RTDetrOptions(kClasses)
                            .backbone(models::ResNetVdOptions("r18vd"))
-                           .encoder(models::RTDetrEncoderOptions().expansion(0.5))
+                           .encoder(models::HybridEncoderOptions().expansion(0.5))
                            .decoder(models::DetrDecoderOptions().layers(3));
   std::mt19937 rng(0);
   const Batch batch = random_detection_batch(a.batch, a.size, kClasses, rng);

@@ -28,7 +28,7 @@ void read_rtdetr_backbone(const ConfigNode& n, RTDetrOptions& o) {
   o.backbone(b);
 }
 
-void read_rtdetr_encoder(const ConfigNode& n, RTDetrEncoderOptions& o) {
+void read_rtdetr_encoder(const ConfigNode& n, HybridEncoderOptions& o) {
   read_at_least(
       n, {{"hidden_dim", &o.hidden_dim()}, {"heads", &o.heads()}, {"ffn_dim", &o.ffn_dim()}}, 1);
   read_at_least(n, {{"layers", &o.layers()}}, 0);

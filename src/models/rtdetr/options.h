@@ -1,7 +1,7 @@
 // Options of the RT-DETR-style detector (RT-DETRv2, Lv et al. 2024), with the defaults of
-// transformers' RTDetrV2Config (the r50vd model); presets are in configs/rtdetr/. The encoder's
-// options live beside it; the decoder's, the denoising's and the criterion's beside those shared
-// DETR parts (models/detr/).
+// transformers' RTDetrV2Config (the r50vd model); presets are in configs/rtdetr/. The options of
+// the encoder, the decoder, the denoising and the criterion live beside those shared DETR parts
+// (models/detr/).
 #pragma once
 
 #include <cstdint>
@@ -13,10 +13,14 @@
 #include "models/detr/criterion.h"
 #include "models/detr/decoder.h"
 #include "models/detr/denoising.h"
+#include "models/detr/hybrid_encoder.h"
 #include "models/resnet_vd.h"
-#include "models/rtdetr/encoder.h"
 
 namespace detforge::models {
+
+/// transformers' RTDetrV2Config layer_norm_eps and batch_norm_eps, used by every RT-DETR norm.
+inline constexpr double kRTDetrLayerNormEps = kDetrLayerNormEps;
+inline constexpr double kRTDetrBatchNormEps = 1e-5;
 
 struct RTDetrOptions {
   explicit RTDetrOptions(int64_t num_classes);
@@ -25,7 +29,7 @@ struct RTDetrOptions {
   TORCH_ARG(ResNetVdOptions, backbone) = ResNetVdOptions("r50vd");
 
   /// The hybrid encoder: width, AIFI layers, CSP expansion.
-  TORCH_ARG(RTDetrEncoderOptions, encoder) = {};
+  TORCH_ARG(HybridEncoderOptions, encoder) = {};
   /// The decoder: width, layers, deformable sampling, object queries.
   TORCH_ARG(DetrDecoderOptions, decoder) = {};
   /// Contrastive denoising (training only).

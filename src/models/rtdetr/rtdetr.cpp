@@ -70,7 +70,7 @@ RTDetrImpl::RTDetrImpl(RTDetrOptions options)
   encoder_input_proj_ = model->register_module("encoder_input_proj", torch::nn::ModuleList());
   for (int64_t c : backbone_->out_channels())
     encoder_input_proj_->push_back(conv_bn(c, hidden, kRTDetrBatchNormEps));
-  encoder_ = model->register_module("encoder", RTDetrHybridEncoder(o.encoder()));
+  encoder_ = model->register_module("encoder", HybridEncoder(o.encoder()));
   if (o.denoising().num_denoising() > 0) {
     denoising_class_embed_ = model->register_module(
         "denoising_class_embed",

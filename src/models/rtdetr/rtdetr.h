@@ -18,8 +18,8 @@
 #include "models/detector.h"
 #include "models/detr/decoder.h"
 #include "models/detr/denoising.h"
+#include "models/detr/hybrid_encoder.h"
 #include "models/resnet_vd.h"
-#include "models/rtdetr/encoder.h"
 #include "models/rtdetr/options.h"
 #include "ops/set_matcher.h"
 
@@ -100,7 +100,7 @@ class RTDetrImpl : public DetectorBase<RTDetrImpl, RTDetrOptions> {
   mutable int64_t nonfinite_matches_ = 0;
   ResNetVd backbone_{nullptr};
   torch::nn::ModuleList encoder_input_proj_{nullptr}, decoder_input_proj_{nullptr};
-  RTDetrHybridEncoder encoder_{nullptr};
+  HybridEncoder encoder_{nullptr};
   torch::nn::Embedding denoising_class_embed_{nullptr};
   torch::nn::Sequential enc_output_{nullptr};
   torch::nn::Linear enc_score_head_{nullptr};

@@ -37,7 +37,7 @@ constexpr int64_t kSize = 96;
 RTDetrOptions small_options() {
   return RTDetrOptions(3)
       .backbone(ResNetVdOptions("r18vd"))
-      .encoder(RTDetrEncoderOptions().hidden_dim(64).ffn_dim(128).heads(4).expansion(0.5))
+      .encoder(HybridEncoderOptions().hidden_dim(64).ffn_dim(128).heads(4).expansion(0.5))
       .decoder(DetrDecoderOptions().d_model(64).ffn_dim(128).heads(4).layers(3).num_queries(40))
       .denoising(DenoisingOptions().num_denoising(20));
 }

@@ -1,4 +1,4 @@
-#include "models/rtdetr/encoder.h"
+#include "models/detr/hybrid_encoder.h"
 
 #include "models/sync_batch_norm.h"
 
@@ -96,16 +96,16 @@ TORCH_MODULE(CspRep);
 // Post-norm transformer encoder layer: RTDetrV2EncoderLayer (normalize_before = false).
 class EncoderLayerImpl : public torch::nn::Module {
  public:
-  explicit EncoderLayerImpl(const RTDetrEncoderOptions& o) {
+  explicit EncoderLayerImpl(const HybridEncoderOptions& o) {
     const int64_t dim = o.hidden_dim();
     attn_ = register_module("self_attn", DetrSelfAttention(dim, o.heads()));
     norm1_ = register_module(
         "self_attn_layer_norm",
-        torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim}).eps(kRTDetrLayerNormEps)));
+        torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim}).eps(kDetrLayerNormEps)));
     mlp_ = register_module("mlp", DetrFeedForward(dim, o.ffn_dim(), Activation::kGELU));
     norm2_ = register_module(
         "final_layer_norm",
-        torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim}).eps(kRTDetrLayerNormEps)));
+        torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim}).eps(kDetrLayerNormEps)));
   }
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& pos) {
     auto y = norm1_(x + attn_(x, pos, torch::Tensor()));
@@ -121,9 +121,9 @@ TORCH_MODULE(EncoderLayer);
 
 }  // namespace
 
-RTDetrHybridEncoderImpl::RTDetrHybridEncoderImpl(const RTDetrEncoderOptions& o)
+HybridEncoderImpl::HybridEncoderImpl(const HybridEncoderOptions& o)
     : hidden_(o.hidden_dim()), temperature_(o.temperature()) {
-  const double eps = kRTDetrBatchNormEps;
+  const double eps = o.batch_norm_eps();
   aifi_ = register_module("aifi", torch::nn::ModuleList());
   auto aifi = std::make_shared<torch::nn::Module>();
   aifi_layers_ = aifi->register_module("layers", torch::nn::ModuleList());
@@ -143,7 +143,7 @@ RTDetrHybridEncoderImpl::RTDetrHybridEncoderImpl(const RTDetrEncoderOptions& o)
   }
 }
 
-std::vector<torch::Tensor> RTDetrHybridEncoderImpl::forward(std::vector<torch::Tensor> features) {
+std::vector<torch::Tensor> HybridEncoderImpl::forward(std::vector<torch::Tensor> features) {
   TORCH_CHECK(features.size() == 3, "RT-DETR encoder: expected 3 levels, got ", features.size());
   // AIFI on the coarsest level.
   auto& top = features.back();
