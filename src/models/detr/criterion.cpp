@@ -2,6 +2,7 @@
 
 #include <limits>
 
+#include "losses/class_weights.h"
 #include "losses/varifocal_loss.h"
 #include "ops/box_ops.h"
 
@@ -12,43 +13,147 @@ namespace F = torch::nn::functional;
 namespace {
 
 struct SetTerms {
-  torch::Tensor vfl, bbox, giou;
+  torch::Tensor cls, bbox, giou;
 };
 
-// Varifocal, L1 and GIoU terms of one output set (unweighted, each divided by `normaliser`).
+// RT-DETR's varifocal term: toward IoU x one-hot, the unmatched queries all negatives.
+torch::Tensor varifocal_term(const torch::Tensor& logits, const MatchedPairs& pairs,
+                             const torch::Tensor& iou, const DetrCriterionOptions& o) {
+  const int64_t b = logits.size(0), q = logits.size(1), c = logits.size(2);
+  const auto &bi = pairs.image, &qi = pairs.query;
+  // Unmatched queries get the extra class c, whose one-hot column narrow() drops: an all-zero row.
+  auto classes =
+      torch::full({b, q}, c, torch::TensorOptions().dtype(torch::kInt64).device(logits.device()));
+  classes.index_put_({bi, qi}, pairs.labels);
+  const auto one_hot = F::one_hot(classes, c + 1).narrow(-1, 0, c).to(logits.scalar_type());
+  auto score = torch::zeros({b, q}, logits.options());
+  score.index_put_({bi, qi}, iou.to(logits.scalar_type()));
+  return losses::varifocal_loss(logits, score.unsqueeze(-1) * one_hot, one_hot,
+                                losses::VarifocalLossOptions()
+                                    .alpha(o.vfl_alpha())
+                                    .gamma(o.vfl_gamma())
+                                    .class_weights(o.class_weights())
+                                    .reduction(losses::Reduction::kNone));
+}
+
+// RF-DETR's IoU-aware BCE: a matched class's target is t = p^alpha * IoU^(1 - alpha) (at least
+// 0.01, no gradient); every other entry is a negative weighted by p^2, whose gradient flows as
+// in the reference.
+torch::Tensor iou_aware_bce_term(const torch::Tensor& logits, const MatchedPairs& pairs,
+                                 const torch::Tensor& iou, const DetrCriterionOptions& o) {
+  const auto &bi = pairs.image, &qi = pairs.query, &ci = pairs.labels;
+  const auto prob = torch::sigmoid(logits);
+  const double alpha = o.ia_bce_alpha();
+  const auto t = (prob.index({bi, qi, ci}).pow(alpha) * iou.to(prob.dtype()).pow(1 - alpha))
+                     .clamp_min(0.01)
+                     .detach();
+  auto pos = torch::zeros_like(logits);
+  pos.index_put_({bi, qi, ci}, t);
+  auto neg = prob.pow(2);
+  neg = neg.index_put({bi, qi, ci}, 1 - t);
+  auto ce = neg * logits - torch::log_sigmoid(logits) * (pos + neg);
+  if (!o.class_weights().empty()) {
+    auto matched = torch::zeros_like(logits, torch::kBool);
+    matched.index_put_({bi, qi, ci}, true);
+    // Columns past the classes (RF-DETR's extra class, which no target names) weigh 1.
+    auto w = o.class_weights();
+    w.resize(static_cast<size_t>(logits.size(2)), 1.0);
+    ce = ce * losses::positive_class_multiplier(w, matched, ce.scalar_type(), "DETR loss_ce");
+  }
+  return ce;
+}
+
+// The classification, L1 and GIoU terms of one output set (unweighted, each divided by
+// `normaliser`).
 SetTerms set_terms(const torch::Tensor& logits, const torch::Tensor& boxes,
                    const std::vector<ops::SetTarget>& targets,
                    const std::vector<ops::SetMatch>& matches, double normaliser,
                    const DetrCriterionOptions& o) {
-  const auto device = logits.device();
-  const int64_t b = logits.size(0), q = logits.size(1), c = logits.size(2);
   const auto pairs = matched_pairs(boxes, targets, matches);
-  const auto &bi = pairs.image, &qi = pairs.query;
-  const auto &tgt_labels = pairs.labels, &tgt_boxes = pairs.target_boxes;
-  const auto src_boxes = boxes.index({bi, qi});
-  const auto tgt_xyxy = ops::box_cxcywh_to_xyxy(tgt_boxes);
-  // The VFL target is the IoU of detached boxes: a label, not a path for gradients.
+  const auto src_boxes = boxes.index({pairs.image, pairs.query});
+  const auto tgt_xyxy = ops::box_cxcywh_to_xyxy(pairs.target_boxes);
+  // The class target uses the IoU of detached boxes: a label, not a path for gradients.
   const auto iou =
       ops::paired_iou_giou(ops::box_cxcywh_to_xyxy(src_boxes.detach()), tgt_xyxy).first;
   const auto giou = ops::paired_iou_giou(ops::box_cxcywh_to_xyxy(src_boxes), tgt_xyxy).second;
-
-  // Unmatched queries get the extra class c, whose one-hot column narrow() drops: an all-zero row.
-  auto classes = torch::full({b, q}, c, torch::TensorOptions().dtype(torch::kInt64).device(device));
-  classes.index_put_({bi, qi}, tgt_labels);
-  const auto one_hot = F::one_hot(classes, c + 1).narrow(-1, 0, c).to(logits.scalar_type());
-  auto score = torch::zeros({b, q}, logits.options());
-  score.index_put_({bi, qi}, iou.to(logits.scalar_type()));
-  const auto vfl = losses::varifocal_loss(logits, score.unsqueeze(-1) * one_hot, one_hot,
-                                          losses::VarifocalLossOptions()
-                                              .alpha(o.vfl_alpha())
-                                              .gamma(o.vfl_gamma())
-                                              .class_weights(o.class_weights())
-                                              .reduction(losses::Reduction::kNone));
-  return {vfl.sum() / normaliser, (src_boxes - tgt_boxes).abs().sum() / normaliser,
+  const auto cls = o.class_loss() == DetrClassLoss::kVarifocal
+                       ? varifocal_term(logits, pairs, iou, o)
+                       : iou_aware_bce_term(logits, pairs, iou, o);
+  return {cls.sum() / normaliser, (src_boxes - pairs.target_boxes).abs().sum() / normaliser,
           (1 - giou).sum() / normaliser};
 }
 
+// The matches of the sets without given ones, each of its query groups matched on its own (the
+// queries of group g are [g * n, (g + 1) * n)): every group of every set in one ops::match_sets
+// call, then each set's groups joined per image. Indexed like `sets` (given matches copied).
+std::optional<std::vector<std::vector<ops::SetMatch>>> match_all(
+    const std::vector<DetrScoredSet>& sets, const std::vector<ops::SetTarget>& targets,
+    const ops::SetMatcherOptions& matcher) {
+  std::vector<ops::SetPredictions> split;
+  for (const auto& s : sets) {
+    if (s.matches != nullptr) continue;
+    const int64_t n = s.logits.size(1) / s.groups;
+    for (int64_t g = 0; g < s.groups; ++g)
+      split.push_back({s.logits.narrow(1, g * n, n), s.boxes.narrow(1, g * n, n)});
+  }
+  const auto m = ops::match_sets(split, targets, matcher);
+  if (!m) return std::nullopt;
+  std::vector<std::vector<ops::SetMatch>> out;
+  size_t next = 0;
+  for (const auto& s : sets) {
+    if (s.matches != nullptr) {
+      out.push_back(*s.matches);
+      continue;
+    }
+    out.emplace_back();
+    if (s.groups == 1) {
+      out.back() = (*m)[next++];
+      continue;
+    }
+    const int64_t n = s.logits.size(1) / s.groups;
+    for (size_t i = 0; i < targets.size(); ++i) {
+      std::vector<torch::Tensor> queries, picked;
+      for (int64_t g = 0; g < s.groups; ++g) {
+        const auto& match = (*m)[next + static_cast<size_t>(g)][i];
+        queries.push_back(match.queries + g * n);
+        picked.push_back(match.targets);
+      }
+      out.back().push_back({torch::cat(queries), torch::cat(picked)});
+    }
+    next += static_cast<size_t>(s.groups);
+  }
+  return out;
+}
+
 }  // namespace
+
+const char* detr_class_key(DetrClassLoss loss) {
+  return loss == DetrClassLoss::kVarifocal ? "loss_vfl" : "loss_ce";
+}
+
+std::optional<LossDict> detr_set_losses(const std::vector<DetrScoredSet>& sets,
+                                        const std::vector<ops::SetTarget>& targets,
+                                        const DetrCriterionOptions& o,
+                                        const std::vector<std::string>& keys) {
+  const auto matcher = ops::SetMatcherOptions()
+                           .class_cost(o.class_cost())
+                           .bbox_cost(o.bbox_cost())
+                           .giou_cost(o.giou_cost())
+                           .alpha(o.matcher_alpha())
+                           .gamma(o.matcher_gamma());
+  const auto matches = match_all(sets, targets, matcher);
+  if (!matches) return std::nullopt;
+  LossDict out(keys);
+  const std::string cls_key = detr_class_key(o.class_loss());
+  for (size_t k = 0; k < sets.size(); ++k) {
+    const auto& s = sets[k];
+    const auto t = set_terms(s.logits, s.boxes, targets, (*matches)[k], s.normaliser, o);
+    out.set(cls_key + s.suffix, t.cls * (o.class_loss_weight() * s.scale));
+    out.set("loss_bbox" + s.suffix, t.bbox * (o.bbox_weight() * s.scale));
+    out.set("loss_giou" + s.suffix, t.giou * (o.giou_weight() * s.scale));
+  }
+  return out;
+}
 
 MatchedPairs matched_pairs(const torch::Tensor& boxes, const std::vector<ops::SetTarget>& targets,
                            const std::vector<ops::SetMatch>& matches) {
@@ -124,52 +229,30 @@ std::optional<LossDict> detr_criterion(const DetrSets& sets,
                                        const std::vector<std::string>& keys) {
   const int64_t layers = sets.decoder.logits.size(0);
   const int64_t n = denoising != nullptr ? denoising->num_queries : 0;
-  const auto matcher = ops::SetMatcherOptions()
-                           .class_cost(o.class_cost())
-                           .bbox_cost(o.bbox_cost())
-                           .giou_cost(o.giou_cost())
-                           .alpha(o.matcher_alpha())
-                           .gamma(o.matcher_gamma());
-  LossDict out(keys);
-  const auto put = [&](const std::string& suffix, const SetTerms& t, double scale) {
-    out.set("loss_vfl" + suffix, t.vfl * (o.vfl_weight() * scale));
-    out.set("loss_bbox" + suffix, t.bbox * (o.bbox_weight() * scale));
-    out.set("loss_giou" + suffix, t.giou * (o.giou_weight() * scale));
-  };
   // Every decoder layer's object queries and the encoder's proposals, matched in one call.
   const auto& dec = sets.decoder;
   const int64_t q = dec.logits.size(2) - n;
-  std::vector<ops::SetPredictions> outputs;
-  std::vector<std::string> suffixes;
+  std::vector<DetrScoredSet> scored;
   for (int64_t l = 0; l < layers; ++l) {
-    outputs.push_back({dec.logits[l].narrow(1, n, q), dec.boxes[l].narrow(1, n, q)});
-    suffixes.push_back(l + 1 == layers ? "" : "_aux_" + std::to_string(l));
+    scored.push_back({dec.logits[l].narrow(1, n, q), dec.boxes[l].narrow(1, n, q),
+                      l + 1 == layers ? "" : "_aux_" + std::to_string(l), 1, nullptr, num_boxes});
   }
-  outputs.push_back({sets.enc_logits, sets.enc_boxes});
-  suffixes.push_back("_aux_" + std::to_string(layers - 1));
-  const auto matches = ops::match_sets(outputs, targets, matcher);
-  if (!matches) return std::nullopt;
-  for (size_t s = 0; s < outputs.size(); ++s) {
-    put(suffixes[s],
-        set_terms(outputs[s].logits, outputs[s].boxes, targets, (*matches)[s], num_boxes, o), 1.0);
-  }
+  scored.push_back({sets.enc_logits, sets.enc_boxes, "_aux_" + std::to_string(layers - 1), 1,
+                    nullptr, num_boxes});
+  std::vector<ops::SetMatch> dn_matches;
   if (denoising != nullptr) {
-    std::vector<ops::SetMatch> dn_matches;
-    for (size_t i = 0; i < targets.size(); ++i) {
+    for (size_t i = 0; i < targets.size(); ++i)
       dn_matches.push_back({denoising->positive_queries[i], denoising->positive_targets[i]});
-    }
-    // A batch without boxes trains one dummy group: same graph, zero loss.
-    const double scale = denoising->dummy ? 0.0 : 1.0;
-    // Every denoising group repeats every box, so the normaliser grows with the groups.
+    // Every denoising group repeats every box, so the normaliser grows with the groups; a batch
+    // without boxes trains one dummy group: same graph, zero loss.
     const double normaliser = num_boxes * static_cast<double>(denoising->num_groups);
     for (int64_t l = 0; l < layers; ++l) {
-      put("_dn_" + std::to_string(l),
-          set_terms(dec.logits[l].narrow(1, 0, n), dec.boxes[l].narrow(1, 0, n), targets,
-                    dn_matches, normaliser, o),
-          scale);
+      scored.push_back({dec.logits[l].narrow(1, 0, n), dec.boxes[l].narrow(1, 0, n),
+                        "_dn_" + std::to_string(l), 1, &dn_matches, normaliser,
+                        denoising->dummy ? 0.0 : 1.0});
     }
   }
-  return out;
+  return detr_set_losses(scored, targets, o, keys);
 }
 
 }  // namespace detforge::models

@@ -32,18 +32,21 @@ RfdetrOptions rfdetr_options(const ConfigNode& model, std::optional<int64_t> num
   }
   auto& c = o.criterion();
   if (auto m = model.optional_child("matcher")) {
+    // One alpha for the matcher's class cost and the IoU-aware BCE's target, as rfdetr's.
+    double alpha = c.ia_bce_alpha();
     read_at_least(*m,
                   {{"class_cost", &c.class_cost()},
                    {"bbox_cost", &c.bbox_cost()},
                    {"giou_cost", &c.giou_cost()},
-                   {"alpha", &c.alpha()}},
+                   {"alpha", &alpha}},
                   0.0);
-    if (c.alpha() > 1) m->fail("alpha", str(c.alpha(), " must be in [0, 1]"));
+    if (alpha > 1) m->fail("alpha", str(alpha, " must be in [0, 1]"));
+    c.matcher_alpha(alpha).ia_bce_alpha(alpha);
     m->reject_unused();
   }
   if (auto l = model.optional_child("loss")) {
     read_at_least(*l,
-                  {{"ce_weight", &c.ce_weight()},
+                  {{"ce_weight", &c.class_loss_weight()},
                    {"bbox_weight", &c.bbox_weight()},
                    {"giou_weight", &c.giou_weight()}},
                   0.0);

@@ -9,8 +9,8 @@
 #include <torch/torch.h>
 
 #include "losses/target_checks.h"
+#include "models/detr/criterion.h"
 #include "models/rfdetr/backbone.h"
-#include "models/rfdetr/criterion.h"
 #include "models/rfdetr/transformer.h"
 
 namespace detforge::models {
@@ -24,8 +24,10 @@ struct RfdetrOptions {
   TORCH_ARG(RfdetrBackboneOptions, backbone) = {};
   /// The two-stage selection and the decoder.
   TORCH_ARG(LwDetrOptions, decoder) = {};
-  /// Matching costs and loss weights.
-  TORCH_ARG(RfdetrCriterionOptions, criterion) = {};
+  /// Matching costs and loss weights: rfdetr's, the shared criterion with the IoU-aware BCE
+  /// (its alpha also the matcher's).
+  TORCH_ARG(DetrCriterionOptions,
+            criterion) = DetrCriterionOptions().class_loss(DetrClassLoss::kIouAwareBce);
   /// What a bad target (label outside [0, C), non-finite or empty box) does. Default: kError
   TORCH_ARG(losses::InvalidTargetPolicy,
             invalid_target_policy) = losses::InvalidTargetPolicy::kError;

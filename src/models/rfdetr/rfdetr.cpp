@@ -25,6 +25,18 @@ RfdetrOptions rfdetr_preset(const std::string& size, int64_t num_classes) {
   return o;
 }
 
+std::vector<std::string> rfdetr_loss_keys(int64_t layers) {
+  std::vector<std::string> suffixes = {""};
+  for (int64_t i = 0; i + 1 < layers; ++i) suffixes.push_back(std::to_string(i));
+  suffixes.push_back("enc");
+  std::vector<std::string> keys;
+  for (const auto& s : suffixes) {
+    for (const std::string k : {"loss_ce", "loss_bbox", "loss_giou"})
+      keys.push_back(s.empty() ? k : k + '_' + s);
+  }
+  return keys;
+}
+
 RfdetrImpl::RfdetrImpl(RfdetrOptions options)
     : DetectorBase(options, rfdetr_loss_keys(options.decoder().layers)) {
   const auto& o = options_;
@@ -74,9 +86,18 @@ LossDict RfdetrImpl::compute_loss(const RfdetrOutputs& outputs,
   for (const auto& t : targets) boxes += t.labels.size(0);
   const double num_boxes =
       normalize_total(static_cast<double>(boxes) * static_cast<double>(groups));
-  auto out = rfdetr_criterion(
-      {outputs.logits, outputs.boxes, outputs.enc_logits, outputs.enc_boxes, groups}, targets,
-      num_boxes, options_.criterion(), loss_keys_);
+  // Every layer's queries (no suffix for the last, _i for layer i) and the two-stage
+  // proposals (_enc), each query group matched on its own.
+  std::vector<DetrScoredSet> sets;
+  const int64_t layers = outputs.logits.size(0);
+  for (int64_t l = 0; l < layers; ++l) {
+    // append(), not "_" + to_string(): GCC 12 at -O3 warns of an overflow in the latter here.
+    std::string suffix;
+    if (l + 1 < layers) suffix.append("_").append(std::to_string(l));
+    sets.push_back({outputs.logits[l], outputs.boxes[l], suffix, groups, nullptr, num_boxes});
+  }
+  sets.push_back({outputs.enc_logits, outputs.enc_boxes, "_enc", groups, nullptr, num_boxes});
+  auto out = detr_set_losses(sets, targets, options_.criterion(), loss_keys_);
   if (out) return *out;
   // A non-finite prediction cannot be matched: every term becomes NaN, so that the trainer's
   // non-finite guard skips the step on every rank.

@@ -1,7 +1,8 @@
 // RF-DETR (Robinson et al. 2025, rfdetr 1.11) as its package builds RFDETRNano / RFDETRSmall: a
 // windowed DINOv2 ViT-S with a C2f projector (backbone.h), an LW-DETR decoder with two-stage
 // query selection and group DETR (transformer.h), one class head with C + 1 outputs and one box
-// head shared by every layer, the IoU-aware BCE, L1 and GIoU losses (criterion.h), no NMS.
+// head shared by every layer, the IoU-aware BCE, L1 and GIoU losses of the shared DETR criterion
+// (models/detr/criterion.h, each query group matched on its own), no NMS.
 // Parameter and buffer names equal the reference's state dict (backbone.0.encoder...,
 // transformer.decoder.layers.0..., class_embed, refpoint_embed, query_feat).
 //
@@ -21,6 +22,10 @@
 #include "ops/set_matcher.h"
 
 namespace detforge::models {
+
+/// loss_ce, loss_bbox, loss_giou of the last layer; the same with _i for decoder layer i
+/// (i < layers - 1) and _enc for the two-stage proposals.
+std::vector<std::string> rfdetr_loss_keys(int64_t layers);
 
 /// Everything a forward produces before the losses.
 struct RfdetrOutputs {

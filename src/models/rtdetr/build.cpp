@@ -73,7 +73,7 @@ void read_rtdetr_denoising(const ConfigNode& n, DenoisingOptions& o) {
 
 void read_rtdetr_loss(const ConfigNode& n, RTDetrOptions& o) {
   read_at_least(n,
-                {{"vfl_weight", &o.criterion().vfl_weight()},
+                {{"vfl_weight", &o.criterion().class_loss_weight()},
                  {"bbox_weight", &o.criterion().bbox_weight()},
                  {"giou_weight", &o.criterion().giou_weight()},
                  {"vfl_alpha", &o.criterion().vfl_alpha()},

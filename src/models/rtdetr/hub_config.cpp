@@ -69,7 +69,7 @@ std::string RTDetrImpl::hub_config(const std::vector<std::string>& class_names) 
       {"matcher_giou_cost", c.giou_cost()},
       {"matcher_alpha", c.matcher_alpha()},
       {"matcher_gamma", c.matcher_gamma()},
-      {"weight_loss_vfl", c.vfl_weight()},
+      {"weight_loss_vfl", c.class_loss_weight()},
       {"weight_loss_bbox", c.bbox_weight()},
       {"weight_loss_giou", c.giou_weight()},
       {"focal_loss_alpha", c.vfl_alpha()},
