@@ -29,6 +29,7 @@
 #include "core/logging.h"
 #include "engine/build.h"
 #include "engine/observer.h"
+#include "engine/training.h"
 
 namespace detforge::bench {
 
@@ -183,7 +184,7 @@ void run_train_bench(const Config& config, const BenchTrainArgs& a) {
   auto syncs = std::make_shared<SyncWindow>(a.warmup, total);
   if (a.sync_report) hooks.observers.push_back(syncs);
   reset_peak_memory(run.device);
-  engine::train_run(run, "", hooks);
+  engine::run_training(run, "", hooks);
   const double peak = peak_device_mib(run.device);
   if (!clock->at.count(a.warmup) || !clock->at.count(total)) {
     throw ConfigError(str("bench train: the run stopped before step ", total));

@@ -17,6 +17,7 @@
 #include "engine/build_slice.h"
 #include "engine/checkpoint.h"
 #include "engine/evaluation.h"
+#include "engine/training.h"
 #include "eval/coco_eval.h"
 
 namespace fs = std::filesystem;
@@ -390,7 +391,7 @@ TrainResult train(const Config& config, const std::string& resume, const TrainHo
   spec.resume = resume;
   Run run = build_run(spec);
   spec.files.reset();  // the datasets and the evaluator hold what they need of the files
-  auto result = train_run(run, run.resume, hooks);
+  auto result = run_training(run, run.resume, hooks);
   const auto& val = run.val_data->dataset();
   if (val.size() > 0) result.val_images = fs::path(val.image_path(0)).parent_path().string();
   return result;

@@ -15,8 +15,9 @@
 #include "data/loader.h"
 #include "distributed/dist_env.h"
 #include "engine/device.h"
+#include "engine/run.h"
 #include "engine/run_files.h"
-#include "engine/trainer.h"
+#include "engine/run_spec.h"
 #include "models/build.h"
 
 namespace detforge {
@@ -24,32 +25,6 @@ class Config;
 }
 
 namespace detforge::engine {
-
-/// What a command needs from the config. kTrain requires data.train and data.val; kInference
-/// (predict, export) needs only the model, and reads the data section for its resize settings.
-enum class RunPurpose { kTrain, kInference };
-
-/// Everything a config says about a run, read and checked; nothing built yet.
-struct RunSpec {
-  TrainerOptions trainer;
-  data::DataOptions data;
-  models::DetectorSpec detector;
-  torch::Device device{torch::kCPU};
-  /// The launcher's environment (a plain process when not launched).
-  dist::DistEnv dist_env;
-  /// `train --resume`: "" (a new run), "auto" (output_dir/last.ckpt when it exists, else a new
-  /// run) or a checkpoint path. build_run() resolves it into Run::resume.
-  std::string resume;
-  /// The pixels the model is fed: data.mean / data.std where set, else the family's
-  /// (models::DetectorSpec::pixels).
-  PixelNorm pixels;
-  /// The resolved config text and its hash.
-  std::string config_yaml;
-  std::string config_hash;
-  /// The instances files read so far (for the `auto` values); build_run() builds the datasets
-  /// and the evaluator from them rather than reading the files again.
-  std::shared_ptr<data::DatasetFiles> files = std::make_shared<data::DatasetFiles>();
-};
 
 /// Reads and checks every section of `config` for `purpose`; `env` decides what `device`
 /// means (engine/device.h). Throws ConfigError naming file:line and key for any unknown,
@@ -64,7 +39,8 @@ RunSpec read_run_spec(const Config& config, RunPurpose purpose, const DeviceEnv&
 /// (printed) and the schedule.
 Run build_run(const RunSpec& spec);
 
-/// read_run_spec(kTrain) for this process's launcher environment, build_run(), train_run().
+/// read_run_spec(kTrain) for this process's launcher environment, build_run(), run_training()
+/// (engine/training.h).
 /// `resume` as RunSpec::resume.
 TrainResult train(const Config& config, const std::string& resume = "",
                   const TrainHooks& hooks = {});

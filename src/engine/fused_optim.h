@@ -13,7 +13,7 @@
 
 #include <torch/torch.h>
 
-#include "engine/optim.h"
+#include "engine/optimizer_type.h"
 
 namespace detforge::engine {
 

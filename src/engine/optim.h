@@ -12,9 +12,9 @@
 
 #include <torch/torch.h>
 
-namespace detforge::engine {
+#include "engine/optimizer_type.h"
 
-enum class OptimizerType { kSgd, kAdam, kAdamW, kMuSgd };
+namespace detforge::engine {
 
 /// One entry of `optimizer.param_groups`: the trainable parameters whose dotted name contains a
 /// match of `pattern` (ECMAScript regex, searched) and no earlier entry's.

@@ -15,7 +15,7 @@
 #include "data/augment.h"
 #include "data/coco.h"
 #include "data/loader_options.h"
-#include "engine/build.h"
+#include "engine/run_spec.h"
 #include "engine/slice_options.h"
 #include "models/detector.h"
 #include "structures/detections.h"

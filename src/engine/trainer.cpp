@@ -16,7 +16,6 @@
 #include "engine/best_checkpoint.h"
 #include "engine/checkpoint.h"
 #include "engine/evaluation.h"
-#include "engine/observers/observers.h"
 #include "engine/progress_log.h"
 #include "models/sync_batch_norm.h"
 
@@ -72,8 +71,7 @@ class Trainer {
   std::unique_ptr<dist::DdpSync> ddp_;
   std::unique_ptr<SyncBnScope> sync_bn_;
   std::unique_ptr<dist::LossReducer> reducer_;
-  std::vector<std::unique_ptr<RunObserver>> standard_;
-  // standard_, then hooks_.observers.
+  // hooks_.observers, in order.
   std::vector<RunObserver*> observers_;
   TrainProgress progress_;
   TrainResult result_;
@@ -91,8 +89,6 @@ Trainer::Trainer(Run& run, const std::string& resume, TrainHooks hooks)
     : r_(run), o_(run.options), hooks_(std::move(hooks)), pg_(*run.pg) {
   if (pg_.is_main())
     write_text_atomic((fs::path(o_.output_dir) / "config.yaml").string(), r_.config_yaml);
-  standard_ = standard_observers(run);
-  for (auto& o : standard_) observers_.push_back(o.get());
   for (auto& o : hooks_.observers) observers_.push_back(o.get());
   for (const auto& p : r_.model->parameters()) {
     if (p.requires_grad()) params_.push_back(p);

@@ -7,6 +7,10 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
+#include <regex>
+#include <set>
 
 #include <caffe2/serialize/inline_container.h>
 #include <gtest/gtest.h>
@@ -693,6 +697,50 @@ TEST(MlperfLog, WritesParsableLinesOnRankZeroOnly) {
   EXPECT_EQ(lines[0].at("event_type"), "POINT");
   EXPECT_EQ(lines[1].at("event_type"), "INTERVAL_START");
   EXPECT_EQ(lines[1].at("metadata").at("epoch_num"), 1);
+}
+
+// engine/ has no include cycle between its units (a unit: the .h and .cpp of one name under
+// src/engine/): the run's types (run.h, run_spec.h) sit below the loop, the build and the
+// observers, so that the build hands the loop its observers and neither includes the other.
+TEST(EngineLayout, NoIncludeCycleBetweenUnits) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::path(DETFORGE_SOURCE_DIR) / "src" / "engine";
+  const std::regex include(R"re(#include\s+"engine/([a-z0-9_/]+)\.h")re");
+  std::map<std::string, std::set<std::string>> edges;
+  for (const auto& e : fs::recursive_directory_iterator(root)) {
+    const auto ext = e.path().extension();
+    if (!e.is_regular_file() || (ext != ".h" && ext != ".cpp")) continue;
+    auto unit = fs::relative(e.path(), root).replace_extension("").generic_string();
+    auto& out = edges[unit];
+    const std::string text = testing::read_file(e.path());
+    for (std::sregex_iterator m(text.begin(), text.end(), include), end; m != end; ++m) {
+      if ((*m)[1] != unit) out.insert((*m)[1]);
+    }
+  }
+  ASSERT_GT(edges.size(), 20u) << root;
+  // Depth-first: a unit met again while still on the path closes a cycle.
+  std::map<std::string, int> state;  // 1 on the path, 2 done
+  std::vector<std::string> path, cycles;
+  std::function<void(const std::string&)> visit = [&](const std::string& u) {
+    state[u] = 1;
+    path.push_back(u);
+    for (const auto& v : edges[u]) {
+      if (state[v] == 1) {
+        std::string cycle;
+        for (auto it = std::find(path.begin(), path.end(), v); it != path.end(); ++it)
+          cycle += *it + " -> ";
+        cycles.push_back(cycle + v);
+      } else if (state[v] == 0) {
+        visit(v);
+      }
+    }
+    path.pop_back();
+    state[u] = 2;
+  };
+  for (const auto& [unit, _] : edges) {
+    if (state[unit] == 0) visit(unit);
+  }
+  EXPECT_TRUE(cycles.empty()) << ::testing::PrintToString(cycles);
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "engine/optim.h"
 #include "engine/schedule.h"
 #include "engine/step_plan.h"
+#include "engine/training.h"
 #include "models/build.h"
 #include "models/pretrained.h"
 #include "ops/py_reference.h"
@@ -124,7 +125,7 @@ TEST_F(UltralyticsOptim, TrainingWithTheRampStepsAsUltralyticsTrainerDoes) {
   hooks.after_forward = [&](LossDict&, int64_t step) {
     if (step == static_cast<int64_t>(seen.size()) + 1) read();
   };
-  const auto result = train_run(run, "", hooks);
+  const auto result = run_training(run, "", hooks);
   read();
   EXPECT_EQ(result.steps_done, steps());
   ASSERT_EQ(static_cast<int64_t>(seen.size()), steps());

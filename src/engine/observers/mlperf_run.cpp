@@ -3,7 +3,7 @@
 
 #include "core/logging.h"
 #include "engine/observers/observers.h"
-#include "engine/trainer.h"
+#include "engine/run.h"
 
 namespace detforge::engine {
 namespace {

@@ -15,7 +15,7 @@ class MetricsFile;
 /// The observers `run`'s options ask for, in the order they are called: make_metrics_log,
 /// make_tensorboard_view (logging.tensorboard), make_mlperf_run (mlperf.enabled),
 /// make_preemption_report and make_run_plots. `run` must outlive them.
-std::vector<std::unique_ptr<RunObserver>> standard_observers(Run& run);
+std::vector<std::shared_ptr<RunObserver>> standard_observers(Run& run);
 
 /// metrics.jsonl records through `file`: `train` at each log step (with the detector's
 /// counters), `eval` after each evaluation, `data` after each epoch (the augmentation counts,

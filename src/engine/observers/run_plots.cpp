@@ -6,7 +6,7 @@
 #include "engine/observers/observers.h"
 #include "engine/plot.h"
 #include "engine/report.h"
-#include "engine/trainer.h"
+#include "engine/run.h"
 #include "eval/coco_io.h"
 
 namespace fs = std::filesystem;

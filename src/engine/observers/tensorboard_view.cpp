@@ -8,7 +8,7 @@
 #include "data/transforms.h"
 #include "engine/metrics_file.h"
 #include "engine/observers/observers.h"
-#include "engine/trainer.h"
+#include "engine/run.h"
 #include "eval/confusion.h"
 
 namespace detforge::engine {
