@@ -10,7 +10,7 @@
 #include "core/atomic_file.h"
 #include "core/errors.h"
 #include "core/logging.h"
-#include "engine/report.h"
+#include "engine/analysis_plots.h"
 #include "eval/coco_eval.h"
 #include "eval/coco_io.h"
 

@@ -5,7 +5,7 @@
 
 #include "cli.h"
 #include "commands.h"
-#include "engine/plot.h"
+#include "engine/curve_plots.h"
 
 namespace detforge::tools {
 

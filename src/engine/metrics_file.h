@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/tensorboard.h"
+#include "engine/tensorboard_events.h"
 
 namespace detforge::engine {
 

@@ -18,7 +18,7 @@
 #include "distributed/process_group.h"
 #include "engine/amp.h"
 #include "engine/ema.h"
-#include "engine/mlperf_log.h"
+#include "engine/mlperf_logger.h"
 #include "engine/observer.h"
 #include "engine/optim.h"
 #include "engine/schedule.h"

@@ -7,7 +7,7 @@
 #include "core/errors.h"
 #include "core/logging.h"
 #include "distributed/collectives.h"
-#include "engine/report.h"
+#include "engine/analysis_plots.h"
 
 namespace fs = std::filesystem;
 

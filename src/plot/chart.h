@@ -1,6 +1,7 @@
 // Report-quality charts drawn with cairo: panels of lines, scatter points, bars or an annotated
 // heatmap, with round tick values, a grid, axis titles and a legend, saved as PNG, SVG or PDF.
-// No LibTorch and no OpenCV here; engine/plot.h and engine/report.h decide what to draw.
+// No LibTorch and no OpenCV here; engine/curve_plots.h and engine/analysis_plots.h decide what to
+// draw.
 #pragma once
 
 #include <optional>

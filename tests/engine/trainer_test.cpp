@@ -23,7 +23,7 @@
 #include "core/errors.h"
 #include "data/synthetic.h"
 #include "engine/checkpoint.h"
-#include "engine/plot.h"
+#include "engine/curve_plots.h"
 #include "eval/coco_io.h"
 #include "eval/confusion.h"
 #include "models/build.h"

@@ -1,4 +1,4 @@
-// The MLPerf log of a training run (the logger itself: engine/mlperf_log.h).
+// The MLPerf log of a training run (the logger itself: engine/mlperf_logger.h).
 #include <algorithm>
 
 #include "core/logging.h"

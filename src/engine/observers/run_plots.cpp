@@ -3,9 +3,9 @@
 #include <filesystem>
 
 #include "core/logging.h"
+#include "engine/analysis_plots.h"
+#include "engine/curve_plots.h"
 #include "engine/observers/observers.h"
-#include "engine/plot.h"
-#include "engine/report.h"
 #include "engine/run.h"
 #include "eval/coco_io.h"
 

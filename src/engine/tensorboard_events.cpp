@@ -1,4 +1,4 @@
-#include "engine/tensorboard.h"
+#include "engine/tensorboard_events.h"
 
 #include <unistd.h>
 

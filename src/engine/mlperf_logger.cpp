@@ -1,4 +1,4 @@
-#include "engine/mlperf_log.h"
+#include "engine/mlperf_logger.h"
 
 #include <chrono>
 #include <iostream>

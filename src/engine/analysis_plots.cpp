@@ -1,4 +1,4 @@
-#include "engine/report.h"
+#include "engine/analysis_plots.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "engine/plot.h"
+#include "engine/curve_plots.h"
 
 #include <filesystem>
 #include <fstream>
