@@ -29,6 +29,12 @@ constexpr uint32_t kMissing32 = 0xFFFFFFFF;
 constexpr uint64_t kStored = 0;
 constexpr uint64_t kDeflated = 8;
 constexpr uint64_t kMaxInflated = uint64_t{64} << 20;
+// General-purpose flag bits of a record miniz (LibTorch's zip reader) refuses to read: encrypted
+// (bit 0), compressed patch data (bit 5), strong encryption (bit 6). torch.save sets none.
+constexpr uint64_t kUnreadableFlags = 0x1 | 0x20 | 0x40;
+// The MS-DOS directory attribute of a record's external attributes: miniz reads such a record,
+// like one whose name ends in '/', as a folder, empty whatever it holds.
+constexpr uint64_t kDosDirectory = 0x10;
 
 // Bounds-checked reads of one file: every offset and length comes from the file itself.
 class ZipFile {
@@ -221,10 +227,10 @@ void verify_records(const std::string& path) {
   std::map<std::string, std::string> versions;
   for (uint64_t e = 0; e < d.entries; ++e) {
     if (f.get(p, 4) != kCentralHeader) zip.fail(str("central directory entry ", e, " is damaged"));
-    const uint64_t method = f.get(p + 10, 2), crc = f.get(p + 16, 4);
+    const uint64_t flags = f.get(p + 8, 2), method = f.get(p + 10, 2), crc = f.get(p + 16, 4);
     uint64_t packed = f.get(p + 20, 4), size = f.get(p + 24, 4), local = f.get(p + 42, 4);
     const uint64_t name_len = f.get(p + 28, 2), extra_len = f.get(p + 30, 2),
-                   comment_len = f.get(p + 32, 2);
+                   comment_len = f.get(p + 32, 2), attributes = f.get(p + 38, 4);
     if (p + 46 + name_len + extra_len + comment_len > dir.size())
       zip.fail(str("central directory entry ", e, " is cut short"));
     const std::string name = dir.substr(p + 46, name_len);
@@ -243,6 +249,15 @@ void verify_records(const std::string& path) {
     }
     p += 46 + name_len + extra_len + comment_len;
     const std::string what = str("record '", name, "'");
+    if (flags & kUnreadableFlags) {
+      zip.fail(str(what, " is marked encrypted or patched (zip flags 0x", std::hex, flags, std::dec,
+                   "): torch.save writes neither, and LibTorch's reader refuses it"));
+    }
+    if ((attributes & kDosDirectory) || (!name.empty() && name.back() == '/')) {
+      zip.fail(str(what,
+                   " is marked a folder: torch.save writes none, and LibTorch's reader "
+                   "reads it as empty"));
+    }
     if (method != kStored && method != kDeflated)
       zip.fail(str(what, " uses compression method ", method, " (a zip of torch.save has 0 or 8)"));
     // LibTorch deflates its archives' code records (kilobytes); anything declaring more than

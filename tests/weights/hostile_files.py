@@ -155,6 +155,37 @@ for name, version in [("layout_version_11.pt", "11\n"), ("layout_version_text.pt
         z.writestr("archive/version", version)
         z.writestr("archive/data/0", four["0"])
 
+def flag_version_record(name, local_at, central_at, bits):
+    """A zip whose version record has `bits` set at offset local_at of its local header and
+    central_at of its central directory entry (None: not there), which LibTorch's reader opens
+    and then refuses, leaking miniz's state (fuzz_checkpoint's findings)."""
+    path = os.path.join(out, name)
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("archive/data.pkl", pickled(state()))
+        z.writestr("archive/version", "3\n")
+        z.writestr("archive/data/0", four["0"])
+    raw = bytearray(open(path, "rb").read())
+    for signature, at_field, name_at in [(b"PK\x03\x04", local_at, 30), (b"PK\x01\x02", central_at, 46)]:
+        if at_field is None:
+            continue
+        at = raw.find(signature)
+        while raw[at + name_at:at + name_at + 15] != b"archive/version":
+            at = raw.find(signature, at + 4)
+        raw[at + at_field] |= bits
+    open(path, "wb").write(bytes(raw))
+    try:
+        torch._C.PyTorchFileReader(path)
+        raise SystemExit("LibTorch's reader opened " + path + ", which this case assumes it refuses")
+    except RuntimeError:
+        pass
+
+
+# Marked encrypted (general-purpose flag bit 0): "unsupported encryption".
+flag_version_record("layout_version_encrypted.pt", 6, 8, 0x1)
+# Marked a directory (MS-DOS attribute 0x10 of the external attributes): miniz reads it as
+# empty, "Couldn't parse the version".
+flag_version_record("layout_version_directory.pt", None, 38, 0x10)
+
 # Fuzzing findings, kept as regressions (docs/security.md).
 torch.save({"w": torch.zeros(0), "v": torch.ones(2)}, os.path.join(out, "finding_empty_storage.pt"))
 

@@ -86,7 +86,10 @@ TEST_F(HostileFiles, ZipsLibTorchRefusesAfterOpeningThemAreRefusedBeforeIt) {
       {"layout_no_folder.pt", "its first record 'data.pkl' is not in a folder"},
       {"layout_no_version.pt", "no record 'archive/version' or 'archive/.data/version'"},
       {"layout_version_11.pt", "record 'archive/version' holds '11\n', not a version 1 to 10"},
-      {"layout_version_text.pt", "record 'archive/version' holds 'three', not a version 1 to 10"}};
+      {"layout_version_text.pt", "record 'archive/version' holds 'three', not a version 1 to 10"},
+      {"layout_version_encrypted.pt",
+       "record 'archive/version' is marked encrypted or patched (zip flags 0x1)"},
+      {"layout_version_directory.pt", "record 'archive/version' is marked a folder"}};
   for (const auto& [name, message] : cases) {
     SCOPED_TRACE(name);
     EXPECT_THROW_WITH(read_weight_file(file(name)), IoError, file(name) + ": " + message);
