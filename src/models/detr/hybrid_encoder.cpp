@@ -3,6 +3,7 @@
 #include "models/sync_batch_norm.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 namespace detforge::models {
@@ -16,11 +17,13 @@ namespace {
 // equal up to float rounding), as RT-DETR's deploy mode does.
 class ConvNormImpl : public torch::nn::Module {
  public:
-  ConvNormImpl(int64_t in, int64_t out, int64_t kernel, int64_t stride, bool act, double eps)
-      : act_(act), stride_(stride), padding_((kernel - 1) / 2) {
+  ConvNormImpl(int64_t in, int64_t out, int64_t kernel, int64_t stride, bool act, double eps,
+               int64_t groups = 1)
+      : act_(act), stride_(stride), padding_((kernel - 1) / 2), groups_(groups) {
     conv_ = register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, kernel)
                                                           .stride(stride)
                                                           .padding(padding_)
+                                                          .groups(groups)
                                                           .bias(false)));
     norm_ = register_module("norm", SyncBatchNorm2d(torch::nn::BatchNorm2dOptions(out).eps(eps)));
   }
@@ -30,7 +33,7 @@ class ConvNormImpl : public torch::nn::Module {
       y = norm_(conv_(x));
     } else {
       const auto [w, b] = folded();
-      y = torch::conv2d(x, w, b, stride_, padding_);
+      y = torch::conv2d(x, w, b, stride_, padding_, 1, groups_);
     }
     return act_ ? torch::silu(y) : y;
   }
@@ -43,7 +46,7 @@ class ConvNormImpl : public torch::nn::Module {
 
  private:
   bool act_;
-  int64_t stride_, padding_;
+  int64_t stride_, padding_, groups_;
   torch::nn::Conv2d conv_{nullptr};
   SyncBatchNorm2d norm_{nullptr};
 };
@@ -71,16 +74,17 @@ class RepVggImpl : public torch::nn::Module {
 };
 TORCH_MODULE(RepVgg);
 
-// CSP block: conv3(bottlenecks(conv1(x)) + conv2(x)), conv3 only when the hidden width differs.
+// CSP block: conv3(bottlenecks(conv1(x)) + conv2(x)), conv1 and conv2 `in` -> out * expansion,
+// conv3 back to `out` only when that width differs.
 class CspRepImpl : public torch::nn::Module {
  public:
-  CspRepImpl(int64_t hidden, double expansion, double eps) {
-    const int64_t mid = static_cast<int64_t>(static_cast<double>(hidden) * expansion);
-    conv1_ = register_module("conv1", ConvNorm(2 * hidden, mid, 1, 1, true, eps));
-    conv2_ = register_module("conv2", ConvNorm(2 * hidden, mid, 1, 1, true, eps));
+  CspRepImpl(int64_t in, int64_t out, int64_t blocks, double expansion, double eps) {
+    const int64_t mid = static_cast<int64_t>(static_cast<double>(out) * expansion);
+    conv1_ = register_module("conv1", ConvNorm(in, mid, 1, 1, true, eps));
+    conv2_ = register_module("conv2", ConvNorm(in, mid, 1, 1, true, eps));
     bottlenecks_ = register_module("bottlenecks", torch::nn::Sequential());
-    for (int i = 0; i < 3; ++i) bottlenecks_->push_back(RepVgg(mid, eps));
-    if (mid != hidden) conv3_ = register_module("conv3", ConvNorm(mid, hidden, 1, 1, true, eps));
+    for (int64_t i = 0; i < blocks; ++i) bottlenecks_->push_back(RepVgg(mid, eps));
+    if (mid != out) conv3_ = register_module("conv3", ConvNorm(mid, out, 1, 1, true, eps));
   }
   torch::Tensor forward(const torch::Tensor& x) {
     auto y = bottlenecks_->forward(conv1_(x)) + conv2_(x);
@@ -93,6 +97,51 @@ class CspRepImpl : public torch::nn::Module {
 };
 TORCH_MODULE(CspRep);
 
+// D-FINE's RepNCSPELAN4 on the concatenation of two hidden-wide maps: conv1 (1x1, 2 hidden wide),
+// split in halves; the second half through csp_rep1 -> conv2 (3x3) and on through csp_rep2 ->
+// conv3 (3x3), branches c = floor(expansion * hidden / 2) wide; conv4 (1x1) of both halves and
+// both branches back to hidden.
+class RepNCspElan4Impl : public torch::nn::Module {
+ public:
+  RepNCspElan4Impl(int64_t hidden, double expansion, int64_t blocks, double eps) : hidden_(hidden) {
+    const auto c = static_cast<int64_t>(std::floor(expansion * static_cast<double>(hidden) / 2));
+    conv1_ = register_module("conv1", ConvNorm(2 * hidden, 2 * hidden, 1, 1, true, eps));
+    csp_rep1_ = register_module("csp_rep1", CspRep(hidden, c, blocks, 1.0, eps));
+    conv2_ = register_module("conv2", ConvNorm(c, c, 3, 1, true, eps));
+    csp_rep2_ = register_module("csp_rep2", CspRep(c, c, blocks, 1.0, eps));
+    conv3_ = register_module("conv3", ConvNorm(c, c, 3, 1, true, eps));
+    conv4_ = register_module("conv4", ConvNorm(2 * hidden + 2 * c, hidden, 1, 1, true, eps));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    auto parts = conv1_(x).split(hidden_, 1);
+    const auto branch1 = conv2_(csp_rep1_(parts[1]));
+    const auto branch2 = conv3_(csp_rep2_(branch1));
+    parts.push_back(branch1);
+    parts.push_back(branch2);
+    return conv4_(torch::cat(parts, 1));
+  }
+
+ private:
+  int64_t hidden_;
+  ConvNorm conv1_{nullptr}, conv2_{nullptr}, conv3_{nullptr}, conv4_{nullptr};
+  CspRep csp_rep1_{nullptr}, csp_rep2_{nullptr};
+};
+TORCH_MODULE(RepNCspElan4);
+
+// D-FINE's SCDown: a 1x1 conv, then a depthwise 3x3 stride-2 conv, both without activation.
+class SCDownImpl : public torch::nn::Module {
+ public:
+  SCDownImpl(int64_t hidden, double eps) {
+    conv1_ = register_module("conv1", ConvNorm(hidden, hidden, 1, 1, false, eps));
+    conv2_ = register_module("conv2", ConvNorm(hidden, hidden, 3, 2, false, eps, hidden));
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return conv2_(conv1_(x)); }
+
+ private:
+  ConvNorm conv1_{nullptr}, conv2_{nullptr};
+};
+TORCH_MODULE(SCDown);
+
 // Post-norm transformer encoder layer: RTDetrV2EncoderLayer (normalize_before = false).
 class EncoderLayerImpl : public torch::nn::Module {
  public:
@@ -102,7 +151,8 @@ class EncoderLayerImpl : public torch::nn::Module {
     norm1_ = register_module(
         "self_attn_layer_norm",
         torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim}).eps(kDetrLayerNormEps)));
-    mlp_ = register_module("mlp", DetrFeedForward(dim, o.ffn_dim(), Activation::kGELU));
+    mlp_ =
+        register_module("mlp", DetrFeedForward(dim, o.ffn_dim(), Activation::kGELU, o.ffn_names()));
     norm2_ = register_module(
         "final_layer_norm",
         torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim}).eps(kDetrLayerNormEps)));
@@ -122,8 +172,10 @@ TORCH_MODULE(EncoderLayer);
 }  // namespace
 
 HybridEncoderImpl::HybridEncoderImpl(const HybridEncoderOptions& o)
-    : hidden_(o.hidden_dim()), temperature_(o.temperature()) {
+    : hidden_(o.hidden_dim()), levels_(o.levels()), temperature_(o.temperature()) {
+  TORCH_CHECK(levels_ >= 2, "hybrid encoder: levels must be >= 2, got ", levels_);
   const double eps = o.batch_norm_eps();
+  const auto blocks = static_cast<int64_t>(std::nearbyint(3 * o.depth_mult()));
   aifi_ = register_module("aifi", torch::nn::ModuleList());
   auto aifi = std::make_shared<torch::nn::Module>();
   aifi_layers_ = aifi->register_module("layers", torch::nn::ModuleList());
@@ -133,18 +185,40 @@ HybridEncoderImpl::HybridEncoderImpl(const HybridEncoderOptions& o)
   fpn_ = register_module("fpn_blocks", torch::nn::ModuleList());
   downsample_ = register_module("downsample_convs", torch::nn::ModuleList());
   pan_ = register_module("pan_blocks", torch::nn::ModuleList());
-  for (int i = 0; i < 2; ++i) {
-    lateral_->push_back(ConvNorm(hidden_, hidden_, 1, 1, true, eps));
-    fpn_->push_back(CspRep(hidden_, o.expansion(), eps));
+  const bool elan = o.fusion() == FusionBlocks::kRepNCspElan4;
+  const auto fusion = [&]() -> std::shared_ptr<torch::nn::Module> {
+    if (elan) return RepNCspElan4(hidden_, o.expansion(), blocks, eps).ptr();
+    return CspRep(2 * hidden_, hidden_, blocks, o.expansion(), eps).ptr();
+  };
+  for (int64_t i = 0; i + 1 < levels_; ++i) {
+    lateral_->push_back(ConvNorm(hidden_, hidden_, 1, 1, !elan, eps));
+    fpn_->push_back(fusion());
   }
-  for (int i = 0; i < 2; ++i) {
-    downsample_->push_back(ConvNorm(hidden_, hidden_, 3, 2, true, eps));
-    pan_->push_back(CspRep(hidden_, o.expansion(), eps));
+  for (int64_t i = 0; i + 1 < levels_; ++i) {
+    if (elan) {
+      downsample_->push_back(SCDown(hidden_, eps));
+    } else {
+      downsample_->push_back(ConvNorm(hidden_, hidden_, 3, 2, true, eps));
+    }
+    pan_->push_back(fusion());
   }
 }
 
+namespace {
+
+// One fusion or downsampling block of the lists above, whichever type it holds.
+torch::Tensor run_block(torch::nn::Module& block, const torch::Tensor& x) {
+  if (auto* m = dynamic_cast<CspRepImpl*>(&block)) return m->forward(x);
+  if (auto* m = dynamic_cast<RepNCspElan4Impl*>(&block)) return m->forward(x);
+  if (auto* m = dynamic_cast<SCDownImpl*>(&block)) return m->forward(x);
+  return dynamic_cast<ConvNormImpl&>(block).forward(x);
+}
+
+}  // namespace
+
 std::vector<torch::Tensor> HybridEncoderImpl::forward(std::vector<torch::Tensor> features) {
-  TORCH_CHECK(features.size() == 3, "RT-DETR encoder: expected 3 levels, got ", features.size());
+  TORCH_CHECK(static_cast<int64_t>(features.size()) == levels_, "hybrid encoder: expected ",
+              levels_, " levels, got ", features.size());
   // AIFI on the coarsest level.
   auto& top = features.back();
   const int64_t b = top.size(0), h = top.size(2), w = top.size(3);
@@ -156,21 +230,22 @@ std::vector<torch::Tensor> HybridEncoderImpl::forward(std::vector<torch::Tensor>
   top = seq.transpose(1, 2).reshape({b, hidden_, h, w}).contiguous();
 
   // Top-down: each lateral conv replaces the coarser map it reads.
-  std::vector<torch::Tensor> fpn = {features[2]};
-  for (int idx = 0; idx < 2; ++idx) {
-    auto lateral = lateral_[idx]->as<ConvNormImpl>()->forward(fpn.back());
+  const auto steps = static_cast<size_t>(levels_ - 1);
+  std::vector<torch::Tensor> fpn = {features.back()};
+  for (size_t idx = 0; idx < steps; ++idx) {
+    auto lateral = run_block(*lateral_[idx], fpn.back());
     fpn.back() = lateral;
     const auto up = F::interpolate(lateral, F::InterpolateFuncOptions()
                                                 .scale_factor(std::vector<double>{2.0, 2.0})
                                                 .mode(torch::kNearest));
-    fpn.push_back(fpn_[idx]->as<CspRepImpl>()->forward(torch::cat({up, features[1 - idx]}, 1)));
+    fpn.push_back(run_block(*fpn_[idx], torch::cat({up, features[steps - 1 - idx]}, 1)));
   }
   std::reverse(fpn.begin(), fpn.end());
   // Bottom-up.
   std::vector<torch::Tensor> pan = {fpn[0]};
-  for (int idx = 0; idx < 2; ++idx) {
-    const auto down = downsample_[idx]->as<ConvNormImpl>()->forward(pan.back());
-    pan.push_back(pan_[idx]->as<CspRepImpl>()->forward(torch::cat({down, fpn[idx + 1]}, 1)));
+  for (size_t idx = 0; idx < steps; ++idx) {
+    const auto down = run_block(*downsample_[idx], pan.back());
+    pan.push_back(run_block(*pan_[idx], torch::cat({down, fpn[idx + 1]}, 1)));
   }
   return pan;
 }

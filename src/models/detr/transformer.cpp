@@ -38,10 +38,17 @@ torch::Tensor DetrSelfAttentionImpl::forward(const torch::Tensor& x, const torch
   return o_(attn.transpose(1, 2).reshape({b, t, dim}));
 }
 
-DetrFeedForwardImpl::DetrFeedForwardImpl(int64_t dim, int64_t hidden, Activation activation)
+DetrFeedForwardImpl::DetrFeedForwardImpl(int64_t dim, int64_t hidden, Activation activation,
+                                         FeedForwardNames names)
     : activation_(activation) {
-  fc1_ = register_module("fc1", torch::nn::Linear(dim, hidden));
-  fc2_ = register_module("fc2", torch::nn::Linear(hidden, dim));
+  fc1_ = torch::nn::Linear(dim, hidden);
+  fc2_ = torch::nn::Linear(hidden, dim);
+  if (names == FeedForwardNames::kFc) {
+    register_module("fc1", fc1_);
+    register_module("fc2", fc2_);
+  } else {
+    register_module("layers", torch::nn::ModuleList(fc1_, fc2_));
+  }
 }
 
 torch::Tensor DetrFeedForwardImpl::forward(const torch::Tensor& x) {

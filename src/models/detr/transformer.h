@@ -1,6 +1,7 @@
 // The transformer blocks the DETR families share: multi-head self-attention with a position
 // embedding added to queries and keys, the feed-forward block, and the 2-D sine position
-// embedding. Module names equal transformers' (q_proj, k_proj, v_proj, o_proj; fc1, fc2).
+// embedding. Module names equal transformers' (q_proj, k_proj, v_proj, o_proj; fc1, fc2 or, as
+// D-FINE's MLP names them, layers.0, layers.1).
 #pragma once
 
 #include <cstdint>
@@ -30,10 +31,15 @@ TORCH_MODULE(DetrSelfAttention);
 
 enum class Activation { kReLU, kGELU, kSiLU };
 
+/// The names of the feed-forward block's two linear layers: fc1, fc2 (RT-DETR, RF-DETR) or
+/// layers.0, layers.1 (D-FINE's DFineMLP).
+enum class FeedForwardNames { kFc, kLayers };
+
 /// fc1 -> activation -> fc2.
 class DetrFeedForwardImpl : public torch::nn::Module {
  public:
-  DetrFeedForwardImpl(int64_t dim, int64_t hidden, Activation activation);
+  DetrFeedForwardImpl(int64_t dim, int64_t hidden, Activation activation,
+                      FeedForwardNames names = FeedForwardNames::kFc);
   torch::Tensor forward(const torch::Tensor& x);
 
  private:
