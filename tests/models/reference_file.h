@@ -33,7 +33,7 @@ class ReferenceFile {
 void expect_close(const torch::Tensor& actual, const torch::Tensor& expected, double tol,
                   const std::string& what);
 
-/// Expects every parameter of `module` to have a gradient close to grads.at(<its name>) (as
+/// Expects every trained parameter of `module` to have a gradient close to grads.at(<its name>) (as
 /// expect_close, tolerance `tol`), and every gradient of `grads` to be checked. A reference
 /// gradient below 1e-9 everywhere must be a bias whose shift a train-mode batch norm removes
 /// next, zero on both sides.

@@ -28,18 +28,37 @@ torch::Tensor DetrMlpImpl::forward(torch::Tensor x) {
   return x;
 }
 
-DeformableAttentionImpl::DeformableAttentionImpl(const DetrDecoderOptions& o)
-    : heads_(o.heads()), levels_(o.levels()), points_(o.points()), offset_scale_(o.offset_scale()) {
+DeformableAttentionOptions DetrDecoderOptions::attention() const {
+  return DeformableAttentionOptions()
+      .d_model(d_model())
+      .heads(heads())
+      .points(std::vector<int64_t>(static_cast<size_t>(levels()), points()))
+      .offset_scale(offset_scale())
+      .points_scale_buffer(points_scale_buffer() ? "n_points_scale" : "");
+}
+
+DeformableAttentionImpl::DeformableAttentionImpl(const DeformableAttentionOptions& o)
+    : heads_(o.heads()), points_(o.points()), offset_scale_(o.offset_scale()) {
   const int64_t d = o.d_model();
   TORCH_CHECK(d % heads_ == 0, "DETR decoder: d_model ", d, " is not divisible by ", heads_,
               " heads");
-  offsets_ =
-      register_module("sampling_offsets", torch::nn::Linear(d, heads_ * levels_ * points_ * 2));
-  weights_ = register_module("attention_weights", torch::nn::Linear(d, heads_ * levels_ * points_));
-  value_ = register_module("value_proj", torch::nn::Linear(d, d));
-  output_ = register_module("output_proj", torch::nn::Linear(d, d));
-  points_scale_ = torch::full({levels_ * points_}, 1.0 / static_cast<double>(points_));
-  if (o.points_scale_buffer()) points_scale_ = register_buffer("n_points_scale", points_scale_);
+  TORCH_CHECK(!points_.empty(), "DETR decoder: the deformable attention needs a level");
+  total_points_ = 0;
+  std::vector<double> scale;
+  for (const int64_t p : points_) {
+    TORCH_CHECK(p >= 1, "DETR decoder: sampling points per level must be >= 1, got ", p);
+    total_points_ += p;
+    scale.insert(scale.end(), static_cast<size_t>(p), 1.0 / static_cast<double>(p));
+  }
+  offsets_ = register_module("sampling_offsets", torch::nn::Linear(d, heads_ * total_points_ * 2));
+  weights_ = register_module("attention_weights", torch::nn::Linear(d, heads_ * total_points_));
+  if (o.projections()) {
+    value_ = register_module("value_proj", torch::nn::Linear(d, d));
+    output_ = register_module("output_proj", torch::nn::Linear(d, d));
+  }
+  points_scale_ = torch::tensor(scale, torch::kFloat32);
+  if (!o.points_scale_buffer().empty())
+    points_scale_ = register_buffer(o.points_scale_buffer(), points_scale_);
   reset_parameters();
 }
 
@@ -47,21 +66,24 @@ void DeformableAttentionImpl::reset_parameters() {
   torch::NoGradGuard no_grad;
   offsets_->weight.zero_();
   // Deformable DETR's initial offsets: each head samples along its own direction (scaled onto a
-  // square), the k-th point k steps out, so heads look in different directions from the start.
+  // square), a level's k-th point k steps out, so heads look in different directions from the
+  // start.
   const auto thetas = torch::arange(heads_, torch::kFloat64) * (2.0 * M_PI / heads_);
   auto grid = torch::stack({thetas.cos(), thetas.sin()}, -1);
-  grid = (grid / std::get<0>(grid.abs().max(-1, true)))
-             .view({heads_, 1, 1, 2})
-             .repeat({1, levels_, points_, 1});
-  grid *= torch::arange(1, points_ + 1, torch::kFloat64).view({1, 1, points_, 1});
+  grid = (grid / std::get<0>(grid.abs().max(-1, true))).view({heads_, 1, 2});
+  std::vector<torch::Tensor> steps;
+  for (const int64_t p : points_) steps.push_back(torch::arange(1, p + 1, torch::kFloat64));
+  grid = grid * torch::cat(steps).view({1, total_points_, 1});
   offsets_->bias.copy_(grid.flatten());
   // Zero logits: every point gets the same attention weight at the start.
   weights_->weight.zero_();
   weights_->bias.zero_();
-  torch::nn::init::xavier_uniform_(value_->weight);
-  value_->bias.zero_();
-  torch::nn::init::xavier_uniform_(output_->weight);
-  output_->bias.zero_();
+  if (value_) {
+    torch::nn::init::xavier_uniform_(value_->weight);
+    value_->bias.zero_();
+    torch::nn::init::xavier_uniform_(output_->weight);
+    output_->bias.zero_();
+  }
 }
 
 torch::Tensor DeformableAttentionImpl::forward(const torch::Tensor& query,
@@ -69,24 +91,25 @@ torch::Tensor DeformableAttentionImpl::forward(const torch::Tensor& query,
                                                const torch::Tensor& memory,
                                                const LevelShapes& shapes) {
   const int64_t b = query.size(0), q = query.size(1), s = memory.size(1), d = memory.size(2);
-  const int64_t dh = d / heads_, lp = levels_ * points_;
-  TORCH_CHECK(static_cast<int64_t>(shapes.size()) == levels_, "DETR decoder: expected ", levels_,
+  const int64_t dh = d / heads_, levels = static_cast<int64_t>(points_.size());
+  TORCH_CHECK(static_cast<int64_t>(shapes.size()) == levels, "DETR decoder: expected ", levels,
               " levels, got ", shapes.size());
-  const auto value = value_(memory).view({b, s, heads_, dh});
-  const auto offsets = offsets_(query).view({b, q, heads_, lp, 2});
-  const auto attn = torch::softmax(weights_(query).view({b, q, heads_, lp}), -1);
+  const auto value = (value_ ? value_(memory) : memory).view({b, s, heads_, dh});
+  const auto offsets = offsets_(query).view({b, q, heads_, total_points_, 2});
+  const auto attn = torch::softmax(weights_(query).view({b, q, heads_, total_points_}), -1);
   // Offsets are in units of the reference box, 1/points per point as v2 scales them.
   const auto ref = reference.view({b, q, 1, 1, 4});
   const auto wh = ref.narrow(-1, 2, 2);
   const auto loc = ref.narrow(-1, 0, 2) +
                    offsets * points_scale_.to(query.options()).unsqueeze(-1) * wh * offset_scale_;
   // grid_sample coordinates in [-1, 1]; one "image" per (batch, head).
-  const auto grids = (2 * loc - 1).permute({0, 2, 1, 3, 4}).flatten(0, 1).split(points_, 2);
+  const auto grids =
+      (2 * loc - 1).permute({0, 2, 1, 3, 4}).flatten(0, 1).split_with_sizes(points_, 2);
   std::vector<int64_t> level_sizes;
   for (const auto& [h, w] : shapes) level_sizes.push_back(h * w);
   const auto values = value.permute({0, 2, 3, 1}).flatten(0, 1).split_with_sizes(level_sizes, -1);
   std::vector<torch::Tensor> sampled;
-  for (int64_t l = 0; l < levels_; ++l) {
+  for (int64_t l = 0; l < levels; ++l) {
     const auto [h, w] = shapes[l];
     sampled.push_back(F::grid_sample(values[l].reshape({b * heads_, dh, h, w}), grids[l],
                                      F::GridSampleFuncOptions()
@@ -94,9 +117,10 @@ torch::Tensor DeformableAttentionImpl::forward(const torch::Tensor& query,
                                          .padding_mode(torch::kZeros)
                                          .align_corners(false)));
   }
-  const auto weights = attn.permute({0, 2, 1, 3}).reshape({b * heads_, 1, q, lp});
+  const auto weights = attn.permute({0, 2, 1, 3}).reshape({b * heads_, 1, q, total_points_});
   const auto out = (torch::cat(sampled, -1) * weights).sum(-1).view({b, heads_ * dh, q});
-  return output_(out.transpose(1, 2).contiguous());
+  const auto flat = out.transpose(1, 2).contiguous();
+  return output_ ? output_(flat) : flat;
 }
 
 namespace {
@@ -111,7 +135,7 @@ class DecoderLayerImpl : public torch::nn::Module {
     };
     self_attn_ = register_module("self_attn", DetrSelfAttention(d, o.heads()));
     norm1_ = register_module("self_attn_layer_norm", ln());
-    cross_attn_ = register_module("encoder_attn", DeformableAttention(o));
+    cross_attn_ = register_module("encoder_attn", DeformableAttention(o.attention()));
     norm2_ = register_module("encoder_attn_layer_norm", ln());
     mlp_ = register_module("mlp", DetrFeedForward(d, o.ffn_dim(), Activation::kReLU));
     norm3_ = register_module("final_layer_norm", ln());

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -16,8 +17,28 @@
 
 namespace detforge::models {
 
+/// Multi-scale deformable attention, v2: per-level sampling points, offsets scaled by the
+/// reference box.
+struct DeformableAttentionOptions {
+  TORCH_ARG(int64_t, d_model) = 256;
+  TORCH_ARG(int64_t, heads) = 8;
+  /// Sampling points per head of each level; its size is the number of levels. Default: 4, 4, 4
+  TORCH_ARG(std::vector<int64_t>, points) = std::vector<int64_t>{4, 4, 4};
+  /// Scale of the sampling offsets relative to the reference box. Default: 0.5
+  TORCH_ARG(double, offset_scale) = 0.5;
+  /// Project the memory into values and the sampled values out (value_proj, output_proj), as
+  /// RT-DETR and RF-DETR do; D-FINE samples the memory itself. Default: true
+  TORCH_ARG(bool, projections) = true;
+  /// The buffer that holds each point's offset scale 1 / (its level's points), as transformers'
+  /// state dicts carry it: n_points_scale (RT-DETRv2), num_points_scale (D-FINE); empty computes
+  /// it (rfdetr). Default: n_points_scale
+  TORCH_ARG(std::string, points_scale_buffer) = "n_points_scale";
+};
+
 /// The decoder (model.decoder in a config).
 struct DetrDecoderOptions {
+  /// The cross-attention's options: `points` on each of `levels`.
+  DeformableAttentionOptions attention() const;
   /// Width of the decoder and its queries. Default: 256
   TORCH_ARG(int64_t, d_model) = 256;
   /// Decoder layers (3 for r18vd). Default: 6
@@ -58,7 +79,7 @@ TORCH_MODULE(DetrMlp);
 
 class DeformableAttentionImpl : public torch::nn::Module {
  public:
-  explicit DeformableAttentionImpl(const DetrDecoderOptions& options);
+  explicit DeformableAttentionImpl(const DeformableAttentionOptions& options);
   /// query: [B, Q, D] (position embedding already added); reference: [B, Q, 4] cxcywh in
   /// [0, 1]; memory: [B, S, D] with S = sum of h * w over `shapes` -> [B, Q, D].
   torch::Tensor forward(const torch::Tensor& query, const torch::Tensor& reference,
@@ -67,7 +88,8 @@ class DeformableAttentionImpl : public torch::nn::Module {
   void reset_parameters();
 
  private:
-  int64_t heads_, levels_, points_;
+  int64_t heads_, total_points_;
+  std::vector<int64_t> points_;
   double offset_scale_;
   torch::nn::Linear offsets_{nullptr}, weights_{nullptr}, value_{nullptr}, output_{nullptr};
   torch::Tensor points_scale_;

@@ -63,14 +63,12 @@ class LwDetrLayerImpl : public torch::nn::Module {
     };
     self_attn_ = register_module("self_attn", PackedSelfAttention(d, o.self_heads));
     norm1_ = ln("norm1");
-    cross_attn_ =
-        register_module("cross_attn", DeformableAttention(DetrDecoderOptions()
-                                                              .d_model(d)
-                                                              .heads(o.cross_heads)
-                                                              .levels(1)
-                                                              .points(o.points)
-                                                              .offset_scale(0.5)
-                                                              .points_scale_buffer(false)));
+    cross_attn_ = register_module("cross_attn", DeformableAttention(DeformableAttentionOptions()
+                                                                        .d_model(d)
+                                                                        .heads(o.cross_heads)
+                                                                        .points({o.points})
+                                                                        .offset_scale(0.5)
+                                                                        .points_scale_buffer("")));
     linear1_ = register_module("linear1", torch::nn::Linear(d, o.ffn_dim));
     linear2_ = register_module("linear2", torch::nn::Linear(o.ffn_dim, d));
     norm2_ = ln("norm2");
