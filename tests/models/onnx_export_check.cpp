@@ -11,13 +11,13 @@
 
 namespace detforge::testing {
 
-void expect_onnx_export_matches(models::Detector& detector, const std::string& config,
-                                const std::string& weights, bool imagenet_normalised,
-                                const std::string& tolerance, const std::string& flags,
-                                weights::NamedTensors* io_out) {
-  const auto file = shared_dataset("bccd") + "/images/BloodImage_00000.jpg";
+torch::Tensor export_input(const std::string& image, bool imagenet_normalised) {
+  const auto file = shared_dataset("bccd") + "/images/" + image;
   cv::Mat bgr = cv::imread(file, cv::IMREAD_COLOR);
-  ASSERT_FALSE(bgr.empty()) << file;
+  if (bgr.empty()) {
+    ADD_FAILURE() << "cannot read " << file;
+    return {};
+  }
   cv::Mat rgb;
   cv::cvtColor(bgr, rgb, cv::COLOR_BGR2RGB);
   cv::resize(rgb, rgb, cv::Size(512, 384), 0, 0, cv::INTER_LINEAR);
@@ -31,6 +31,15 @@ void expect_onnx_export_matches(models::Detector& detector, const std::string& c
     const auto std = torch::tensor({0.229f, 0.224f, 0.225f}).view({1, 3, 1, 1});
     images = ((images - mean) / std).contiguous();
   }
+  return images;
+}
+
+void expect_onnx_export_matches(models::Detector& detector, const std::string& config,
+                                const std::string& weights, bool imagenet_normalised,
+                                const std::string& tolerance, const std::string& flags,
+                                weights::NamedTensors* io_out, const std::string& image) {
+  const auto images = export_input(image, imagenet_normalised);
+  ASSERT_TRUE(images.defined());
   detector.eval();
   weights::NamedTensors io = {{"images", images}};
   for (const auto& [name, t] : detector.export_outputs(images))

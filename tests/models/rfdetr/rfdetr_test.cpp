@@ -406,7 +406,8 @@ TEST(RfdetrWeights, ReferenceCheckpointWithOtherClassesFineTunesByName) {
 }
 
 // `detforge export --format onnx` hands the weights to rfdetr's own exporter (RFDETR.export):
-// onnxruntime on a BCCD image gives detforge's boxes and logits (within 1e-5, measured 6e-6). The
+// onnxruntime on a BCCD image gives detforge's boxes and logits (within 1e-5 and 3e-5, measured
+// 1.8e-7 and 7.2e-6). The
 // weights are the parity test's (perturbed, so the queries' scores differ). onnxruntime runs with
 // its graph optimisations off: with them on (even ORT_ENABLE_BASIC) its float32 arithmetic moves
 // the logits by about 7e-4 on this image, and two proposals at the edge of the top 300 trade
@@ -417,6 +418,25 @@ TEST(RfdetrOnnx, ExportMatchesDetforgeOnABccdImage) {
     GTEST_SKIP() << detforge::testing::shared_missing("bccd");
   detforge::testing::TempDir tmp;
   auto model = reference_model();
+  model->eval();
+  // Two proposals whose scores lie within float noise of each other rank either way in another
+  // runtime, and a query then starts from the other's box (docs/export.md); on a VM with AVX-512
+  // that happened on the first photo, whose closest two of the 300 selected scores are 1.7e-6
+  // apart. The photo is the first of BCCD's whose 300 selected proposals' scores (sorted, under
+  // detforge) are all at least 3e-5 apart, 5 times the two runtimes' difference on the logits.
+  std::string photo;
+  for (int i = 0; i < 40 && photo.empty(); ++i) {
+    const auto name = str("BloodImage_", std::string(i < 10 ? "0000" : "000"), i, ".jpg");
+    torch::NoGradGuard no_grad;
+    const auto scores = std::get<0>(
+        model->forward_outputs(detforge::testing::export_input(name, true)).enc_logits[0].max(-1));
+    if ((scores.narrow(0, 0, scores.size(0) - 1) - scores.narrow(0, 1, scores.size(0) - 1))
+            .min()
+            .item<float>() >= 3e-5f)
+      photo = name;
+  }
+  ASSERT_FALSE(photo.empty()) << "no BCCD photo among the first 40 without near-tied proposals";
+  SCOPED_TRACE(photo);
   const auto weights = (tmp.path() / "rfdetr_nano.pth").string();
   weights::write_state_dict(export_state(*model), weights);
   const auto config =
@@ -425,7 +445,7 @@ TEST(RfdetrOnnx, ExportMatchesDetforgeOnABccdImage) {
   weights::NamedTensors io;
   detforge::testing::expect_onnx_export_matches(*model, config, weights,
                                                 /*imagenet_normalised=*/true, "1e-5,labels=3e-5",
-                                                "--plain", &io);
+                                                "--plain", &io, photo);
   ASSERT_EQ(io.size(), 3u);
   const auto best = io[2].second.sigmoid().amax(-1);
   EXPECT_GT((best.max() - best.min()).item<float>(), 0.05f) << "the queries' scores differ";
