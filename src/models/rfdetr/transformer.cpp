@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "models/detr/query_selection.h"
 #include "models/detr/transformer.h"
 #include "models/module_state.h"
 
@@ -105,10 +106,6 @@ torch::Tensor box_sine_embedding(const torch::Tensor& boxes, int64_t dim) {
         torch::stack({e.slice(-1, 0, dim, 2).sin(), e.slice(-1, 1, dim, 2).cos()}, -1).flatten(-2));
   }
   return torch::cat(parts, -1);
-}
-
-torch::Tensor gather_rows(const torch::Tensor& x, const torch::Tensor& index) {
-  return x.gather(1, index.unsqueeze(-1).expand({-1, -1, x.size(-1)}));
 }
 
 }  // namespace

@@ -1,11 +1,11 @@
 #include "models/rtdetr/rtdetr.h"
 
 #include <cmath>
-#include <limits>
 
 #include "core/errors.h"
 #include "models/detr/criterion.h"
 #include "models/detr/postprocess.h"
+#include "models/detr/query_selection.h"
 #include "models/module_state.h"
 #include "models/sync_batch_norm.h"
 
@@ -20,35 +20,6 @@ namespace {
 torch::nn::Sequential conv_bn(int64_t in, int64_t out, double eps) {
   return torch::nn::Sequential(torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 1).bias(false)),
                                SyncBatchNorm2d(torch::nn::BatchNorm2dOptions(out).eps(eps)));
-}
-
-// The encoder's anchor boxes (before the sigmoid) per location of every level, and which lie
-// inside the image: [1, S, 4] and [1, S, 1]. Anchors outside are set to the dtype's maximum.
-std::pair<torch::Tensor, torch::Tensor> encoder_anchors(const LevelShapes& shapes, double grid_size,
-                                                        const torch::TensorOptions& options) {
-  std::vector<torch::Tensor> levels;
-  for (size_t l = 0; l < shapes.size(); ++l) {
-    const auto [h, w] = shapes[l];
-    const auto grids =
-        torch::meshgrid({torch::arange(h, options), torch::arange(w, options)}, "ij");
-    const auto xy = torch::stack(
-        {(grids[1] + 0.5) / static_cast<double>(w), (grids[0] + 0.5) / static_cast<double>(h)}, -1);
-    const auto wh = torch::ones_like(xy) * (grid_size * std::pow(2.0, static_cast<double>(l)));
-    levels.push_back(torch::cat({xy, wh}, -1).reshape({1, h * w, 4}));
-  }
-  auto anchors = torch::cat(levels, 1);
-  const double eps = 1e-2;
-  const auto valid = ((anchors > eps) * (anchors < 1 - eps)).all(-1, true);
-  // The inverse sigmoid: the decoder refines boxes in logit space and a sigmoid brings them back.
-  anchors = torch::log(anchors / (1 - anchors));
-  const double big = options.dtype() == torch::kFloat64 ? std::numeric_limits<double>::max()
-                                                        : std::numeric_limits<float>::max();
-  anchors = torch::where(valid, anchors, torch::full({}, big, options));
-  return {anchors, valid};
-}
-
-torch::Tensor gather_rows(const torch::Tensor& x, const torch::Tensor& index) {
-  return x.gather(1, index.unsqueeze(-1).expand({-1, -1, x.size(-1)}));
 }
 
 }  // namespace
@@ -123,11 +94,6 @@ RTDetrOutputs RTDetrImpl::forward_outputs(const torch::Tensor& images,
     flat.push_back(s.flatten(2).transpose(1, 2));
   }
   const auto memory = torch::cat(flat, 1);
-  const auto [anchors, valid] =
-      encoder_anchors(shapes, options_.anchor_grid_size(), memory.options());
-  // Locations whose anchor leaves (0.01, 0.99) are zeroed before scoring, as RT-DETR's valid_mask.
-  const auto output_memory = enc_output_->forward(valid.to(memory.scalar_type()) * memory);
-  const auto enc_class = enc_score_head_(output_memory);
   const int64_t queries = options_.decoder().num_queries();
   if (memory.size(1) < queries) {
     throw ConfigError(
@@ -135,17 +101,13 @@ RTDetrOutputs RTDetrImpl::forward_outputs(const torch::Tensor& images,
             " encoder locations, fewer than model.decoder.num_queries (", queries,
             "): use larger images (data.min_size) or at most ", memory.size(1), " queries"));
   }
-  const auto topk = std::get<1>(std::get<0>(enc_class.max(-1)).topk(queries, 1));
-  // The box head is row-wise: run it on the selected rows only (the reference runs it on every
-  // location, S >> Q, and gathers afterwards; the values are the same).
-  const auto top_memory = gather_rows(output_memory, topk);
-  auto reference =
-      enc_bbox_head_(top_memory) + gather_rows(anchors.expand({memory.size(0), -1, -1}), topk);
-  out.enc_boxes = torch::sigmoid(reference);
-  out.enc_logits = gather_rows(enc_class, topk);
-  // The selected features start the decoder detached, as the reference boxes below (RT-DETR
-  // without learned queries).
-  auto target = top_memory.detach();
+  const auto selected =
+      select_queries(memory, shapes, {enc_output_, enc_score_head_, enc_bbox_head_}, queries,
+                     options_.anchor_grid_size());
+  out.enc_boxes = selected.enc_boxes;
+  out.enc_logits = selected.enc_logits;
+  auto reference = selected.reference_logits;
+  auto target = selected.target;
   torch::Tensor mask;
   if (denoising != nullptr) {
     reference = torch::cat({denoising->box_logits.to(reference.dtype()), reference}, 1);
