@@ -556,14 +556,20 @@ TEST_F(PredictParity, RTDetrEqualsTransformersPipelineOnItsFolder) {
 
 // rfdetr's checkpoint as its trainer saves it ({"model": state dict, "args"}), read back by
 // RFDETRNano(pretrain_weights=...).predict: every photo resized to 384x384 whatever its ratio
-// (bilinear, no antialiasing), ImageNet statistics, the top 300 (query, class) scores.
+// (bilinear, no antialiasing), ImageNet statistics, the top 300 (query, class) scores. At most 6
+// of the about 2,240 pairs compared each way may go unmatched (two queries' 3 classes): the
+// barely trained weights score proposals within 1e-6 to 4e-6 of each other (the closest two of
+// the 300 selected on 4 of the 8 photos), and on a VM with AVX-512 the two runtimes' float noise
+// ranked such a pair differently, so one query started from another proposal (2 to 4 pairs of one
+// photo, 00007 or 00159 depending on the reference's training run); the fixture passed unchanged
+// on the earlier VMs.
 TEST_F(PredictParity, RfdetrEqualsRfdetrPredictOnItsCheckpoint) {
   const auto dir = reference("rfdetr");
   const auto cfg = config("_base_: " + std::string(DETFORGE_SOURCE_DIR) +
                               "/configs/rfdetr/rfdetr_nano.yaml\nmodel: {num_classes: 3}\n",
                           "");
   expect_same_both_ways(ref_, predict(cfg, dir + "/rfdetr_bccd.pth", ""), 0, 300, -1,
-                        "rfdetr_bccd.pth");
+                        "rfdetr_bccd.pth", Tolerance{2e-3, 6});
   // Fed v / 255 (RT-DETR's and YOLO's pixels), the same weights give other boxes.
   std::string miss;
   EXPECT_LT(
