@@ -5,6 +5,7 @@
 
 #include "core/errors.h"
 #include "models/resnet.h"
+#include "models/sync_batch_norm.h"
 
 namespace detforge::models {
 
@@ -29,8 +30,7 @@ class ConvLayerImpl : public torch::nn::Module {
           register_module("normalization", FrozenBatchNorm2d(out, o.norm_eps())));
     } else {
       norm_ = torch::nn::AnyModule(register_module(
-          "normalization",
-          torch::nn::BatchNorm2d(torch::nn::BatchNorm2dOptions(out).eps(o.norm_eps()))));
+          "normalization", SyncBatchNorm2d(torch::nn::BatchNorm2dOptions(out).eps(o.norm_eps()))));
     }
     if (relu && o.learnable_affine()) {
       auto lab = register_module("lab", std::make_shared<torch::nn::Module>());

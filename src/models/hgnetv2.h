@@ -45,7 +45,8 @@ struct HGNetV2Options {
   /// D-FINE's use_lab (on for B0 and B1 in its configs). Default: false
   TORCH_ARG(bool, learnable_affine) = false;
   /// Frozen batch norms (fixed statistics and affine, as transformers' freeze_backbone_batch_norms)
-  /// instead of trained ones (D-FINE's N and S configs: freeze_norm false). Default: false
+  /// instead of trained ones (D-FINE's N and S configs: freeze_norm false), which synchronise
+  /// their statistics over the ranks (SyncBatchNorm2d, as D-FINE's sync_bn). Default: false
   TORCH_ARG(bool, frozen_bn) = false;
   /// Epsilon of every batch norm. Default: 1e-5
   TORCH_ARG(double, norm_eps) = 1e-5;
