@@ -61,8 +61,8 @@ FdrLocalLosses fdr_local_losses(const FdrLocalInputs& in, const MatchedPairs& pa
 
   // DDF over every query, against the teacher.
   const auto student = in.corners.reshape({-1, bins});
+  if (in.is_teacher) return {fgl, student.sum() * 0};
   const auto teacher = in.teacher_corners.reshape({-1, bins}).detach();
-  if (torch::equal(student, teacher)) return {fgl, student.sum() * 0};
   auto weight = std::get<0>(torch::sigmoid(in.teacher_logits.detach()).max(-1));
   auto mask =
       torch::zeros({b, t}, torch::TensorOptions().dtype(torch::kBool).device(weight.device()));
@@ -73,7 +73,8 @@ FdrLocalLosses fdr_local_losses(const FdrLocalInputs& in, const MatchedPairs& pa
   const auto p = torch::softmax(teacher / temperature, 1);
   const auto kl = (p * (torch::log(p) - torch::log_softmax(student / temperature, 1))).sum(-1);
   const auto loss = edge_weight * (temperature * temperature) * kl;
-  const double positives = edge_mask.sum().item<double>();
+  // Each matched query once: the counts need no look at the device.
+  const double positives = 4.0 * static_cast<double>(pairs.query.size(0));
   const double negatives = static_cast<double>(edge_mask.numel()) - positives;
   const double pos = std::sqrt(positives / b), neg = std::sqrt(negatives / b);
   auto ddf = torch::zeros({}, loss.options());

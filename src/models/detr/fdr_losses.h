@@ -9,7 +9,8 @@
 //   edge distributions from the teacher's (the last layer's), weighted by the teacher's top class
 //   probability (by the matched IoU for matched queries); matched and unmatched edges are
 //   averaged apart and mixed by the square roots of their counts per image; 0 for the teacher
-//   itself.
+//   itself (transformers compares the two tensors; the caller knows which set is the last layer,
+//   so no comparison and no host synchronisation).
 // Held against transformers' DFineLoss.loss_local (loss_d_fine.py) in float64.
 #pragma once
 
@@ -32,10 +33,13 @@ struct FdrLocalLosses {
 struct FdrLocalInputs {
   torch::Tensor corners, initial, boxes, teacher_corners, teacher_logits, up, reg_scale;
   int64_t max_num_bins = 32;
+  /// The set is the teacher (the last layer): its DDF is 0 in the graph of corners.
+  bool is_teacher = false;
 };
 
 /// The two terms (unweighted) of `in` for the matched `pairs`, FGL divided by `num_boxes`;
-/// temperature: DDF's T. REQUIRES: num_boxes > 0.
+/// temperature: DDF's T. REQUIRES: num_boxes > 0; each query in `pairs` at most once (a
+/// one-to-one match).
 FdrLocalLosses fdr_local_losses(const FdrLocalInputs& in, const MatchedPairs& pairs,
                                 double num_boxes, double temperature = 5.0);
 

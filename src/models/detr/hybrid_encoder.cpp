@@ -175,46 +175,43 @@ HybridEncoderImpl::HybridEncoderImpl(const HybridEncoderOptions& o)
     : hidden_(o.hidden_dim()), levels_(o.levels()), temperature_(o.temperature()) {
   TORCH_CHECK(levels_ >= 2, "hybrid encoder: levels must be >= 2, got ", levels_);
   const double eps = o.batch_norm_eps();
-  const auto blocks = static_cast<int64_t>(std::nearbyint(3 * o.depth_mult()));
+  const auto blocks_per_csp = static_cast<int64_t>(std::nearbyint(3 * o.depth_mult()));
   aifi_ = register_module("aifi", torch::nn::ModuleList());
   auto aifi = std::make_shared<torch::nn::Module>();
   aifi_layers_ = aifi->register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < o.layers(); ++i) aifi_layers_->push_back(EncoderLayer(o));
   aifi_->push_back(aifi);
-  lateral_ = register_module("lateral_convs", torch::nn::ModuleList());
-  fpn_ = register_module("fpn_blocks", torch::nn::ModuleList());
-  downsample_ = register_module("downsample_convs", torch::nn::ModuleList());
-  pan_ = register_module("pan_blocks", torch::nn::ModuleList());
+  auto lateral = register_module("lateral_convs", torch::nn::ModuleList());
+  auto fpn = register_module("fpn_blocks", torch::nn::ModuleList());
+  auto downsample = register_module("downsample_convs", torch::nn::ModuleList());
+  auto pan = register_module("pan_blocks", torch::nn::ModuleList());
+  const auto add = [](torch::nn::ModuleListImpl& list, std::vector<torch::nn::AnyModule>& blocks,
+                      auto block) {
+    list.push_back(block);
+    blocks.emplace_back(block);
+  };
   const bool elan = o.fusion() == FusionBlocks::kRepNCspElan4;
-  const auto fusion = [&]() -> std::shared_ptr<torch::nn::Module> {
-    if (elan) return RepNCspElan4(hidden_, o.expansion(), blocks, eps).ptr();
-    return CspRep(2 * hidden_, hidden_, blocks, o.expansion(), eps).ptr();
+  const auto fusion = [&](torch::nn::ModuleListImpl& list,
+                          std::vector<torch::nn::AnyModule>& blocks) {
+    if (elan) {
+      add(list, blocks, RepNCspElan4(hidden_, o.expansion(), blocks_per_csp, eps));
+    } else {
+      add(list, blocks, CspRep(2 * hidden_, hidden_, blocks_per_csp, o.expansion(), eps));
+    }
   };
   for (int64_t i = 0; i + 1 < levels_; ++i) {
-    lateral_->push_back(ConvNorm(hidden_, hidden_, 1, 1, !elan, eps));
-    fpn_->push_back(fusion());
+    add(*lateral, lateral_, ConvNorm(hidden_, hidden_, 1, 1, !elan, eps));
+    fusion(*fpn, fpn_);
   }
   for (int64_t i = 0; i + 1 < levels_; ++i) {
     if (elan) {
-      downsample_->push_back(SCDown(hidden_, eps));
+      add(*downsample, downsample_, SCDown(hidden_, eps));
     } else {
-      downsample_->push_back(ConvNorm(hidden_, hidden_, 3, 2, true, eps));
+      add(*downsample, downsample_, ConvNorm(hidden_, hidden_, 3, 2, true, eps));
     }
-    pan_->push_back(fusion());
+    fusion(*pan, pan_);
   }
 }
-
-namespace {
-
-// One fusion or downsampling block of the lists above, whichever type it holds.
-torch::Tensor run_block(torch::nn::Module& block, const torch::Tensor& x) {
-  if (auto* m = dynamic_cast<CspRepImpl*>(&block)) return m->forward(x);
-  if (auto* m = dynamic_cast<RepNCspElan4Impl*>(&block)) return m->forward(x);
-  if (auto* m = dynamic_cast<SCDownImpl*>(&block)) return m->forward(x);
-  return dynamic_cast<ConvNormImpl&>(block).forward(x);
-}
-
-}  // namespace
 
 std::vector<torch::Tensor> HybridEncoderImpl::forward(std::vector<torch::Tensor> features) {
   TORCH_CHECK(static_cast<int64_t>(features.size()) == levels_, "hybrid encoder: expected ",
@@ -233,19 +230,19 @@ std::vector<torch::Tensor> HybridEncoderImpl::forward(std::vector<torch::Tensor>
   const auto steps = static_cast<size_t>(levels_ - 1);
   std::vector<torch::Tensor> fpn = {features.back()};
   for (size_t idx = 0; idx < steps; ++idx) {
-    auto lateral = run_block(*lateral_[idx], fpn.back());
+    auto lateral = lateral_[idx].forward(fpn.back());
     fpn.back() = lateral;
     const auto up = F::interpolate(lateral, F::InterpolateFuncOptions()
                                                 .scale_factor(std::vector<double>{2.0, 2.0})
                                                 .mode(torch::kNearest));
-    fpn.push_back(run_block(*fpn_[idx], torch::cat({up, features[steps - 1 - idx]}, 1)));
+    fpn.push_back(fpn_[idx].forward(torch::cat({up, features[steps - 1 - idx]}, 1)));
   }
   std::reverse(fpn.begin(), fpn.end());
   // Bottom-up.
   std::vector<torch::Tensor> pan = {fpn[0]};
   for (size_t idx = 0; idx < steps; ++idx) {
-    const auto down = run_block(*downsample_[idx], pan.back());
-    pan.push_back(run_block(*pan_[idx], torch::cat({down, fpn[idx + 1]}, 1)));
+    const auto down = downsample_[idx].forward(pan.back());
+    pan.push_back(pan_[idx].forward(torch::cat({down, fpn[idx + 1]}, 1)));
   }
   return pan;
 }

@@ -62,8 +62,10 @@ class HybridEncoderImpl : public torch::nn::Module {
  private:
   int64_t hidden_, levels_;
   double temperature_;
-  torch::nn::ModuleList aifi_{nullptr}, aifi_layers_{nullptr}, lateral_{nullptr}, fpn_{nullptr},
-      downsample_{nullptr}, pan_{nullptr};
+  torch::nn::ModuleList aifi_{nullptr}, aifi_layers_{nullptr};
+  // Registered as lateral_convs, fpn_blocks, downsample_convs and pan_blocks; whichever block
+  // type `fusion` chose.
+  std::vector<torch::nn::AnyModule> lateral_, fpn_, downsample_, pan_;
 };
 TORCH_MODULE(HybridEncoder);
 

@@ -55,7 +55,9 @@ TEST(FdrLosses, FglAndDdfEqualTransformersWithGradients) {
   (losses.fgl + 0.7 * losses.ddf).backward();
   expect_close(corners.grad(), file.at("grad"), 1e-6, "edge logit gradient");
 
+  // The reference's set as its own teacher scores 0, as the last layer does here.
   in.teacher_corners = corners.detach();
+  in.is_teacher = true;
   EXPECT_EQ(fdr_local_losses(in, pairs, 5).ddf.item<double>(), file.at("self_ddf").item<double>());
   EXPECT_THROW_WITH(fdr_local_losses(in, pairs, 0), c10::Error, "num_boxes must be > 0, got 0");
 }
