@@ -3,8 +3,10 @@
 // targets (one far outside its query's initial box, so that edge distances fall past both ends
 // of the weighting function): the bins and weights of the FGL targets (bbox2distance), FGL and
 // DDF, the gradient of FGL + 0.7 DDF with respect to the edge logits, and DDF of a set that is
-// its own teacher.
+// its own teacher; and a batch without targets.
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include <torch/torch.h>
 
@@ -60,6 +62,18 @@ TEST(FdrLosses, FglAndDdfEqualTransformersWithGradients) {
   in.is_teacher = true;
   EXPECT_EQ(fdr_local_losses(in, pairs, 5).ddf.item<double>(), file.at("self_ddf").item<double>());
   EXPECT_THROW_WITH(fdr_local_losses(in, pairs, 0), c10::Error, "num_boxes must be > 0, got 0");
+
+  // No target in the batch: FGL is 0 and DDF averages the unmatched queries only, both finite
+  // and in the graph.
+  MatchedPairs none{pairs.image.narrow(0, 0, 0), pairs.query.narrow(0, 0, 0), torch::Tensor(),
+                    pairs.target_boxes.narrow(0, 0, 0)};
+  in.is_teacher = false;
+  in.teacher_corners = f64("teacher_corners");
+  const auto empty = fdr_local_losses(in, none, 1);
+  EXPECT_EQ(empty.fgl.item<double>(), 0.0);
+  EXPECT_TRUE(std::isfinite(empty.ddf.item<double>()));
+  EXPECT_GT(empty.ddf.item<double>(), 0.0);
+  EXPECT_TRUE(empty.ddf.requires_grad());
 }
 
 }  // namespace
