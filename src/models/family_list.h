@@ -8,6 +8,7 @@
 // src/models/CMakeLists.txt adds.
 //
 // An X-macro file: it has no include guard, and its includer defines DETFORGE_FAMILY.
+DETFORGE_FAMILY(dfine)
 DETFORGE_FAMILY(retinanet)
 DETFORGE_FAMILY(rfdetr)
 DETFORGE_FAMILY(rtdetr)

@@ -911,6 +911,23 @@ TEST_F(TrainerTest, RTDetrTwoRanksWithEmptyBatchesNeitherHangNorDiverge) {
   expect_two_ranks_train(dir_.write("rt.yaml", yaml), dir_.path() / "rt", 21000);
 }
 
+// D-FINE (the family-table model, tests/models/dfine/family.yaml) under two ranks where most
+// batches hold no box: its distribution terms, like RT-DETR's, are fixed at construction and the
+// empty rank trains a dummy denoising group, so the all-reduce never waits for a key one rank
+// lacks and both ranks' weights stay bitwise identical (the trainer checks at every checkpoint).
+TEST_F(TrainerTest, DFineTwoRanksWithEmptyBatchesNeitherHangNorDiverge) {
+  const std::string yaml =
+      "seed: 0\ndevice: cpu\noutput_dir: " + (dir_.path() / "df").string() +
+      "\nmodel: {type: dfine, num_classes: 3,\n"
+      "        encoder: {hidden_dim: 32, ffn_dim: 64, heads: 4},\n"
+      "        decoder: {d_model: 32, ffn_dim: 64, heads: 4, layers: 2, num_queries: 20},\n"
+      "        denoising: {num_queries: 10}}\n" +
+      first_image_only_data_yaml() +
+      "train: {epochs: 2, log_interval: 1, clip_grad_norm: 0.1}\n"
+      "optimizer: {type: adamw, lr: 8.0e-4, weight_decay: 1.0e-4}\n";
+  expect_two_ranks_train(dir_.write("df.yaml", yaml), dir_.path() / "df", 21500);
+}
+
 // RF-DETR under two ranks where most batches hold no box: its loss keys are fixed at
 // construction, so the all-reduce never waits for a key one rank lacks, and both ranks' weights
 // stay bitwise identical (the trainer checks at every checkpoint).

@@ -1,4 +1,4 @@
-"""What the float64 parity references share (tests/models/reference_file.h reads their files)."""
+"""What the parity references share (tests/models/reference_file.h reads the float64 ones' files)."""
 import torch
 
 
@@ -28,3 +28,22 @@ def record_train_step(model, maps, out):
     loss.backward()
     for k, p in model.named_parameters():
         out[f"grad.{k}"] = p.grad
+
+
+def record_noise(calls):
+    """Wraps torch.rand_like / randint_like so the denoising draws can be replayed."""
+    rand_like, randint_like = torch.rand_like, torch.randint_like
+
+    def rec_rand_like(*a, **k):
+        t = rand_like(*a, **k)
+        calls.append(t.clone())
+        return t
+
+    def rec_randint_like(*a, **k):
+        t = randint_like(*a, **k)
+        calls.append(t.clone())
+        return t
+
+    torch.rand_like, torch.randint_like = rec_rand_like, rec_randint_like
+    return lambda: setattr(torch, "rand_like", rand_like) or setattr(torch, "randint_like",
+                                                                       randint_like)

@@ -66,10 +66,7 @@ torch::Tensor iou_aware_bce_term(const torch::Tensor& logits, const MatchedPairs
 // The classification, L1 and GIoU terms of one output set (unweighted, each divided by
 // `normaliser`).
 SetTerms set_terms(const torch::Tensor& logits, const torch::Tensor& boxes,
-                   const std::vector<ops::SetTarget>& targets,
-                   const std::vector<ops::SetMatch>& matches, double normaliser,
-                   const DetrCriterionOptions& o) {
-  const auto pairs = matched_pairs(boxes, targets, matches);
+                   const MatchedPairs& pairs, double normaliser, const DetrCriterionOptions& o) {
   const auto src_boxes = boxes.index({pairs.image, pairs.query});
   const auto tgt_xyxy = ops::box_cxcywh_to_xyxy(pairs.target_boxes);
   // The class target uses the IoU of detached boxes: a label, not a path for gradients.
@@ -147,10 +144,12 @@ std::optional<LossDict> detr_set_losses(const std::vector<DetrScoredSet>& sets,
   const std::string cls_key = detr_class_key(o.class_loss());
   for (size_t k = 0; k < sets.size(); ++k) {
     const auto& s = sets[k];
-    const auto t = set_terms(s.logits, s.boxes, targets, (*matches)[k], s.normaliser, o);
+    const auto pairs = matched_pairs(s.boxes, targets, (*matches)[k]);
+    const auto t = set_terms(s.logits, s.boxes, pairs, s.normaliser, o);
     out.set(cls_key + s.suffix, t.cls * (o.class_loss_weight() * s.scale));
     out.set("loss_bbox" + s.suffix, t.bbox * (o.bbox_weight() * s.scale));
     out.set("loss_giou" + s.suffix, t.giou * (o.giou_weight() * s.scale));
+    if (s.extra) s.extra(pairs, out);
   }
   return out;
 }
@@ -222,6 +221,13 @@ LossDict nonfinite_losses(const std::vector<std::string>& keys, const torch::Ten
   return nan;
 }
 
+std::vector<ops::SetMatch> denoising_matches(const DenoisingGroup& group) {
+  std::vector<ops::SetMatch> out;
+  for (size_t i = 0; i < group.positive_queries.size(); ++i)
+    out.push_back({group.positive_queries[i], group.positive_targets[i]});
+  return out;
+}
+
 std::optional<LossDict> detr_criterion(const DetrSets& sets,
                                        const std::vector<ops::SetTarget>& targets,
                                        const DenoisingGroup* denoising, double num_boxes,
@@ -234,22 +240,38 @@ std::optional<LossDict> detr_criterion(const DetrSets& sets,
   const int64_t q = dec.logits.size(2) - n;
   std::vector<DetrScoredSet> scored;
   for (int64_t l = 0; l < layers; ++l) {
-    scored.push_back({dec.logits[l].narrow(1, n, q), dec.boxes[l].narrow(1, n, q),
-                      l + 1 == layers ? "" : "_aux_" + std::to_string(l), 1, nullptr, num_boxes});
+    scored.push_back({dec.logits[l].narrow(1, n, q),
+                      dec.boxes[l].narrow(1, n, q),
+                      l + 1 == layers ? "" : "_aux_" + std::to_string(l),
+                      1,
+                      nullptr,
+                      num_boxes,
+                      1,
+                      {}});
   }
-  scored.push_back({sets.enc_logits, sets.enc_boxes, "_aux_" + std::to_string(layers - 1), 1,
-                    nullptr, num_boxes});
+  scored.push_back({sets.enc_logits,
+                    sets.enc_boxes,
+                    "_aux_" + std::to_string(layers - 1),
+                    1,
+                    nullptr,
+                    num_boxes,
+                    1,
+                    {}});
   std::vector<ops::SetMatch> dn_matches;
   if (denoising != nullptr) {
-    for (size_t i = 0; i < targets.size(); ++i)
-      dn_matches.push_back({denoising->positive_queries[i], denoising->positive_targets[i]});
+    dn_matches = denoising_matches(*denoising);
     // Every denoising group repeats every box, so the normaliser grows with the groups; a batch
     // without boxes trains one dummy group: same graph, zero loss.
     const double normaliser = num_boxes * static_cast<double>(denoising->num_groups);
     for (int64_t l = 0; l < layers; ++l) {
-      scored.push_back({dec.logits[l].narrow(1, 0, n), dec.boxes[l].narrow(1, 0, n),
-                        "_dn_" + std::to_string(l), 1, &dn_matches, normaliser,
-                        denoising->dummy ? 0.0 : 1.0});
+      scored.push_back({dec.logits[l].narrow(1, 0, n),
+                        dec.boxes[l].narrow(1, 0, n),
+                        "_dn_" + std::to_string(l),
+                        1,
+                        &dn_matches,
+                        normaliser,
+                        denoising->dummy ? 0.0 : 1.0,
+                        {}});
     }
   }
   return detr_set_losses(scored, targets, o, keys);

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -63,6 +64,14 @@ struct DetrCriterionOptions {
   TORCH_ARG(std::vector<double>, class_weights) = {};
 };
 
+/// The matched pairs of one output set, flattened over the batch: image and query index, the
+/// target's label and box (cxcywh, in `boxes`' dtype), all on `boxes`' device.
+struct MatchedPairs {
+  torch::Tensor image, query, labels, target_boxes;
+};
+MatchedPairs matched_pairs(const torch::Tensor& boxes, const std::vector<ops::SetTarget>& targets,
+                           const std::vector<ops::SetMatch>& matches);
+
 /// One output set the criterion scores.
 struct DetrScoredSet {
   /// [B, T, C] (or C + 1) and [B, T, 4] (cxcywh in [0, 1]).
@@ -77,6 +86,10 @@ struct DetrScoredSet {
   double normaliser = 1;
   /// Each weighted term is multiplied by it (0: a dummy denoising group). Default: 1
   double scale = 1;
+  /// The set's own further terms (the plug point of a family's extra box terms, such as D-FINE's
+  /// distribution losses): called with its matched pairs after its class and box terms, it sets
+  /// its keys in the dict. Default: none
+  std::function<void(const MatchedPairs&, LossDict&)> extra;
 };
 
 /// The weighted terms of `sets` under `keys` (which must hold every set's keys): `targets` per
@@ -112,13 +125,9 @@ DetrTargets detr_targets(const Batch& batch, int64_t num_classes,
 /// every rank.
 LossDict nonfinite_losses(const std::vector<std::string>& keys, const torch::Tensor& pred);
 
-/// The matched pairs of one output set, flattened over the batch: image and query index, the
-/// target's label and box (cxcywh, in `boxes`' dtype), all on `boxes`' device.
-struct MatchedPairs {
-  torch::Tensor image, query, labels, target_boxes;
-};
-MatchedPairs matched_pairs(const torch::Tensor& boxes, const std::vector<ops::SetTarget>& targets,
-                           const std::vector<ops::SetMatch>& matches);
+/// The given matches of `group`'s denoising queries: per image, each positive query and the box it
+/// reconstructs.
+std::vector<ops::SetMatch> denoising_matches(const DenoisingGroup& group);
 
 /// What the criterion scores: every decoder layer's logits [L, B, N + Q, C] and boxes
 /// [L, B, N + Q, 4] (cxcywh in [0, 1]; the N denoising queries first, N = 0 without), and the

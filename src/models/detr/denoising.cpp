@@ -106,4 +106,22 @@ DenoisingGroup make_denoising_group(const std::vector<torch::Tensor>& labels,
   return out;
 }
 
+std::optional<DenoisingGroup> draw_denoising_group(const std::vector<ops::SetTarget>& targets,
+                                                   const DenoisingOptions& options,
+                                                   int64_t num_classes, int64_t num_object_queries,
+                                                   const torch::TensorOptions& float_options) {
+  if (options.num_denoising() == 0) return std::nullopt;
+  std::vector<torch::Tensor> labels, boxes;
+  std::vector<int64_t> counts;
+  for (const auto& t : targets) {
+    labels.push_back(t.labels);
+    boxes.push_back(t.boxes);
+    counts.push_back(t.labels.size(0));
+  }
+  const int64_t n = denoising_size(counts, options).first;
+  const auto batch = static_cast<int64_t>(targets.size());
+  return make_denoising_group(labels, boxes, options, num_classes, num_object_queries,
+                              draw_denoising_noise(batch, n, num_classes, float_options));
+}
+
 }  // namespace detforge::models

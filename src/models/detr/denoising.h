@@ -8,9 +8,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include <torch/torch.h>
+
+#include "ops/set_matcher.h"
 
 namespace detforge::models {
 
@@ -74,5 +77,13 @@ DenoisingGroup make_denoising_group(const std::vector<torch::Tensor>& labels,
                                     const std::vector<torch::Tensor>& boxes,
                                     const DenoisingOptions& options, int64_t num_classes,
                                     int64_t num_object_queries, const DenoisingNoise& noise);
+
+/// The group a training step draws for `targets` (labels in [0, num_classes), cxcywh boxes in
+/// [0, 1]) with torch's default generator in `float_options`; nullopt when options turn
+/// denoising off.
+std::optional<DenoisingGroup> draw_denoising_group(const std::vector<ops::SetTarget>& targets,
+                                                   const DenoisingOptions& options,
+                                                   int64_t num_classes, int64_t num_object_queries,
+                                                   const torch::TensorOptions& float_options);
 
 }  // namespace detforge::models

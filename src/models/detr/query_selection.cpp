@@ -3,6 +3,8 @@
 #include <cmath>
 #include <limits>
 
+#include "core/errors.h"
+
 namespace detforge::models {
 
 torch::Tensor gather_rows(const torch::Tensor& x, const torch::Tensor& index) {
@@ -50,6 +52,39 @@ SelectedQueries select_queries(const torch::Tensor& memory, const LevelShapes& s
   // The selected features start the decoder detached, as the reference boxes (no learned
   // queries).
   return {top_memory.detach(), reference, gather_rows(enc_class, topk), torch::sigmoid(reference)};
+}
+
+DecoderInputs detr_decoder_inputs(const std::vector<torch::Tensor>& maps,
+                                  const QuerySelectionHeads& heads, int64_t num_queries,
+                                  double grid_size, const DenoisingGroup* denoising,
+                                  torch::nn::Embedding denoising_labels, const std::string& family,
+                                  const torch::IntArrayRef& input_size) {
+  DecoderInputs in;
+  std::vector<torch::Tensor> flat;
+  for (const auto& m : maps) {
+    in.shapes.emplace_back(m.size(2), m.size(3));
+    flat.push_back(m.flatten(2).transpose(1, 2));
+  }
+  in.memory = torch::cat(flat, 1);
+  if (in.memory.size(1) < num_queries) {
+    throw ConfigError(
+        str(family, ": a ", input_size[0], "x", input_size[1], " input gives ", in.memory.size(1),
+            " encoder locations, fewer than model.decoder.num_queries (", num_queries,
+            "): use larger images (data.min_size) or at most ", in.memory.size(1), " queries"));
+  }
+  const auto selected = select_queries(in.memory, in.shapes, heads, num_queries, grid_size);
+  in.enc_logits = selected.enc_logits;
+  in.enc_boxes = selected.enc_boxes;
+  in.target = selected.target;
+  in.reference_logits = selected.reference_logits;
+  if (denoising != nullptr) {
+    in.reference_logits =
+        torch::cat({denoising->box_logits.to(in.reference_logits.dtype()), in.reference_logits}, 1);
+    in.target = torch::cat({denoising_labels->forward(denoising->labels), in.target}, 1);
+    in.mask = denoising->attn_mask;
+  }
+  in.reference_logits = in.reference_logits.detach();
+  return in;
 }
 
 }  // namespace detforge::models

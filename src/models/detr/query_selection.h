@@ -7,11 +7,13 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <utility>
 
 #include <torch/torch.h>
 
 #include "models/detr/decoder.h"
+#include "models/detr/denoising.h"
 
 namespace detforge::models {
 
@@ -44,5 +46,27 @@ struct SelectedQueries {
 /// which input size and key to change where it is not).
 SelectedQueries select_queries(const torch::Tensor& memory, const LevelShapes& shapes,
                                QuerySelectionHeads heads, int64_t num_queries, double grid_size);
+
+/// What a two-stage DETR decoder starts from.
+struct DecoderInputs {
+  /// [B, S, D] the flattened maps, finest first, and their shapes.
+  torch::Tensor memory;
+  LevelShapes shapes;
+  /// [B, N + Q, D] the queries and [B, N + Q, 4] their box logits (no gradient), the N denoising
+  /// queries first; [N + Q, N + Q] their attention mask (undefined without denoising).
+  torch::Tensor target, reference_logits, mask;
+  /// The proposals the criterion scores (SelectedQueries).
+  torch::Tensor enc_logits, enc_boxes;
+};
+
+/// The selection on the decoder's input maps [B, D, H_l, W_l], with `denoising` (nullptr: none)
+/// prepended, its labels embedded by `denoising_labels`. `family` names the detector in the
+/// error an input too small for num_queries throws (a ConfigError naming
+/// model.decoder.num_queries and the input's height x width).
+DecoderInputs detr_decoder_inputs(const std::vector<torch::Tensor>& maps,
+                                  const QuerySelectionHeads& heads, int64_t num_queries,
+                                  double grid_size, const DenoisingGroup* denoising,
+                                  torch::nn::Embedding denoising_labels, const std::string& family,
+                                  const torch::IntArrayRef& input_size);
 
 }  // namespace detforge::models

@@ -94,9 +94,11 @@ LossDict RfdetrImpl::compute_loss(const RfdetrOutputs& outputs,
     // append(), not "_" + to_string(): GCC 12 at -O3 warns of an overflow in the latter here.
     std::string suffix;
     if (l + 1 < layers) suffix.append("_").append(std::to_string(l));
-    sets.push_back({outputs.logits[l], outputs.boxes[l], suffix, groups, nullptr, num_boxes});
+    sets.push_back(
+        {outputs.logits[l], outputs.boxes[l], suffix, groups, nullptr, num_boxes, 1, {}});
   }
-  sets.push_back({outputs.enc_logits, outputs.enc_boxes, "_enc", groups, nullptr, num_boxes});
+  sets.push_back(
+      {outputs.enc_logits, outputs.enc_boxes, "_enc", groups, nullptr, num_boxes, 1, {}});
   auto out = detr_set_losses(sets, targets, options_.criterion(), loss_keys_);
   if (out) return *out;
   // A non-finite prediction cannot be matched: every term becomes NaN, so that the trainer's

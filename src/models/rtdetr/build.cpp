@@ -6,6 +6,7 @@
 #include "core/config_node.h"
 #include "core/errors.h"
 #include "losses/build.h"
+#include "models/detr/config.h"
 
 namespace detforge::models {
 
@@ -29,18 +30,7 @@ void read_rtdetr_backbone(const ConfigNode& n, RTDetrOptions& o) {
 }
 
 void read_rtdetr_encoder(const ConfigNode& n, HybridEncoderOptions& o) {
-  read_at_least(
-      n, {{"hidden_dim", &o.hidden_dim()}, {"heads", &o.heads()}, {"ffn_dim", &o.ffn_dim()}}, 1);
-  read_at_least(n, {{"layers", &o.layers()}}, 0);
-  if (n.read("expansion", o.expansion())) positive(n, "expansion", o.expansion());
-  // Attention splits hidden_dim evenly over the heads.
-  if (o.hidden_dim() % o.heads() != 0) {
-    n.fail("heads", str(o.heads(), " must divide hidden_dim ", o.hidden_dim()));
-  }
-  if (o.hidden_dim() % 4 != 0) {
-    n.fail("hidden_dim",
-           str(o.hidden_dim(), " must be a multiple of 4 (the sine position embedding)"));
-  }
+  read_hybrid_encoder_widths(n, o);
   n.reject_unused();
 }
 
@@ -58,16 +48,6 @@ void read_rtdetr_decoder(const ConfigNode& n, DetrDecoderOptions& o) {
   if (o.d_model() % o.heads() != 0) {
     n.fail("heads", str(o.heads(), " must divide d_model ", o.d_model()));
   }
-  n.reject_unused();
-}
-
-void read_rtdetr_denoising(const ConfigNode& n, DenoisingOptions& o) {
-  read_at_least(n, {{"num_queries", &o.num_denoising()}}, 0);
-  if (n.read("label_noise_ratio", o.label_noise_ratio()) &&
-      (o.label_noise_ratio() < 0 || o.label_noise_ratio() > 1)) {
-    n.fail("label_noise_ratio", str(o.label_noise_ratio(), " must be in [0, 1]"));
-  }
-  read_at_least(n, {{"box_noise_scale", &o.box_noise_scale()}}, 0.0);
   n.reject_unused();
 }
 
@@ -92,17 +72,8 @@ RTDetrOptions rtdetr_options(const ConfigNode& model, std::optional<int64_t> num
   if (auto b = model.optional_child("backbone")) read_rtdetr_backbone(*b, o);
   if (auto e = model.optional_child("encoder")) read_rtdetr_encoder(*e, o.encoder());
   if (auto d = model.optional_child("decoder")) read_rtdetr_decoder(*d, o.decoder());
-  if (auto d = model.optional_child("denoising")) read_rtdetr_denoising(*d, o.denoising());
-  if (auto m = model.optional_child("matcher")) {
-    read_at_least(*m,
-                  {{"class_cost", &o.criterion().class_cost()},
-                   {"bbox_cost", &o.criterion().bbox_cost()},
-                   {"giou_cost", &o.criterion().giou_cost()},
-                   {"alpha", &o.criterion().matcher_alpha()},
-                   {"gamma", &o.criterion().matcher_gamma()}},
-                  0.0);
-    m->reject_unused();
-  }
+  if (auto d = model.optional_child("denoising")) read_detr_denoising(*d, o.denoising());
+  if (auto m = model.optional_child("matcher")) read_detr_matcher(*m, o.criterion());
   if (auto l = model.optional_child("loss")) read_rtdetr_loss(*l, o);
   if (auto inf = model.optional_child("inference")) {
     inf->read("score_threshold", o.score_threshold());

@@ -85,36 +85,18 @@ RTDetrOutputs RTDetrImpl::forward_outputs(const torch::Tensor& images,
   RTDetrOutputs out;
   out.encoder_maps = encoder_(proj);
 
-  LevelShapes shapes;
-  std::vector<torch::Tensor> flat;
+  std::vector<torch::Tensor> maps;
   for (size_t l = 0; l < out.encoder_maps.size(); ++l) {
-    const auto s =
-        decoder_input_proj_[l]->as<torch::nn::SequentialImpl>()->forward(out.encoder_maps[l]);
-    shapes.emplace_back(s.size(2), s.size(3));
-    flat.push_back(s.flatten(2).transpose(1, 2));
+    maps.push_back(
+        decoder_input_proj_[l]->as<torch::nn::SequentialImpl>()->forward(out.encoder_maps[l]));
   }
-  const auto memory = torch::cat(flat, 1);
-  const int64_t queries = options_.decoder().num_queries();
-  if (memory.size(1) < queries) {
-    throw ConfigError(
-        str("RT-DETR: a ", images.size(2), "x", images.size(3), " input gives ", memory.size(1),
-            " encoder locations, fewer than model.decoder.num_queries (", queries,
-            "): use larger images (data.min_size) or at most ", memory.size(1), " queries"));
-  }
-  const auto selected =
-      select_queries(memory, shapes, {enc_output_, enc_score_head_, enc_bbox_head_}, queries,
-                     options_.anchor_grid_size());
-  out.enc_boxes = selected.enc_boxes;
-  out.enc_logits = selected.enc_logits;
-  auto reference = selected.reference_logits;
-  auto target = selected.target;
-  torch::Tensor mask;
-  if (denoising != nullptr) {
-    reference = torch::cat({denoising->box_logits.to(reference.dtype()), reference}, 1);
-    target = torch::cat({denoising_class_embed_(denoising->labels), target}, 1);
-    mask = denoising->attn_mask;
-  }
-  out.decoder = decoder_(target, reference.detach(), memory, shapes, mask);
+  const auto in =
+      detr_decoder_inputs(maps, {enc_output_, enc_score_head_, enc_bbox_head_},
+                          options_.decoder().num_queries(), options_.anchor_grid_size(), denoising,
+                          denoising_class_embed_, "RT-DETR", images.sizes().slice(2));
+  out.enc_logits = in.enc_logits;
+  out.enc_boxes = in.enc_boxes;
+  out.decoder = decoder_(in.target, in.reference_logits, in.memory, in.shapes, in.mask);
   return out;
 }
 
@@ -138,22 +120,9 @@ LossDict RTDetrImpl::forward_train(const Batch& batch) {
       detr_targets(batch, options_.num_classes(), options_.invalid_target_policy());
   skipped_images_ += ground_truth.skipped;
   const auto& targets = ground_truth.sets;
-  std::optional<DenoisingGroup> denoising;
-  if (options_.denoising().num_denoising() > 0) {
-    std::vector<torch::Tensor> labels, gt;
-    std::vector<int64_t> counts;
-    for (const auto& t : targets) {
-      labels.push_back(t.labels);
-      gt.push_back(t.boxes);
-      counts.push_back(t.labels.size(0));
-    }
-    const auto& dn = options_.denoising();
-    const int64_t c = options_.num_classes();
-    const int64_t n = denoising_size(counts, dn).first;
-    denoising =
-        make_denoising_group(labels, gt, dn, c, options_.decoder().num_queries(),
-                             draw_denoising_noise(batch.size(), n, c, batch.images.options()));
-  }
+  const auto denoising =
+      draw_denoising_group(targets, options_.denoising(), options_.num_classes(),
+                           options_.decoder().num_queries(), batch.images.options());
   const auto outputs = forward_outputs(batch.images, denoising ? &*denoising : nullptr);
   return compute_loss(outputs, targets, denoising ? &*denoising : nullptr,
                       normalize_count(ground_truth.boxes));

@@ -8,11 +8,15 @@ narrow encoder and decoder) with random weights and writes, under OUT_DIR:
                proposals, post-processed detections) and train-mode loss terms for three batches
                (many boxes, one box, no box), with the denoising noise the reference drew.
 """
+import os
 import sys
 
 import torch
 from transformers import RTDetrResNetConfig, RTDetrV2Config, RTDetrV2ForObjectDetection
 from transformers.models.rt_detr.image_processing_rt_detr import RTDetrImageProcessor
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from float64_parity import record_noise  # noqa: E402 (tests/models/)
 
 NUM_CLASSES = 3
 SIZE = 96
@@ -28,25 +32,6 @@ def config():
                           encoder_ffn_dim=128, decoder_ffn_dim=128, encoder_attention_heads=4,
                           decoder_attention_heads=4, decoder_layers=3, num_queries=40,
                           num_denoising=20, num_labels=NUM_CLASSES)
-
-
-def record_noise(calls):
-    """Wraps torch.rand_like / randint_like so the denoising draws can be replayed."""
-    rand_like, randint_like = torch.rand_like, torch.randint_like
-
-    def rec_rand_like(*a, **k):
-        t = rand_like(*a, **k)
-        calls.append(t.clone())
-        return t
-
-    def rec_randint_like(*a, **k):
-        t = randint_like(*a, **k)
-        calls.append(t.clone())
-        return t
-
-    torch.rand_like, torch.randint_like = rec_rand_like, rec_randint_like
-    return lambda: setattr(torch, "rand_like", rand_like) or setattr(torch, "randint_like",
-                                                                       randint_like)
 
 
 def randomise_norms(model):
