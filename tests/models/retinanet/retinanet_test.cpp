@@ -27,6 +27,13 @@ namespace {
 using detforge::testing::max_abs_diff;
 constexpr double kTol = 1e-4;
 
+// kTol relative to the reference's magnitude (at least 1): float32 sums in another order (another
+// CPU's kernels: R50's FPN maps, up to 17.6, moved by 2.3e-4 on an AMD EPYC with AVX-512 that the
+// absolute 1e-4 passed elsewhere) stay within it.
+double scaled_tol(const torch::Tensor& expected) {
+  return kTol * std::max(1.0, expected.abs().max().item<double>());
+}
+
 struct Case {
   std::string name, weights, arch;
   int64_t num_classes;
@@ -108,12 +115,14 @@ class RetinaNetParity : public ::testing::Test {
 };
 
 // Pairs every reference detection with an unused one of ours of the same label, nearest in
-// max(|score diff|, |box diff|), and returns the largest such distance (infinity if a
-// reference detection finds no partner). Order-free: near-equal scores may come in either order.
+// max(|score diff|, |box diff| / box scale) (box scale: the reference's largest coordinate, at
+// least 1), and returns the largest such distance (infinity if a reference detection finds no
+// partner). Order-free: near-equal scores may come in either order.
 double match_detections(const Detections& ours, const torch::Tensor& boxes,
                         const torch::Tensor& scores, const torch::Tensor& labels) {
   const auto ob = ours.boxes.tensor().to(torch::kFloat64), os = ours.scores.to(torch::kFloat64);
   const auto tb = boxes.to(torch::kFloat64), ts = scores.to(torch::kFloat64);
+  const double box_scale = std::max(1.0, tb.numel() > 0 ? tb.abs().max().item<double>() : 0.0);
   std::vector<bool> used(ours.size(), false);
   double worst = 0;
   for (int64_t j = 0; j < tb.size(0); ++j) {
@@ -122,7 +131,7 @@ double match_detections(const Detections& ours, const torch::Tensor& boxes,
     for (int64_t i = 0; i < ours.size(); ++i) {
       if (used[i] || ours.labels[i].item<int64_t>() != labels[j].item<int64_t>()) continue;
       const double d = std::max((os[i] - ts[j]).abs().item<double>(),
-                                (ob[i] - tb[j]).abs().max().item<double>());
+                                (ob[i] - tb[j]).abs().max().item<double>() / box_scale);
       if (d < best) best = d, best_i = i;
     }
     if (best_i >= 0) used[best_i] = true;
@@ -140,11 +149,13 @@ void RetinaNetParity::check_case(const Case& c, bool through_predict) {
   const auto feats = model->features(batch.images);
   ASSERT_EQ(feats.size(), 5u);
   for (size_t l = 0; l < feats.size(); ++l) {
-    EXPECT_LE(max_abs_diff(feats[l], io.at("fpn_" + std::to_string(l))), kTol) << "P" << l + 3;
+    const auto& want = io.at("fpn_" + std::to_string(l));
+    EXPECT_LE(max_abs_diff(feats[l], want), scaled_tol(want)) << "P" << l + 3;
   }
   const auto out = model->head_outputs(feats);
-  EXPECT_LE(max_abs_diff(out.cls_logits, io.at("cls_logits")), kTol);
-  EXPECT_LE(max_abs_diff(out.bbox_regression, io.at("bbox_regression")), kTol);
+  EXPECT_LE(max_abs_diff(out.cls_logits, io.at("cls_logits")), scaled_tol(io.at("cls_logits")));
+  EXPECT_LE(max_abs_diff(out.bbox_regression, io.at("bbox_regression")),
+            scaled_tol(io.at("bbox_regression")));
   const auto anchors = model->anchors(batch.images, feats);
   EXPECT_TRUE(torch::equal(anchors, io.at("anchors")));
   const std::vector<bool> keep(batch.size(), true);
