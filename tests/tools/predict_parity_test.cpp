@@ -213,6 +213,9 @@ void expect_same_both_ways(const ImageDets& ref, const ImageDets& ours, double t
   EXPECT_GT(count, 10u) << what << ": too few boxes to compare";
 }
 
+// The negative controls: of each image's best 20 reference boxes, fewer than half found.
+constexpr size_t kTop = 20;
+
 class PredictParity : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -266,14 +269,30 @@ class PredictParity : public ::testing::Test {
     return r.exit_code == 0 ? read_results(out, images_) : ImageDets{};
   }
 
+  // The model.safetensors of a transformers save_pretrained folder through `cfg` (at most 40
+  // detections an image) matched both ways with the reference, also alone: without its
+  // preprocessor_config.json the file says nothing, and the family's pixels are the processor's.
+  // ImageNet statistics (what detforge's RT-DETR configs fed before) give other boxes.
+  void expect_transformers_folder(const std::string& folder, const std::string& cfg) {
+    expect_same_both_ways(ref_, predict(cfg, folder + "/model.safetensors", ""), 0, 40, -1,
+                          "model.safetensors");
+    fs::create_directories(tmp_.path() / "bare");
+    const auto bare = (tmp_.path() / "bare" / "model.safetensors").string();
+    fs::copy_file(folder + "/model.safetensors", bare, fs::copy_options::overwrite_existing);
+    expect_same_both_ways(ref_, predict(cfg, bare, ""), 0, 40, -1, "bare model.safetensors");
+    std::string miss;
+    EXPECT_LT(
+        matched_share(
+            ref_, predict(cfg, bare, "data.mean=[0.485,0.456,0.406] data.std=[0.229,0.224,0.225]"),
+            kTop, 2e-3, miss),
+        0.5);
+  }
+
   std::string bccd_;
   TempDir tmp_;
   std::vector<std::string> images_;
   ImageDets ref_;
 };
-
-// The negative controls: of each image's best 20 reference boxes, fewer than half found.
-constexpr size_t kTop = 20;
 
 // Ultralytics' last.pt as its trainer saved it, letterboxed to 512x384 and fed RGB / 255, one
 // class per box (predict()'s NMS), matched both ways.
@@ -531,27 +550,26 @@ TEST_F(PredictParity, RTDetrEqualsTransformersPipelineOnItsFolder) {
       "        decoder: {d_model: 64, ffn_dim: 128, heads: 4, layers: 3, num_queries: 40},\n"
       "        denoising: {num_queries: 20}}\n",
       "  fixed_size: [640, 640]\n  resize: transformers\n");
-  expect_same_both_ways(ref_, predict(cfg, dir + "/hf/model.safetensors", ""), 0, 40, -1,
-                        "model.safetensors");
-
-  // Without its preprocessor_config.json the file says nothing; ImageNet statistics (what
-  // detforge's RT-DETR configs fed before) give other boxes.
-  fs::create_directories(tmp_.path() / "bare");
-  const auto bare = (tmp_.path() / "bare" / "model.safetensors").string();
-  fs::copy_file(dir + "/hf/model.safetensors", bare);
-  expect_same_both_ways(ref_, predict(cfg, bare, ""), 0, 40, -1, "bare model.safetensors");
-  std::string miss;
-  EXPECT_LT(
-      matched_share(
-          ref_, predict(cfg, bare, "data.mean=[0.485,0.456,0.406] data.std=[0.229,0.224,0.225]"),
-          kTop, 2e-3, miss),
-      0.5);
+  expect_transformers_folder(dir + "/hf", cfg);
   // OpenCV's resize (at most a grey level apart on some pixels): these barely trained weights
   // amplify that to score differences above 0.01, and the two-stage query selection picks other
   // queries at its margin (0.575 of the top 20 found on 2026-12-06).
+  std::string miss;
   EXPECT_LT(matched_share(ref_, predict(cfg, dir + "/hf/model.safetensors", "data.resize=opencv"),
                           kTop, 2e-3, miss),
             0.8);
+}
+
+// transformers' save_pretrained folder of D-FINE-N: the same pipeline as RT-DETR's above
+// (RTDetrImageProcessor, model, post_process_object_detection; transformers 5.23 has no D-FINE
+// processor), matched both ways.
+TEST_F(PredictParity, DFineEqualsTransformersPipelineOnItsFolder) {
+  const auto dir = reference("dfine");
+  const auto cfg = config(
+      "model: {type: dfine, num_classes: 3, decoder: {num_queries: 40},\n"
+      "        denoising: {num_queries: 20}}\n",
+      "  fixed_size: [640, 640]\n  resize: transformers\n");
+  expect_transformers_folder(dir + "/hf", cfg);
 }
 
 // rfdetr's checkpoint as its trainer saves it ({"model": state dict, "args"}), read back by

@@ -63,6 +63,15 @@ class DFineImpl : public DetectorBase<DFineImpl, DFineOptions> {
             {"bbox_embed.", "model.decoder.bbox_embed."}};
   }
 
+  /// The hub layout save_pretrained() writes to this detector's names (transformers'
+  /// conversion_mapping for d_fine: fc1 / fc2, out_proj, encoder.encoder.N).
+  std::vector<std::pair<std::string, std::string>> weight_renames() const override {
+    return {{R"(out_proj\.)", "o_proj."},
+            {R"(layers\.(\d+)\.fc1\.)", "layers.$1.mlp.layers.0."},
+            {R"(layers\.(\d+)\.fc2\.)", "layers.$1.mlp.layers.1."},
+            {R"(encoder\.encoder\.(\d+)\.layers)", "encoder.aifi.$1.layers"}};
+  }
+
   // The stages, public for parity tests and tools.
 
   /// images [B, 3, H, W] -> decoder and encoder outputs; `denoising` prepends its queries.

@@ -15,6 +15,7 @@
 #include "models/build.h"
 #include "models/dfine/build.h"
 #include "models/dfine/dfine.h"
+#include "models/fine_tune_check.h"
 #include "models/reference_file.h"
 #include "ops/box_ops.h"
 #include "test_util.h"
@@ -161,6 +162,24 @@ TEST(DFineParity, EmptyBatchKeepsTheSchemaAndMatchesTheReference) {
       EXPECT_NEAR(v.item<double>(), w, 1e-6 * std::max(1.0, std::abs(w))) << key;
     }
   }
+}
+
+// transformers' save_pretrained() folder (its older key layout: fc1 / fc2, out_proj,
+// encoder.encoder.N; the tied heads saved once) reads as `model.weights` with every tensor, and
+// fine-tunes to 5 classes: everything but the class layers keeps the file's values, and the
+// encoder's and every decoder layer's class head and the denoising label embedding keep the new
+// model's init.
+TEST(DFineParity, HubFolderLoadsAndFineTunesToAnotherClassCount) {
+  const auto path = detforge::testing::cached_reference("dfine", "models/dfine/reference.py",
+                                                        /*is_dir=*/true) +
+                    "/hf/model.safetensors";
+  DFine same(small_options()), other(small_options().num_classes(5));
+  testing::expect_fine_tunes_to_another_class_count(*same, *other, path,
+                                                    testing::detr_class_layer_tensors(3));
+  // The values are the reference's (in float32).
+  const auto name = "model.decoder.layers.0.mlp.layers.0.weight";
+  EXPECT_TRUE(torch::allclose(same->named_parameters()[name],
+                              reference().at(std::string("state.") + name).to(torch::kFloat32)));
 }
 
 TEST(DFine, LossKeysNameEveryTermOnce) {

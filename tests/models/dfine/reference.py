@@ -14,7 +14,9 @@ writes OUT_DIR/dfine.safetensors:
   <batch>.logits, .boxes, .corners, .initial   the train-mode decoder outputs, layer first
                   (intermediate_logits, _reference_points, _predicted_corners,
                   initial_reference_points), the denoising queries first;
-  <batch>.loss.<key>   each loss term; grad.<name>   the gradient of their sum (batch many).
+  <batch>.loss.<key>   each loss term; grad.<name>   the gradient of their sum (batch many);
+and OUT_DIR/hf, the model in float32 as save_pretrained() writes it (model.safetensors in its
+older key layout, config.json).
 The loss is transformers' DFineLoss (loss_d_fine.py) fed every output set as D-FINE's own
 criterion scores them: each decoder layer with its own edge distributions and initial boxes, the
 last layer included (transformers' DFineForObjectDetectionLoss pairs layer l's logits with layer
@@ -160,6 +162,7 @@ def main():
                 if p.grad is not None:
                     ref[f"grad.{key}"] = p.grad
     save_file({k: v.contiguous() for k, v in ref.items()}, os.path.join(out_dir, "dfine.safetensors"))
+    model.float().save_pretrained(os.path.join(out_dir, "hf"))
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@
 #include "core/errors.h"
 #include "data/transforms.h"
 #include "models/build.h"
+#include "models/fine_tune_check.h"
 #include "models/onnx_export_check.h"
 #include "models/rtdetr/build.h"
 #include "models/rtdetr/rtdetr.h"
@@ -149,28 +150,9 @@ TEST_F(RTDetrParity, LoadsTheReferenceSafetensors) {
 // layers loads with the file's values; the encoder's and every decoder layer's class head and
 // the denoising label embedding keep the new model's init.
 TEST_F(RTDetrParity, HubFileFineTunesToAnotherClassCount) {
-  const auto path = dir() + "/hf/model.safetensors";
-  RTDetr m(small_options().num_classes(5));
-  const auto report = load_pretrained_weights(*m, path);
-  std::set<std::string> mismatched;
-  for (const auto& d : report.load.mismatched) mismatched.insert(d.name);
-  std::set<std::string> class_layers = {"model.enc_score_head.weight", "model.enc_score_head.bias",
-                                        "model.denoising_class_embed.weight"};
-  for (int layer = 0; layer < 3; ++layer) {
-    for (const char* p : {"weight", "bias"})
-      class_layers.insert("model.decoder.class_embed." + std::to_string(layer) + "." + p);
-  }
-  EXPECT_EQ(mismatched, class_layers);
-  EXPECT_TRUE(report.load.missing.empty()) << report.table(path);
-  RTDetr same(small_options());
-  load_detector_weights(*same, path);
-  std::map<std::string, torch::Tensor> file_values;
-  for (const auto& [name, t] : module_state(*same)) file_values.emplace(name, t);
-  for (const auto& [name, t] : module_state(*m)) {
-    if (class_layers.count(name) == 0) {
-      EXPECT_TRUE(torch::equal(t, file_values.at(name))) << name;
-    }
-  }
+  RTDetr same(small_options()), other(small_options().num_classes(5));
+  testing::expect_fine_tunes_to_another_class_count(*same, *other, dir() + "/hf/model.safetensors",
+                                                    testing::detr_class_layer_tensors(3));
 }
 
 TEST_F(RTDetrParity, TruncatedSafetensorsIsAnIoErrorNamingTheFile) {
