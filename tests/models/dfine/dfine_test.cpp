@@ -211,6 +211,38 @@ TEST(DFine, ShippedConfigsReadEveryKey) {
   EXPECT_EQ(s.decoder().d_model(), 256);
 }
 
+// D-FINE-S as configs/dfine/dfine_s.yaml builds it (3 levels, strides 8 to 32, 256 wide, 3 / 6 / 3
+// points): transformers' DFineForObjectDetection with the same config has the same parameter count
+// (its top-level aliases of the decoder's heads left out), and a training step gives every key
+// finite with a gradient for every trainable parameter.
+TEST(DFine, SmallSizeTrainsEveryParameter) {
+  const auto model =
+      Config::load(std::string(DETFORGE_SOURCE_DIR) + "/configs/dfine/dfine_s.yaml",
+                   {"model.decoder.num_queries=30", "model.denoising.num_queries=10"})
+          .root()
+          .child("model");
+  DFine m(dfine_options(model, 3));
+  int64_t count = 0;
+  for (const auto& p : m->parameters()) count += p.numel();
+  EXPECT_EQ(count, reference().at("s.parameters").item<int64_t>());
+  m->train();
+  Batch b;
+  b.images = torch::rand({2, 3, 64, 64});
+  for (int i = 0; i < 2; ++i) {
+    b.image_sizes.push_back({64, 64});
+    b.original_sizes.push_back({64, 64});
+    b.targets.emplace_back(i, Boxes(torch::tensor({{4.f, 6.f, 30.f, 40.f}})),
+                           torch::tensor({static_cast<int64_t>(i)}));
+  }
+  const auto losses = m->forward_train(b);
+  for (const auto& key : losses.keys())
+    EXPECT_TRUE(std::isfinite(losses.at(key).item<double>())) << key;
+  losses.total().backward();
+  for (const auto& p : m->named_parameters()) {
+    if (p.value().requires_grad()) EXPECT_TRUE(p.value().grad().defined()) << p.key();
+  }
+}
+
 TEST(DFine, ConfigErrorsNameTheKey) {
   const auto options = [](const std::string& extra) {
     return dfine_options(

@@ -15,6 +15,8 @@ writes OUT_DIR/dfine.safetensors:
                   (intermediate_logits, _reference_points, _predicted_corners,
                   initial_reference_points), the denoising queries first;
   <batch>.loss.<key>   each loss term; grad.<name>   the gradient of their sum (batch many);
+  s.parameters    the parameter count of D-FINE-S (D-FINE's dfine_hgnetv2_s_coco.yml: B0 stages
+                  2-4, 256 wide, points 3, 6, 3), its top-level aliases left out;
 and OUT_DIR/hf, the model in float32 as save_pretrained() writes it (model.safetensors in its
 older key layout, config.json).
 The loss is transformers' DFineLoss (loss_d_fine.py) fed every output set as D-FINE's own
@@ -58,6 +60,16 @@ def config():
                        decoder_ffn_dim=512, decoder_n_points=[6, 6], decoder_layers=3,
                        decoder_in_channels=[128, 128], num_queries=40, num_denoising=20,
                        num_labels=3)
+
+
+def config_s():
+    backbone = HGNetV2Config(out_features=["stage2", "stage3", "stage4"], **B0)
+    return DFineConfig(backbone_config=backbone, freeze_backbone_batch_norms=False,
+                       encoder_in_channels=[256, 512, 1024], feat_strides=[8, 16, 32],
+                       encode_proj_layers=[2], encoder_hidden_dim=256, encoder_ffn_dim=1024,
+                       hidden_expansion=0.5, depth_mult=0.34, num_feature_levels=3, d_model=256,
+                       decoder_ffn_dim=1024, decoder_n_points=[3, 6, 3], decoder_layers=3,
+                       decoder_in_channels=[256, 256, 256], num_labels=3)
 
 
 def float32_bins(translate_gt):
@@ -161,6 +173,9 @@ def main():
             for key, p in model.named_parameters():
                 if p.grad is not None:
                     ref[f"grad.{key}"] = p.grad
+    small = DFineForObjectDetection(config_s())
+    ref["s.parameters"] = torch.tensor(sum(p.numel() for k, p in small.named_parameters()
+                                           if not k.startswith(("class_embed.", "bbox_embed."))))
     save_file({k: v.contiguous() for k, v in ref.items()}, os.path.join(out_dir, "dfine.safetensors"))
     model.float().save_pretrained(os.path.join(out_dir, "hf"))
 
