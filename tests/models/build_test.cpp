@@ -437,6 +437,64 @@ TEST(ClassWeights, ReachTheClassificationLossOfEveryFamilyOnly) {
   }
 }
 
+// The guards every family keeps (shared/FIELD_FAILURES.md): batches with boxes in one image only,
+// with one box, and with no box anywhere give every loss key, finite, and a finite gradient for
+// every trainable parameter (the keys never depend on the batch, so ranks never wait on a key);
+// a label equal to C is refused before any loss indexes with it, naming the image and its file;
+// NaN pixels (a diverged step) raise no error and leave the total non-finite, the trainer's
+// non-finite guard's case.
+TEST(FamilyTable, EveryFamilyKeepsItsSchemaAndGuardsOnEveryBatch) {
+  const std::vector<std::vector<std::vector<float>>> cases = {
+      {{4, 4, 30, 40, 0}, {20, 10, 60, 50, 2}}, {{8, 8, 24, 30, 1}}, {}};
+  const auto batch = [](const std::vector<std::vector<float>>& boxes, const torch::Tensor& images) {
+    Batch b;
+    b.images = images;
+    for (int i = 0; i < 2; ++i) {
+      b.image_sizes.push_back({64, 64});
+      b.original_sizes.push_back({64, 64});
+      std::vector<float> xyxy;
+      std::vector<int64_t> labels;
+      for (const auto& box : i == 0 ? boxes : std::vector<std::vector<float>>{}) {
+        xyxy.insert(xyxy.end(), box.begin(), box.begin() + 4);
+        labels.push_back(static_cast<int64_t>(box[4]));
+      }
+      const auto n = static_cast<int64_t>(labels.size());
+      b.targets.emplace_back(40 + i, Boxes(torch::tensor(xyxy).view({n, 4})), torch::tensor(labels),
+                             torch::Tensor(), "img_" + std::to_string(40 + i) + ".jpg");
+    }
+    return b;
+  };
+  for (auto& f : family_cases()) {
+    SCOPED_TRACE(f.type);
+    torch::manual_seed(0);
+    auto d = build_detector(f.model());
+    d->train();
+    const auto images = torch::rand({2, 3, 64, 64});
+    for (size_t c = 0; c < cases.size(); ++c) {
+      d->zero_grad();
+      const auto losses = d->forward_train(batch(cases[c], images));
+      EXPECT_EQ(losses.keys(), d->loss_keys()) << "case " << c;
+      EXPECT_TRUE(losses.nonfinite_keys().empty()) << "case " << c;
+      losses.total().backward();
+      for (const auto& p : d->named_parameters()) {
+        // DINOv2's mask token (RF-DETR's backbone) is for masked pre-training only.
+        if (!p.value().requires_grad() || p.key().find("mask_token") != std::string::npos) continue;
+        ASSERT_TRUE(p.value().grad().defined()) << f.type << " case " << c << ": " << p.key();
+        EXPECT_TRUE(torch::isfinite(p.value().grad()).all().item<bool>())
+            << f.type << " case " << c << ": " << p.key();
+      }
+    }
+    EXPECT_THROW_WITH(d->forward_train(batch({{4, 4, 30, 40, 3}}, images)), DataError,
+                      "image_id=40");
+    EXPECT_THROW_WITH(d->forward_train(batch({{4, 4, 30, 40, 3}}, images)), DataError,
+                      "img_40.jpg");
+    LossDict nan(d->loss_keys());
+    EXPECT_NO_THROW(
+        nan = d->forward_train(batch(cases[1], torch::full({2, 3, 64, 64}, std::nanf("")))));
+    EXPECT_FALSE(std::isfinite(nan.total().item<double>()));
+  }
+}
+
 // Evaluation under the run's autocast precision (the MLPerf recipe's fp16 on a GPU): the head
 // computes in the low precision, while decoding, NMS and the detections stay float32. Before,
 // RetinaNet and YOLO handed bf16 / fp16 scores to NMS, which refused them (found on an H200).

@@ -6,7 +6,7 @@
 #include "core/config_node.h"
 #include "core/errors.h"
 #include "losses/build.h"
-#include "models/detr/config.h"
+#include "models/detr/build_readers.h"
 
 namespace detforge::models {
 

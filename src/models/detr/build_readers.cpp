@@ -1,4 +1,4 @@
-#include "models/detr/config.h"
+#include "models/detr/build_readers.h"
 
 #include "core/config_node.h"
 #include "core/errors.h"
