@@ -77,6 +77,10 @@ class FdrDecoderImpl : public torch::nn::Module {
   /// the pre-box head and of the LQE zero, gates open halfway.
   void reset_parameters(double class_bias);
   const FdrDecoderOptions& options() const { return options_; }
+  /// The weighting function's reach and curvature as the decoder holds them ([1] each, not
+  /// trained): the options' values, or a loaded file's.
+  const torch::Tensor& up() const { return up_; }
+  const torch::Tensor& reg_scale() const { return reg_scale_; }
 
  private:
   FdrDecoderOptions options_;

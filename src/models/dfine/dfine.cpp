@@ -141,8 +141,10 @@ LossDict DFineImpl::compute_loss(const DFineOutputs& outputs,
   const int64_t n = denoising != nullptr ? denoising->num_queries : 0;
   const int64_t q = dec.logits.size(2) - n;
   const auto& fdr = decoder_->options();
-  const auto up = torch::full({1}, fdr.up(), dec.corners.options());
-  const auto reg_scale = torch::full({1}, fdr.reg_scale(), dec.corners.options());
+  // The weighting function the decoder refined with: its held values, a loaded file's where the
+  // model was read from one, not the options'.
+  const auto up = decoder_->up().detach().to(dec.corners.scalar_type());
+  const auto reg_scale = decoder_->reg_scale().detach().to(dec.corners.scalar_type());
   // The criterion sees boxes inside the image, as transformers' loss clamps them.
   const auto boxes = dec.boxes.clamp(0, 1);
   const auto& o = options_;

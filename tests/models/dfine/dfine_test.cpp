@@ -182,6 +182,38 @@ TEST(DFineParity, HubFolderLoadsAndFineTunesToAnotherClassCount) {
                               reference().at(std::string("state.") + name).to(torch::kFloat32)));
 }
 
+// The distribution terms read the weighting function the decoder holds (a loaded file's
+// reg_scale and up), not the options': a model built with reg_scale 4 and up 0.5 whose decoder
+// holds 8 and 0.6 scores as one built with 8 and 0.6.
+TEST(DFineParity, DistributionTermsUseTheDecodersWeightingFunction) {
+  auto eight = small_options();
+  eight.decoder().reg_scale(8.0).up(0.6);
+  DFine built(eight), loaded(small_options());
+  built->to(torch::kFloat64);
+  loaded->to(torch::kFloat64);
+  reference().load_state(*built);
+  reference().load_state(*loaded);
+  {
+    torch::NoGradGuard no_grad;  // the file holds 4 and 0.5: as a file of the 8 / 0.6 model would
+    for (auto* m : {&built, &loaded}) {
+      (*m)->named_parameters()["model.decoder.reg_scale"].fill_(8.0);
+      (*m)->named_parameters()["model.decoder.up"].fill_(0.6);
+    }
+  }
+  built->train();
+  loaded->train();
+  const auto gt = targets("many");
+  const auto group = reference_group(*built, "many", gt);
+  ASSERT_TRUE(group.has_value());
+  const auto a = built->compute_loss(built->forward_outputs(reference().at("images"), &*group), gt,
+                                     &*group, 4.0);
+  const auto b = loaded->compute_loss(loaded->forward_outputs(reference().at("images"), &*group),
+                                      gt, &*group, 4.0);
+  for (const auto& key : a.keys())
+    EXPECT_NEAR(a.at(key).item<double>(), b.at(key).item<double>(), 1e-12) << key;
+  EXPECT_NE(a.at("loss_fgl").item<double>(), reference().at("many.loss.loss_fgl").item<double>());
+}
+
 TEST(DFine, LossKeysNameEveryTermOnce) {
   const auto keys = dfine_loss_keys(3, true);
   // Refined sets (last, 2 aux, 3 dn) with 5 terms; pre, enc and dn pre with 3.
