@@ -1,5 +1,6 @@
-// `auto` in a config: data.min_size / max_size, model.anchors.base_sizes, eval.interval and
-// model.loss.class_weights computed from the training set (data/size_stats.h has the rules).
+// `auto` in a config: data.min_size / max_size, model.anchors.base_sizes, eval.interval,
+// model.loss.class_weights and optimizer.type computed from the training set (data/size_stats.h
+// has the rules; optimizer.type: Ultralytics' choice of AdamW or MuSGD, build_auto.cpp).
 #pragma once
 
 #include "core/config_node.h"

@@ -14,7 +14,13 @@ Usage: ultralytics_optim_reference.py OUT_DIR. Writes under OUT_DIR:
                each step, and the parameters after it;
   musgd_start.pth  yolo26n's (3 classes) state_dict before the first step (its trainable
                parameters also as "musgd_start_<name>" in ref.pth);
-  boosted.txt  the parameters in MuSGD's groups at 3x the rate (the class branches), one a line.
+  boosted.txt  the parameters in MuSGD's groups at 3x the rate (the class branches), one a line;
+  auto.txt     for each of AUTO_CASES (training images, batch, epochs, classes), what Ultralytics'
+               trainer (run for real on yolo26n until its build_optimizer returns, optimizer=auto)
+               built: "images batch epochs classes iterations optimizer lr weight_decay
+               momentum_or_beta1 beta2 nesterov muon boosted", from its weight group (decay on,
+               the lowest rate), with beta2, nesterov and muon (MuSGD's Muon factor) 0 where the
+               optimizer has none and boosted the count of parameters at 3x the rate.
 """
 import os
 import sys
@@ -32,21 +38,67 @@ from ultralytics.engine.trainer import BaseTrainer  # noqa: E402
 from ultralytics.nn.tasks import DetectionModel  # noqa: E402
 
 IMAGES, BATCH, NBS, EPOCHS, WARMUP_EPOCHS = 16, 2, 8, 3, 2
+# optimizer=auto: 2 x 5000 = 10,000 iterations (AdamW), 2 x 5001 (MuSGD), AdamW for 2 classes;
+# batch 2 against nbs 64 (50 batches an epoch, 2 nominal ones).
+AUTO_CASES = [(100, 2, 5000, 3), (100, 2, 5001, 3), (100, 2, 5000, 2)]
 
 
-def write_dataset(root):
+def write_dataset(root, images=IMAGES, classes=1):
     rng = np.random.default_rng(0)
     for sub in ("images", "labels"):
         os.makedirs(os.path.join(root, sub, "train"))
-    for i in range(IMAGES):
+    for i in range(images):
         pixels = rng.integers(0, 255, (32, 32, 3), dtype=np.uint8)
         Image.fromarray(pixels).save(os.path.join(root, "images", "train", f"{i}.jpg"))
         with open(os.path.join(root, "labels", "train", f"{i}.txt"), "w") as f:
-            f.write("0 0.5 0.5 0.4 0.3\n")
+            f.write(f"{i % classes} 0.5 0.5 0.4 0.3\n")
+    names = ", ".join(f"{c}: c{c}" for c in range(classes))
     data = os.path.join(root, "data.yaml")
     with open(data, "w") as f:
-        f.write(f"path: {root}\ntrain: images/train\nval: images/train\nnames: {{0: a}}\n")
+        f.write(f"path: {root}\ntrain: images/train\nval: images/train\nnames: {{{names}}}\n")
     return data
+
+
+class Built(Exception):
+    pass
+
+
+def auto_choices(work, out):
+    built = {}
+    original = BaseTrainer.build_optimizer
+
+    def recorded(trainer, model, name="auto", lr=0.001, momentum=0.9, decay=1e-5,
+                 iterations=1e5):
+        built["iterations"] = iterations
+        built["optimizer"] = original(trainer, model, name, lr, momentum, decay, iterations)
+        raise Built()
+
+    BaseTrainer.build_optimizer = recorded
+    lines = []
+    try:
+        for k, (images, batch, epochs, classes) in enumerate(AUTO_CASES):
+            data = write_dataset(os.path.join(work, f"auto{k}"), images, classes)
+            try:
+                YOLO("yolo26n.yaml").train(
+                    data=data, epochs=epochs, imgsz=32, batch=batch, workers=0, device="cpu",
+                    seed=0, optimizer="auto", val=False, plots=False, amp=False,
+                    project=work, name=f"auto{k}", exist_ok=True, verbose=False)
+            except Built:
+                pass
+            opt = built.pop("optimizer")
+            weight = min((g for g in opt.param_groups if g["weight_decay"] > 0 and g["params"]),
+                         key=lambda g: g["lr"])
+            beta1, beta2 = weight["betas"] if "betas" in weight else (weight["momentum"], 0)
+            boosted = sum(len(g["params"]) for g in opt.param_groups
+                          if abs(g["lr"] - 3 * weight["lr"]) < 1e-12)
+            lines.append(f"{images} {batch} {epochs} {classes} {built.pop('iterations')} "
+                         f"{type(opt).__name__} {weight['lr']!r} {weight['weight_decay']!r} "
+                         f"{beta1!r} {beta2!r} {int(weight.get('nesterov', False))} "
+                         f"{getattr(opt, 'muon', 0)!r} {boosted}\n")
+    finally:
+        BaseTrainer.build_optimizer = original
+    with open(os.path.join(out, "auto.txt"), "w") as f:
+        f.writelines(lines)
 
 
 def trainer_steps(work, ref):
@@ -110,6 +162,7 @@ def main():
     ref = {}
     with tempfile.TemporaryDirectory() as work:
         trainer_steps(work, ref)
+        auto_choices(work, out)
     musgd_steps(out, ref)
     torch.save(ref, os.path.join(out, "ref.pth"))
 

@@ -29,6 +29,19 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// `images` synthetic training images (and 4 validation ones) of 64 px with at most 2 objects under
+// dir/data.
+data::SynthOptions small_synth(const fs::path& dir, int64_t images) {
+  data::SynthOptions synth;
+  synth.out_dir = (dir / "data").string();
+  synth.num_train = images;
+  synth.num_val = 4;
+  synth.image_size = 64;
+  synth.max_objects = 2;
+  data::generate_synthetic(synth);
+  return synth;
+}
+
 // The reference trainer's run (ultralytics_optim_reference.py): 16 images in batches of 2, nbs 8.
 constexpr int64_t kBatchesPerEpoch = 8, kEpochs = 3, kAccumulate = 4;
 
@@ -85,13 +98,7 @@ TEST_F(UltralyticsOptim, StepPlanTakesUltralyticsStepsAtItsRatesAndMomenta) {
 // Ultralytics' keys; each step's rates and momentum read from the optimizer the run uses.
 TEST_F(UltralyticsOptim, TrainingWithTheRampStepsAsUltralyticsTrainerDoes) {
   detforge::testing::TempDir dir;
-  data::SynthOptions synth;
-  synth.out_dir = (dir.path() / "data").string();
-  synth.num_train = 16;
-  synth.num_val = 4;
-  synth.image_size = 64;
-  synth.max_objects = 2;
-  data::generate_synthetic(synth);
+  const auto synth = small_synth(dir.path(), 16);
   const auto yaml =
       "seed: 0\ndevice: cpu\noutput_dir: " + (dir.path() / "run").string() +
       "\nmodel: {type: retinanet, num_classes: 3, backbone: {type: resnet18, trainable_layers: 5},"
@@ -134,6 +141,92 @@ TEST_F(UltralyticsOptim, TrainingWithTheRampStepsAsUltralyticsTrainerDoes) {
     EXPECT_NEAR(seen[k][1], lr(k, 2), 1e-12) << "biases, step " << k;
     EXPECT_NEAR(seen[k][2], momentum(k), 1e-12) << "step " << k;
   }
+}
+
+// `optimizer.type: auto` against Ultralytics' trainer with optimizer=auto (run until its
+// build_optimizer returns) on as many images, batch, epochs and classes: the same choice at the
+// 10,000-iteration boundary, which counts batches of max(batch, 64), and the same rate, decay and
+// betas; MuSGD in the yolo family's loss scale (rate and decay 64x and 1/64 x, the Muon part's
+// rate equal) with the same parameters at 3x. detforge's train.accumulate is Ultralytics' 64 / 2.
+TEST_F(UltralyticsOptim, OptimizerAutoChoosesAsUltralyticsTrainerDoes) {
+  detforge::testing::TempDir work;
+  const auto synth = small_synth(work.path(), 100);
+  std::ifstream in(dir() + "/auto.txt");
+  std::set<std::string> want_boosted;
+  std::ifstream boosted_file(dir() + "/boosted.txt");
+  for (std::string line; std::getline(boosted_file, line);) want_boosted.insert(line);
+  const DeviceEnv env{std::nullopt, 0, std::nullopt};
+  int cases = 0, musgd = 0;
+  for (std::string line; std::getline(in, line); ++cases) {
+    std::istringstream row(line);
+    int64_t images, batch, epochs, classes, iterations, nesterov, boosted;
+    std::string name;
+    double lr, decay, beta1, beta2, muon;
+    row >> images >> batch >> epochs >> classes >> iterations >> name >> lr >> decay >> beta1 >>
+        beta2 >> nesterov >> muon >> boosted;
+    ASSERT_TRUE(row) << line;
+    ASSERT_EQ(images, synth.num_train);
+    std::vector<std::string> overrides = {
+        "data.root=" + synth.out_dir, "data.batch_size=" + std::to_string(batch),
+        "train.epochs=" + std::to_string(epochs), "train.accumulate=32", "optimizer.type=auto"};
+    if (classes == 2) {
+      for (const char* o :
+           {"data.category_ids=[1, 3]", "data.num_classes=2", "model.num_classes=2"})
+        overrides.push_back(o);
+    }
+    const auto config = Config::load(
+        std::string(DETFORGE_SOURCE_DIR) + "/configs/yolo/synth_yolo26n.yaml", overrides);
+    const RunSpec spec = read_run_spec(config, RunPurpose::kTrain, env);
+    const auto& o = spec.trainer.optimizer;
+    SCOPED_TRACE(line);
+    EXPECT_TRUE(o.no_decay_norm_bias);
+    if (name == "AdamW") {
+      EXPECT_EQ(o.type, OptimizerType::kAdamW);
+      EXPECT_DOUBLE_EQ(o.lr, lr);
+      EXPECT_DOUBLE_EQ(o.weight_decay, decay);
+      EXPECT_DOUBLE_EQ(o.beta1, beta1);
+      EXPECT_DOUBLE_EQ(o.beta2, beta2);
+      EXPECT_TRUE(o.param_groups.empty());
+      continue;
+    }
+    ASSERT_EQ(name, "MuSGD");
+    ++musgd;
+    EXPECT_EQ(o.type, OptimizerType::kMuSgd);
+    EXPECT_DOUBLE_EQ(o.lr, 64 * lr);
+    EXPECT_DOUBLE_EQ(o.lr * o.muon_factor, lr * muon);
+    EXPECT_DOUBLE_EQ(o.sgd_factor, 1.0);
+    EXPECT_DOUBLE_EQ(o.weight_decay, decay / 64);
+    EXPECT_EQ(o.nesterov, nesterov == 1);
+    auto detector = models::build_detector(spec.detector);
+    std::vector<std::pair<std::string, torch::Tensor>> named;
+    for (const auto& p : detector->named_parameters()) named.emplace_back(p.key(), p.value());
+    std::vector<ParamGroupInfo> infos;
+    const auto opt = make_optimizer(named, o, &infos);
+    std::set<std::string> seen;
+    for (size_t g = 0; g < infos.size(); ++g) {
+      if (infos[g].lr_mult != 3) continue;
+      for (const auto& p : opt->param_groups()[g].params())
+        for (const auto& [key, value] : named)
+          if (value.is_same(p)) seen.insert(key);
+    }
+    EXPECT_EQ(static_cast<int64_t>(seen.size()), boosted);
+    EXPECT_EQ(seen, want_boosted);
+  }
+  EXPECT_EQ(cases, 3);
+  EXPECT_EQ(musgd, 1);
+  // Another family has no such rule, and the count needs the training set.
+  EXPECT_THROW_WITH(
+      read_run_spec(
+          Config::load(std::string(DETFORGE_SOURCE_DIR) + "/configs/rtdetr/synth_r18vd.yaml",
+                       {"data.root=" + synth.out_dir, "optimizer.type=auto"}),
+          RunPurpose::kTrain, env),
+      ConfigError,
+      "optimizer.type: auto is Ultralytics' rule for its YOLO models; name the optimizer (sgd, "
+      "adam, adamw or musgd) for model.type 'rtdetr'");
+  EXPECT_THROW_WITH(
+      read_run_spec(Config::parse("model: {type: yolo, num_classes: 3}\noptimizer: {type: auto}\n"),
+                    RunPurpose::kTrain, env),
+      ConfigError, "optimizer.type: auto is computed from the training set");
 }
 
 // YOLO26n with the reference's start weights and MuSGD as Ultralytics' trainer builds it: the
