@@ -23,12 +23,13 @@
 // RF-DETR-N: its ViT from scratch needs far more than a CI run to generalise (the 20-epoch recipe
 // reaches AP50 0.32 in 22 minutes; 4 epochs give 0.01; held out, 384 steps of batch 8 at 64 px
 // on 256 images of at most 2 shapes gave AP50 0.001, and 160 steps of batch 4 at 128 px on 64
-// images of one shape 0.0009, each about 4 minutes; no pretrained ViT is reachable offline), so
-// its test fits 8 training images at 128 px and evaluates on them: 80 steps of batch 4, 30 queries
-// in 2 groups, lr 6e-4, no augmentation. On the development VM: AP50 0.31 (EMA 0.33) in 100 s on 2
-// cores, beside two fuzzing processes; seeds 1 and 2 gave 0.34 and 0.18, so the bar is 0.1, where
-// random weights score 0 (and 4 synth epochs from scratch 0.014). On one thread (2026-12-06):
-// 0.257 in 99 s.
+// images of one shape 0.0009; no pretrained ViT is reachable offline). With the ViT's blocks
+// frozen at their random initialisation (model.freeze: backbone.0.encoder; the projector,
+// decoder, two-stage proposals and heads train: 5.1M of 27M values) it learns what generalises:
+// 256 steps of batch 8 at 128 px on 256 images of up to 3 shapes, 30 queries in 2 groups, lr
+// 1e-3, flips only, evaluated on 32 held-out images: AP50 0.128 in 85 s on 2 cores (seed 0);
+// seeds 1 and 2 on one thread 0.110 and 0.160 in 2 min 8 s; 4 epochs 0.079, 12 epochs 0.147.
+// Bar 0.05, where random weights score 0. The ViT's own gradients are held by RfdetrParity.
 // D-FINE-N: 8 epochs of its quick config at 192 px with lr 1e-3 and a 30-step warmup, from
 // scratch (HGNetV2 B0 with trained norms): AP50 0.247 live, 0.221 EMA in 2 min 17 s on 2 cores
 // (2026-12-06; lr 2e-3: 0.275 and 0.214); after 4 epochs 0.13. Bar 0.1, where random weights
@@ -120,24 +121,25 @@ TEST(Learning, DFineQuickConfigLearnsTheShapes) {
   EXPECT_GE(train(config).last_metrics.at("AP50"), 0.1);
 }
 
-TEST(Learning, RfdetrQuickConfigFitsEightSynthImages) {
+TEST(Learning, RfdetrQuickConfigLearnsTheShapesOnHeldOutImages) {
   const fs::path data = fs::path(DETFORGE_BINARY_DIR) / "test_tmp" / "learning_synth_rfdetr";
   data::SynthOptions synth;
   synth.out_dir = data.string();
-  synth.num_train = 8;
-  synth.num_val = 1;
+  synth.num_train = 256;
+  synth.num_val = 32;
   synth.image_size = 128;
+  synth.max_objects = 3;
   data::generate_synthetic(synth);
   testing::TempDir out;
   const auto config = Config::load(
       std::string(DETFORGE_SOURCE_DIR) + "/configs/rfdetr/synth_rfdetr_nano.yaml",
       {"data.root=" + data.string(), "output_dir=" + out.path().string(),
-       "data.val.ann=annotations/instances_train.json", "data.val.images=train",
-       "data.fixed_size=[128, 128]", "data.train.transforms=[]", "data.train.multi_scale=[]",
-       "data.batch_size=4", "model.decoder.num_queries=30", "model.decoder.groups=2",
-       "optimizer.lr=6.0e-4", "schedule.warmup_steps=10", "ema.tau=20", "train.epochs=40",
-       "eval.interval=40", "train.log_interval=100"});
-  EXPECT_GE(train(config).last_metrics.at("AP50"), 0.1);
+       "model.freeze=[backbone.0.encoder]", "data.fixed_size=[128, 128]",
+       "data.train.transforms=[{type: flip, prob: 0.5}]", "data.train.multi_scale=[]",
+       "data.batch_size=8", "model.decoder.num_queries=30", "model.decoder.groups=2",
+       "optimizer.lr=1.0e-3", "schedule.warmup_steps=20", "ema.tau=20", "train.epochs=8",
+       "eval.interval=8", "train.log_interval=100"});
+  EXPECT_GE(train(config).last_metrics.at("AP50"), 0.05);
 }
 
 }  // namespace
