@@ -47,4 +47,10 @@ std::vector<bool> check_targets(const std::vector<Targets>& targets, int64_t num
   return keep;
 }
 
+std::vector<bool> check_targets(const Batch& batch, int64_t num_classes,
+                                InvalidTargetPolicy policy) {
+  return check_targets(batch.host_targets.empty() ? batch.targets : batch.host_targets, num_classes,
+                       policy);
+}
+
 }  // namespace detforge::losses

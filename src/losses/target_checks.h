@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "structures/batch.h"
 #include "structures/targets.h"
 
 namespace detforge::losses {
@@ -25,6 +26,11 @@ InvalidTargetPolicy parse_invalid_target_policy(const std::string& name);
 /// REQUIRES: num_classes >= 1. Throws DataError (kError) for the first bad image; under
 /// kSkipImage logs one warning per bad image with the same message and returns false for it.
 std::vector<bool> check_targets(const std::vector<Targets>& targets, int64_t num_classes,
+                                InvalidTargetPolicy policy);
+
+/// The same for a batch's targets, read from its host copy when it has one (Batch::host_targets:
+/// no device synchronisation).
+std::vector<bool> check_targets(const Batch& batch, int64_t num_classes,
                                 InvalidTargetPolicy policy);
 
 }  // namespace detforge::losses

@@ -189,6 +189,12 @@ class Detector : public torch::nn::Module {
     if (!count_normalizer_) return std::max(1.0, total);
     return count_normalizer_(torch::tensor(total, torch::kFloat64)).item<double>();
   }
+  /// The same on a 0-dim tensor, never read on the host (no device synchronisation): a 0-dim
+  /// tensor on `total`'s device, float32 once averaged over ranks.
+  torch::Tensor normalize_total(const torch::Tensor& total) const {
+    if (!count_normalizer_) return total.detach().clamp_min(1.0);
+    return count_normalizer_(total.detach());
+  }
 
  private:
   CountNormalizer count_normalizer_;

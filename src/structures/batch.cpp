@@ -49,6 +49,11 @@ Batch Batch::to(const torch::Device& device) const {
   out.original_sizes = original_sizes;
   out.dropped_boxes = dropped_boxes;
   out.emptied_images = emptied_images;
+  out.host_targets = host_targets;
+  if (!device.is_cpu() && host_targets.empty() &&
+      std::all_of(targets.begin(), targets.end(),
+                  [](const Targets& t) { return t.boxes.tensor().device().is_cpu(); }))
+    out.host_targets = targets;
   out.targets.reserve(targets.size());
   const bool packed = device.is_cuda() && !targets.empty() &&
                       std::all_of(targets.begin(), targets.end(), [](const Targets& t) {

@@ -27,6 +27,10 @@ struct Batch {
   std::vector<ImageSize> original_sizes;
   /// Per image ground truth, boxes in resized-image pixels. Empty images have N = 0.
   std::vector<Targets> targets;
+  /// The same targets still in host memory when to() moved `targets` to a device (empty
+  /// otherwise): checks read these instead of the device's copy, so a training step does not
+  /// wait for the device to read its own labels (losses::check_targets).
+  std::vector<Targets> host_targets;
   /// Augmentation bookkeeping (src/data/augment.h): boxes the transforms dropped, and images
   /// that had boxes and were left with none (they train as background images).
   int64_t dropped_boxes = 0;

@@ -131,14 +131,14 @@ TEST(Learning, RfdetrQuickConfigLearnsTheShapesOnHeldOutImages) {
   synth.max_objects = 3;
   data::generate_synthetic(synth);
   testing::TempDir out;
-  const auto config = Config::load(
-      std::string(DETFORGE_SOURCE_DIR) + "/configs/rfdetr/synth_rfdetr_nano.yaml",
-      {"data.root=" + data.string(), "output_dir=" + out.path().string(),
-       "model.freeze=[backbone.0.encoder]", "data.fixed_size=[128, 128]",
-       "data.train.transforms=[{type: flip, prob: 0.5}]", "data.train.multi_scale=[]",
-       "data.batch_size=8", "model.decoder.num_queries=30", "model.decoder.groups=2",
-       "optimizer.lr=1.0e-3", "schedule.warmup_steps=20", "ema.tau=20", "train.epochs=8",
-       "eval.interval=8", "train.log_interval=100"});
+  const auto config =
+      Config::load(std::string(DETFORGE_SOURCE_DIR) + "/configs/rfdetr/synth_rfdetr_nano.yaml",
+                   {"data.root=" + data.string(), "output_dir=" + out.path().string(),
+                    "model.freeze=[backbone.0.encoder]", "data.fixed_size=[128, 128]",
+                    "data.train.transforms=[{type: flip, prob: 0.5}]", "data.train.multi_scale=[]",
+                    "data.batch_size=8", "model.decoder.num_queries=30", "model.decoder.groups=2",
+                    "optimizer.lr=1.0e-3", "schedule.warmup_steps=20", "ema.tau=20",
+                    "train.epochs=8", "eval.interval=8", "train.log_interval=100"});
   EXPECT_GE(train(config).last_metrics.at("AP50"), 0.05);
 }
 

@@ -11,43 +11,12 @@
 
 #include <torch/cuda.h>
 #include <torch/torch.h>
-#if __has_include(<c10/cuda/CUDAFunctions.h>) && __has_include(<cuda_runtime_api.h>)
-#include <c10/cuda/CUDAFunctions.h>
-#define DETFORGE_SYNC_DEBUG 1
-#endif
 
+#include "gpu/sync_count.h"
 #include "ops/set_matcher.h"
 
 namespace detforge::ops {
 namespace {
-
-// Counts the warnings of CUDA's sync-debug mode while it lives; other warnings go on.
-class SyncCount : public c10::WarningHandler {
- public:
-  SyncCount() : prev_(c10::WarningUtils::get_warning_handler()) {
-    c10::WarningUtils::set_warning_handler(this);
-#ifdef DETFORGE_SYNC_DEBUG
-    c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_WARN);
-#endif
-  }
-  ~SyncCount() override {
-#ifdef DETFORGE_SYNC_DEBUG
-    c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_DISABLED);
-#endif
-    c10::WarningUtils::set_warning_handler(prev_);
-  }
-  void process(const c10::Warning& w) override {
-    if (w.msg().find("synchroniz") != std::string::npos) {
-      ++count;
-    } else {
-      prev_->process(w);
-    }
-  }
-  int count = 0;
-
- private:
-  c10::WarningHandler* prev_;
-};
 
 TEST(GpuMatcher, EveryOutputSetOfAStepMatchesAsOnTheCpuAfterOneSynchronisation) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
@@ -83,7 +52,7 @@ TEST(GpuMatcher, EveryOutputSetOfAStepMatchesAsOnTheCpuAfterOneSynchronisation) 
   std::optional<std::vector<std::vector<SetMatch>>> gpu;
   int syncs = 0;
   {
-    SyncCount counter;
+    detforge::testing::SyncCount counter;
     gpu = match_sets(gpu_sets, gpu_targets);
     syncs = counter.count;
   }

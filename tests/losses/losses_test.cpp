@@ -189,5 +189,22 @@ TEST(TargetChecks, SkipPolicyMarksOnlyBadImages) {
                     "known: error, skip_image");
 }
 
+// A batch's check reads its host copy of the targets when it has one (what Batch::to keeps when
+// the targets go to a device, so the check never waits for it): here the host copy holds the bad
+// label and the check names its image. A batch on the CPU has no second copy.
+TEST(TargetChecks, ABatchIsCheckedOnItsHostTargets) {
+  Batch batch;
+  batch.images = torch::zeros({1, 3, 8, 8});
+  batch.image_sizes = {{8, 8}};
+  batch.original_sizes = {{8, 8}};
+  batch.targets = {image(5, {0, 0, 5, 5}, {0})};
+  const auto cpu = batch.to(torch::kCPU);
+  EXPECT_TRUE(cpu.host_targets.empty());
+  EXPECT_EQ(check_targets(cpu, 3, InvalidTargetPolicy::kError), std::vector<bool>{true});
+  batch.host_targets = {image(6, {0, 0, 5, 5}, {3})};
+  EXPECT_THROW_WITH(check_targets(batch, 3, InvalidTargetPolicy::kError), DataError, "image_id=6");
+  EXPECT_EQ(check_targets(batch, 3, InvalidTargetPolicy::kSkipImage), std::vector<bool>{false});
+}
+
 }  // namespace
 }  // namespace detforge::losses

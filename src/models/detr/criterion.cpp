@@ -185,7 +185,7 @@ std::vector<std::string> detr_loss_keys(int64_t layers, bool denoising) {
 
 DetrTargets detr_targets(const Batch& batch, int64_t num_classes,
                          losses::InvalidTargetPolicy policy) {
-  const auto keep = losses::check_targets(batch.targets, num_classes, policy);
+  const auto keep = losses::check_targets(batch, num_classes, policy);
   const auto h = static_cast<double>(batch.images.size(2));
   const auto w = static_cast<double>(batch.images.size(3));
   const auto opts = batch.images.options();

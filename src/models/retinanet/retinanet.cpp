@@ -166,8 +166,8 @@ LossDict RetinaNetImpl::compute_loss(const std::vector<Targets>& targets,
 
 LossDict RetinaNetImpl::forward_train(const Batch& batch) {
   batch.check();
-  const auto keep = losses::check_targets(batch.targets, options_.num_classes(),
-                                          options_.invalid_target_policy());
+  const auto keep =
+      losses::check_targets(batch, options_.num_classes(), options_.invalid_target_policy());
   skipped_images_ += std::count(keep.begin(), keep.end(), false);
   const auto feats = features(batch.images);
   const auto outputs = head_outputs(feats);

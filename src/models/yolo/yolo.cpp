@@ -141,7 +141,7 @@ YoloImpl::BranchLoss YoloImpl::branch_loss(const YoloOutputs& outputs, bool one_
   const auto assigned = ops::task_aligned_assign(
       ao, pred_scores.detach().sigmoid(), (pred_boxes.detach() * stride).to(torch::kFloat32),
       points * stride, targets.labels, targets.boxes, targets.mask);
-  const double normaliser = normalize_total(assigned.scores.sum().item<double>());
+  const auto normaliser = normalize_total(assigned.scores.sum());
   const auto target_scores = assigned.scores.to(pred_scores.scalar_type());
 
   // The assigned class of each foreground anchor: varifocal's positives, and where
@@ -187,8 +187,11 @@ YoloImpl::BranchLoss YoloImpl::branch_loss(const YoloOutputs& outputs, bool one_
     const auto& first = outputs.neck[0];
     const double h = static_cast<double>(first.size(2) * strides_[0]);
     const double w = static_cast<double>(first.size(3) * strides_[0]);
-    const auto scale = torch::tensor({1.0 / w, 1.0 / h, 1.0 / w, 1.0 / h}, target_dist.options()) *
-                       stride.index({fa});
+    // Filled on the device (no host-to-device copy): 1 / w for left and right, 1 / h for top
+    // and bottom.
+    auto sides = torch::full({4}, 1.0 / w, target_dist.options());
+    sides.slice(0, 1, 4, 2).fill_(1.0 / h);
+    const auto scale = sides * stride.index({fa});
     const auto l1 = (pred_dist.index({fb, fa}) * scale - target_dist * scale).abs().mean(-1, true);
     out.dist = (l1 * weight).sum() / normaliser * options_.dfl_gain();
     return out;
@@ -216,6 +219,7 @@ double YoloImpl::one_to_many_weight() const {
 
 LossDict YoloImpl::compute_loss(const YoloOutputs& outputs, const YoloTargets& targets,
                                 YoloLossStats* stats) const {
+  RECORD_USER_SCOPE("detforge::yolo_loss");
   const auto many = branch_loss(outputs, false, targets);
   if (stats) {
     stats->clamped_targets = many.clamped;
@@ -244,8 +248,8 @@ LossDict YoloImpl::compute_loss(const YoloOutputs& outputs, const YoloTargets& t
 
 LossDict YoloImpl::forward_train(const Batch& batch) {
   batch.check(kSizeDivisibility);
-  const auto keep = losses::check_targets(batch.targets, options_.num_classes(),
-                                          options_.invalid_target_policy());
+  const auto keep =
+      losses::check_targets(batch, options_.num_classes(), options_.invalid_target_policy());
   skipped_images_ += std::count(keep.begin(), keep.end(), false);
   const auto outputs = forward_outputs(batch.images);
   YoloLossStats stats;

@@ -20,6 +20,7 @@
 #include "models/yolo/build.h"
 #include "models/yolo/yolo.h"
 #include "ops/box_ops.h"
+#include "ops/host_reads.h"
 #include "ops/py_reference.h"
 #include "ops/task_aligned_assigner.h"
 #include "test_util.h"
@@ -503,6 +504,29 @@ TEST(Yolo, DistancesBeyondRegMaxAreClampedAndCounted) {
     const auto counters = m->counters();
     EXPECT_EQ(counters.at(0).first, "dfl_clamped_targets");
     EXPECT_GT(counters.at(0).second, 0);
+  }
+}
+
+// The loss reads the host only where the assignment's shape depends on the data: the assigner's
+// candidate anchors and the foreground anchors (one aten::nonzero each per head), and with DFL
+// bins the count of clamped targets. The normaliser (the sum of the target scores, averaged over
+// ranks) stays a tensor, and the batch's labels are checked on their host copy (Batch::
+// host_targets) before the loss. Each of these reads is a device synchronisation on a GPU.
+TEST(Yolo, TheLossReadsTheHostOnlyForItsForegroundAndClampCount) {
+  for (const auto& options : generation_options()) {
+    SCOPED_TRACE(str("YOLO", options.version()));
+    torch::manual_seed(0);
+    Yolo m(options);
+    m->train();
+    const auto batch = synthetic_batch({{4, 4, 30, 40, 0}, {20, 10, 60, 50, 2}});
+    const auto reads =
+        detforge::testing::host_reads_in("detforge::yolo_loss", [&] { m->forward_train(batch); });
+    const int64_t heads = options.end2end() ? 2 : 1;
+    const std::map<std::string, int64_t> want =
+        options.reg_max() > 1 ? std::map<std::string, int64_t>{{"aten::nonzero", 2 * heads},
+                                                               {"aten::_local_scalar_dense", heads}}
+                              : std::map<std::string, int64_t>{{"aten::nonzero", 2 * heads}};
+    EXPECT_EQ(reads, want);
   }
 }
 
