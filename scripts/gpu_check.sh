@@ -17,7 +17,8 @@
 #   bench_rfdetr.txt      RF-DETR-N (batch 16 at 384 px) beside rfdetr where the host has it
 #   train_mlperf.txt,     bench train: the whole training loop (loader, copies, step, optimizer,
 #   train_yolov8n.txt,    EMA; no evaluation) of the MLPerf recipe (batch 32 at 800 px), YOLOv8n and
-#   train_rtdetr.txt      RT-DETRv2 r18vd (batch 16 at 640 px) on synthetic images, the loader
+#   train_rtdetr.txt      RT-DETRv2 r18vd (batch 16 at 640 px) on synthetic images (every batch
+#                         of the timing in one epoch: no loader restart inside it), the loader
 #                         alone and the reference's own loop (torchvision, Ultralytics' trainer,
 #                         transformers); each followed by a short run with --sync-report (the host
 #                         synchronisations per step, by operator and detforge range)
@@ -238,14 +239,18 @@ export py cuda steps
 bench bench_mlperf retinanet_x50_mlperf 32 800 device_peer.py
 profile
 if [ "$cuda" -eq 1 ]; then
-  synth_data "$out/mlperf/data" 800 256
-  synth_data "$out/synth640" 640 256
+  # bench train's sets hold every batch of its 50 steps (and the sync report's 4), so that no
+  # epoch restarts inside the timing: 52 batches of 32 at 800 px, of 16 at 640 px.
+  synth_data "$out/mlperf/data" 800 256 &
+  synth_data "$out/synth800" 800 1664 &
+  synth_data "$out/synth640" 640 832 &
+  wait
   cat > "$out/rtdetr_r18vd_synth.yaml" << EOF
 _base_: [$top/configs/rtdetr/rtdetr_r18vd.yaml, $top/configs/_base_/datasets/synth.yaml]
 model: {num_classes: 264}
 EOF
 fi
-bench_train train_mlperf "$top/configs/retinanet/mlperf_x50.yaml" "$out/mlperf/data" \
+bench_train train_mlperf "$top/configs/retinanet/mlperf_x50.yaml" "$out/synth800" \
   model.backbone.weights=null
 bench bench_yolov8n yolov8n 16 640 yolo_peer.py
 bench_train train_yolov8n "$top/configs/yolo/synth_yolov8n.yaml" "$out/synth640" \

@@ -175,6 +175,11 @@ void run_train_bench(const Config& config, const BenchTrainArgs& a) {
   const double loader_s = seconds(loader_t0, Clock::now());
   const double loader_rate = static_cast<double>(images - timed_images) / loader_s;
   const double images_per_step = static_cast<double>(images) / static_cast<double>(total);
+  // Epochs that restart inside the timed steps (each restarts the loader's workers, which the
+  // timing then includes): batch k >= 1 starts one when k is a multiple of the epoch's batches.
+  const int64_t per_epoch = loader.num_batches(), first = a.warmup * spec.trainer.accumulate,
+                end = total * spec.trainer.accumulate;
+  const int64_t restarts = per_epoch > 0 ? (end - 1) / per_epoch - (first - 1) / per_epoch : 0;
 
   logging::info(str("bench train: ", total, " optimizer steps (", a.warmup, " warm-up) on ",
                     run.device.str()));
@@ -223,6 +228,11 @@ void run_train_bench(const Config& config, const BenchTrainArgs& a) {
   std::printf("%-44s %12.2f %12s\n", "loader alone (same batches, same workers)", loader_rate, "-");
   std::printf("bound by: %s\n", loader_rate < 1.2 * train_rate ? "the loader (or near it)"
                                                                : "the step (the loader is ahead)");
+  std::printf(
+      "epoch restarts inside the timing: %lld (%lld batches an epoch; %lld batches of %lld "
+      "images, the whole run, fit in one)\n",
+      static_cast<long long>(restarts), static_cast<long long>(per_epoch),
+      static_cast<long long>(end), static_cast<long long>(spec.data.train->sampler.batch_size));
   if (!note.empty()) std::printf("%s\n", note.c_str());
   if (a.sync_report) {
     int64_t all = 0;

@@ -171,6 +171,11 @@ TEST(Cli, BenchTrainTimesTheLoopItsLoaderAndTheReferencesLoop) {
   EXPECT_NE(r.output.find("loader alone (same batches, same workers)"), std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("bound by: "), std::string::npos) << r.output;
+  // 6 images in batches of 2: batches 3 (an epoch's first) inside the timed 2 to 5.
+  EXPECT_NE(r.output.find("epoch restarts inside the timing: 1 (3 batches an epoch; 6 batches of "
+                          "2 images, the whole run, fit in one)"),
+            std::string::npos)
+      << r.output;
   EXPECT_NE(r.output.find("reference: torchvision RetinaNet"), std::string::npos) << r.output;
   // The table's numbers: images/s of each row measured, and the speedup detforge's over the
   // reference's (both printed to 2 decimals).
