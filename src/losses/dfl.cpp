@@ -14,7 +14,7 @@ DflResult distribution_focal_loss(const torch::Tensor& pred_logits, const torch:
   const auto t = target.detach();
   const auto outside = ~torch::isfinite(t) | (t < 0) | (t > high);
   DflResult out;
-  out.clamped = outside.sum().item<int64_t>();
+  out.clamped = outside.sum();
   // clamp() passes NaN through, so non-finite values are replaced first (NaN and -inf by 0,
   // +inf by the top).
   const auto clamped = torch::nan_to_num(t, 0.0, high, 0.0).clamp(0, high);

@@ -18,8 +18,9 @@ namespace detforge::losses {
 struct DflResult {
   /// Elementwise loss, target's shape.
   torch::Tensor loss;
-  /// Targets that were outside [0, reg_max - 1 - 0.01] or non-finite (host count).
-  int64_t clamped = 0;
+  /// Targets that were outside [0, reg_max - 1 - 0.01] or non-finite: a 0-dim int64 on the
+  /// loss's device, not read on the host here (no device synchronisation).
+  torch::Tensor clamped;
 };
 
 /// pred_logits [..., reg_max] (unnormalised), target [...] distances in bins ->

@@ -201,12 +201,14 @@ YoloImpl::BranchLoss YoloImpl::branch_loss(const YoloOutputs& outputs, bool one_
   // The mean over the four sides first, as Ultralytics' DFLoss.
   out.dist = (dfl_result.loss.mean(-1, true) * weight).sum() / normaliser * options_.dfl_gain();
   out.clamped = dfl_result.clamped;
-  if (dfl_result.clamped > 0) {
-    const double high = static_cast<double>(reg_max) - 1 - 0.01;
-    const auto t = target_dist.detach();
-    const auto bad = (~torch::isfinite(t) | (t < 0) | (t > high)).any(-1);
-    out.first_clamped_image = fb.index({bad}).min().item<int64_t>();
-  }
+  // The first image with a clamped side (the batch size where none): a reduction, no host read.
+  const double high = static_cast<double>(reg_max) - 1 - 0.01;
+  const auto t = target_dist.detach();
+  const auto bad = (~torch::isfinite(t) | (t < 0) | (t > high)).any(-1);
+  const int64_t b = targets.labels.size(0);
+  const auto none = torch::full({1}, b, fb.options());
+  const auto first = torch::cat({torch::where(bad, fb, none), none}).min();
+  out.first_clamped_image = torch::where(first == b, torch::full_like(first, -1), first);
   return out;
 }
 
@@ -254,15 +256,17 @@ LossDict YoloImpl::forward_train(const Batch& batch) {
   const auto outputs = forward_outputs(batch.images);
   YoloLossStats stats;
   auto losses = compute_loss(outputs, padded_targets(batch, keep), &stats);
-  clamped_targets_ += stats.clamped_targets;
-  if (stats.first_clamped_image >= 0 && !warned_clamp_) {
-    warned_clamp_ = true;
-    const auto& t = batch.targets[stats.first_clamped_image];
-    logging::warn(str("DFL: ", stats.clamped_targets,
-                      " box-side targets of this batch lie outside [0, ", options_.reg_max() - 1,
-                      "] bins and were clamped, the first in image id ", t.image_id,
-                      t.file_name.empty() ? "" : " (" + t.file_name + ")",
-                      "; every later clamp is counted in metrics.jsonl as dfl_clamped_targets"));
+  if (stats.clamped_targets.defined()) {
+    clamped_total_ =
+        clamped_total_.defined() ? clamped_total_ + stats.clamped_targets : stats.clamped_targets;
+    if (!warned_clamp_) {
+      PendingClamp p{stats.clamped_targets, stats.first_clamped_image, {}, {}};
+      for (const auto& t : batch.targets) {
+        p.image_ids.push_back(t.image_id);
+        p.file_names.push_back(t.file_name);
+      }
+      pending_clamps_.push_back(std::move(p));
+    }
   }
   return losses;
 }
@@ -372,7 +376,20 @@ std::vector<std::pair<std::string, torch::Tensor>> YoloImpl::export_outputs(
 }
 
 std::vector<std::pair<std::string, int64_t>> YoloImpl::counters() const {
-  return {{"dfl_clamped_targets", clamped_targets_}, {"skipped_images", skipped_images_}};
+  const int64_t clamped = clamped_total_.defined() ? clamped_total_.item<int64_t>() : 0;
+  for (const auto& p : pending_clamps_) {
+    if (clamped == 0 || warned_clamp_) break;
+    const int64_t first = p.first.item<int64_t>();
+    if (first < 0) continue;
+    warned_clamp_ = true;
+    logging::warn(str("DFL: ", p.count.item<int64_t>(),
+                      " box-side targets of a batch lie outside [0, ", options_.reg_max() - 1,
+                      "] bins and were clamped, the first in image id ", p.image_ids[first],
+                      p.file_names[first].empty() ? "" : " (" + p.file_names[first] + ")",
+                      "; every clamp is counted in metrics.jsonl as dfl_clamped_targets"));
+  }
+  pending_clamps_.clear();
+  return {{"dfl_clamped_targets", clamped}, {"skipped_images", skipped_images_}};
 }
 
 }  // namespace detforge::models

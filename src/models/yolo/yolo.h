@@ -42,10 +42,10 @@ struct YoloTargets {
 
 /// What a loss computation noticed, beyond the terms.
 struct YoloLossStats {
-  /// Foreground anchors' DFL targets outside [0, reg_max - 1) before clamping.
-  int64_t clamped_targets = 0;
-  /// Batch index of the first image with a clamped target; -1 if none.
-  int64_t first_clamped_image = -1;
+  /// Foreground anchors' DFL targets outside [0, reg_max - 1) before clamping, and the batch
+  /// index of the first image with one (-1 if none): 0-dim int64 tensors on the loss's device
+  /// (undefined without DFL bins), left unread so the step does not wait for the device.
+  torch::Tensor clamped_targets, first_clamped_image;
   int64_t foreground = 0;
 };
 
@@ -68,7 +68,9 @@ class YoloImpl : public DetectorBase<YoloImpl, YoloOptions> {
   double one_to_many_weight() const;
   std::vector<Detections> predict(const Batch& batch) override;
   static constexpr int64_t kSizeDivisibility = 32;
-  /// dfl_clamped_targets and skipped_images since construction.
+  /// dfl_clamped_targets and skipped_images since construction. Reads the clamp count off the
+  /// device (the trainer calls this at its log steps), and logs the first batch with a clamp
+  /// once, naming its first image.
   std::vector<std::pair<std::string, int64_t>> counters() const override;
   /// The last conv of each level's class branch (in both heads).
   std::vector<ClassLayer> class_layers() const override {
@@ -136,7 +138,8 @@ class YoloImpl : public DetectorBase<YoloImpl, YoloOptions> {
  private:
   struct BranchLoss {
     torch::Tensor box, cls, dist;
-    int64_t clamped = 0, first_clamped_image = -1, foreground = 0;
+    torch::Tensor clamped, first_clamped_image;  // as in YoloLossStats
+    int64_t foreground = 0;
   };
   /// One head's terms (with their gains) against its task-aligned assignment.
   BranchLoss branch_loss(const YoloOutputs& outputs, bool one_to_one,
@@ -167,8 +170,17 @@ class YoloImpl : public DetectorBase<YoloImpl, YoloOptions> {
   /// The yaml layers of YoloOutputs::backbone and ::neck.
   std::vector<int> backbone_layers_, neck_layers_;
   YoloDetect detect_{nullptr};
-  int64_t clamped_targets_ = 0;
-  bool warned_clamp_ = false;
+  /// Clamped DFL targets since construction, summed on the device.
+  torch::Tensor clamped_total_;
+  /// Until the first clamp is logged: each step's clamp count and first clamped image (batch
+  /// index) with the batch's image ids and file names; counters() logs the first and drops them.
+  struct PendingClamp {
+    torch::Tensor count, first;
+    std::vector<int64_t> image_ids;
+    std::vector<std::string> file_names;
+  };
+  mutable std::vector<PendingClamp> pending_clamps_;
+  mutable bool warned_clamp_ = false;
 };
 TORCH_MODULE(Yolo);
 
