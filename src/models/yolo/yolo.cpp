@@ -266,6 +266,9 @@ LossDict YoloImpl::forward_train(const Batch& batch) {
         p.file_names.push_back(t.file_name);
       }
       pending_clamps_.push_back(std::move(p));
+      // A loop that never asks for the counters (the trainer does at each log step) keeps at
+      // most kPendingClamps batches: then one read reports and drops them.
+      if (pending_clamps_.size() >= kPendingClamps) counters();
     }
   }
   return losses;

@@ -180,6 +180,7 @@ class YoloImpl : public DetectorBase<YoloImpl, YoloOptions> {
     std::vector<std::string> file_names;
   };
   mutable std::vector<PendingClamp> pending_clamps_;
+  static constexpr size_t kPendingClamps = 256;
   mutable bool warned_clamp_ = false;
 };
 TORCH_MODULE(Yolo);
