@@ -28,15 +28,9 @@ std::string fixed(double v) { return str(std::llround(v * 10) / 10.0); }
 // 8.4) for a run of `images` training images in batches of `batch` over `epochs`, in the yolo
 // family's loss scale (configs/yolo/yolov8n.yaml: Ultralytics' gradient is 64x detforge's, which
 // SGD's rate and weight decay carry and Adam's do not).
-std::vector<std::string> auto_optimizer(const Config& config, const ConfigNode& optimizer,
-                                        int64_t images, int64_t batch, int64_t classes) {
+std::vector<std::string> auto_optimizer(const Config& config, int64_t images, int64_t batch,
+                                        int64_t classes) {
   const ConfigNode root = config.root();
-  const auto family = root.child("model").get<std::string>("type", "");
-  if (family != "yolo") {
-    optimizer.fail("type", str("auto is Ultralytics' rule for its YOLO models; name the "
-                               "optimizer (sgd, adam, adamw or musgd) for model.type '",
-                               family, "'"));
-  }
   constexpr int64_t kNominalBatch = 64;  // Ultralytics' nbs
   const int64_t epochs = read_train_epochs(root);
   const auto train = root.optional_child("train");
@@ -95,6 +89,13 @@ Config resolve_auto(const Config& config, data::DatasetFiles& files) {
   const bool class_weights = is_auto(loss, "class_weights");
   const bool optimizer_type = is_auto(optimizer, "type");
   if (!input && !anchor_sizes && !interval && !class_weights && !optimizer_type) return config;
+  // Checked before any file is read: the rule is the yolo family's.
+  const auto family = model ? model->get<std::string>("type", "") : "";
+  if (optimizer_type && family != "yolo") {
+    optimizer->fail("type", str("auto is Ultralytics' rule for its YOLO models; name the "
+                                "optimizer (sgd, adam, adamw or musgd) for model.type '",
+                                family, "'"));
+  }
   const auto needs = [&](const std::string& key) {
     return str(key, ": auto is computed from the training set; this config has no data.train");
   };
@@ -183,7 +184,7 @@ Config resolve_auto(const Config& config, data::DatasetFiles& files) {
                         ")"));
     }
     if (optimizer_type) {
-      for (auto& o : auto_optimizer(sized, *optimizer, static_cast<int64_t>(file.images.size()),
+      for (auto& o : auto_optimizer(sized, static_cast<int64_t>(file.images.size()),
                                     options.train->sampler.batch_size,
                                     static_cast<int64_t>(categories().names().size())))
         overrides.push_back(std::move(o));

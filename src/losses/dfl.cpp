@@ -12,9 +12,9 @@ DflResult distribution_focal_loss(const torch::Tensor& pred_logits, const torch:
   const double high = static_cast<double>(reg_max) - 1 - 0.01;
   // The target is a label: no gradient flows into it, whatever graph it was computed in.
   const auto t = target.detach();
-  const auto outside = ~torch::isfinite(t) | (t < 0) | (t > high);
   DflResult out;
-  out.clamped = outside.sum();
+  out.outside = ~torch::isfinite(t) | (t < 0) | (t > high);
+  out.clamped = out.outside.sum();
   // clamp() passes NaN through, so non-finite values are replaced first (NaN and -inf by 0,
   // +inf by the top).
   const auto clamped = torch::nan_to_num(t, 0.0, high, 0.0).clamp(0, high);

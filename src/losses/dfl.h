@@ -18,8 +18,10 @@ namespace detforge::losses {
 struct DflResult {
   /// Elementwise loss, target's shape.
   torch::Tensor loss;
-  /// Targets that were outside [0, reg_max - 1 - 0.01] or non-finite: a 0-dim int64 on the
-  /// loss's device, not read on the host here (no device synchronisation).
+  /// Per target (its shape, bool): outside [0, reg_max - 1 - 0.01] or non-finite, so clamped.
+  torch::Tensor outside;
+  /// Their count: a 0-dim int64 on the loss's device, not read on the host here (no device
+  /// synchronisation).
   torch::Tensor clamped;
 };
 

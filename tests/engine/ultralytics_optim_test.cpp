@@ -214,11 +214,12 @@ TEST_F(UltralyticsOptim, OptimizerAutoChoosesAsUltralyticsTrainerDoes) {
   }
   EXPECT_EQ(cases, 3);
   EXPECT_EQ(musgd, 1);
-  // Another family has no such rule, and the count needs the training set.
+  // Another family has no such rule (said before any file is read: this data root does not
+  // exist), and the count needs the training set.
   EXPECT_THROW_WITH(
       read_run_spec(
           Config::load(std::string(DETFORGE_SOURCE_DIR) + "/configs/rtdetr/synth_r18vd.yaml",
-                       {"data.root=" + synth.out_dir, "optimizer.type=auto"}),
+                       {"data.root=" + synth.out_dir + "/missing", "optimizer.type=auto"}),
           RunPurpose::kTrain, env),
       ConfigError,
       "optimizer.type: auto is Ultralytics' rule for its YOLO models; name the optimizer (sgd, "

@@ -202,9 +202,7 @@ YoloImpl::BranchLoss YoloImpl::branch_loss(const YoloOutputs& outputs, bool one_
   out.dist = (dfl_result.loss.mean(-1, true) * weight).sum() / normaliser * options_.dfl_gain();
   out.clamped = dfl_result.clamped;
   // The first image with a clamped side (the batch size where none): a reduction, no host read.
-  const double high = static_cast<double>(reg_max) - 1 - 0.01;
-  const auto t = target_dist.detach();
-  const auto bad = (~torch::isfinite(t) | (t < 0) | (t > high)).any(-1);
+  const auto bad = dfl_result.outside.any(-1);
   const int64_t b = targets.labels.size(0);
   const auto none = torch::full({1}, b, fb.options());
   const auto first = torch::cat({torch::where(bad, fb, none), none}).min();
