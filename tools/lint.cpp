@@ -50,6 +50,10 @@ void add_lint_command(CLI::App& app) {
   cmd->add_option("--near-duplicate-iou", a->lint.validation.near_duplicate_iou,
                   "same-class IoU reported as bbox.near_duplicate (0 = off)")
       ->capture_default_str();
+  cmd->add_option("--max-objects", a->lint.max_objects,
+                  "count the images with more objects than a detector outputs per image (DETR "
+                  "queries, YOLO's detections_per_image)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--examples", a->lint.examples, "examples printed per code")
       ->capture_default_str();
   cmd->add_option("--threads", a->lint.validation.threads, "decoding threads (0 = all cores)")

@@ -74,9 +74,12 @@ void run_predict(const PredictArgs& a) {
   const auto spec =
       engine::read_run_spec(Config::load(a.config, a.overrides), engine::RunPurpose::kInference,
                             engine::DeviceEnv::current(std::nullopt));
-  const auto [detector, pixels, train_size] = engine::load_detector(spec, a.weights, a.ema);
-  const auto note = engine::trained_size_note(
-      engine::inference_loader_options(spec, pixels).transforms, train_size, a.weights);
+  const auto [detector, pixels, train_size, file_names] =
+      engine::load_detector(spec, a.weights, a.ema);
+  // What the reference's predict() returns (YOLO: one class per box), not what it evaluates.
+  detector->set_purpose(models::PredictPurpose::kPredict);
+  const auto loader = engine::inference_loader_options(spec, pixels, train_size);
+  const auto note = engine::trained_size_note(loader.transforms, train_size, a.weights);
   if (!note.empty()) logging::warn(note);
   engine::make_current(spec.device);
   if (a.images.empty() == a.source.empty())
@@ -95,13 +98,12 @@ void run_predict(const PredictArgs& a) {
   const auto classes = engine::prediction_classes(
       trained, ann ? &*ann : nullptr,
       split ? split->dataset.validation.category_subset : std::vector<int64_t>{},
-      detector->num_classes(), a.weights);
+      detector->num_classes(), a.weights, file_names);
   const auto& categories = classes.map;
   logging::info(str("predict: categories ", categories.describe(), " from ", classes.source));
   const std::vector<int64_t>& label_to_category = categories.category_ids();
   const auto slice = slice_options(a, detector->size_divisibility(), inputs);
-  const engine::Predictor predictor(detector, engine::inference_loader_options(spec, pixels),
-                                    spec.device, slice);
+  const engine::Predictor predictor(detector, loader, spec.device, slice);
   if (slice.enabled()) {
     logging::info(str("predict: sliced into ", slice.tile_height, "x", slice.tile_width,
                       " tiles overlapping by ", slice.overlap, ", merged by ", a.merge, " (",

@@ -43,7 +43,7 @@ int64_t clip_and_filter(Sample& s, const BoxFilterOptions& f) {
 
 std::vector<std::shared_ptr<const Transform>> default_transforms(const TransformOptions& o) {
   std::vector<std::shared_ptr<const Transform>> out{
-      make_resize({o.min_size, o.max_size, o.fixed_size, o.resize}, o.train)};
+      make_resize({o.min_size, o.max_size, o.fixed_size, o.resize, o.stride}, o.train)};
   if (o.train) out.push_back(make_flip({o.flip_prob, 0.0}));
   return out;
 }

@@ -80,6 +80,8 @@ struct ResizeOptions {
   std::optional<std::array<int64_t, 2>> fixed_size;
   /// data.resize. Default: opencv
   ResizeMode mode = ResizeMode::opencv;
+  /// data.resize: letterbox pads to a multiple of this. Default: 32
+  int64_t stride = 32;
 };
 
 /// Horizontal and vertical flips.

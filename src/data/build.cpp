@@ -84,9 +84,11 @@ void read_loader(const ConfigNode& n, LoaderOptions& l) {
     t.fixed_size = std::array<int64_t, 2>{(*fixed)[0], (*fixed)[1]};
   }
   if (n.has("resize")) {
-    const auto mode = n.one_of("resize", {"opencv", "torchvision", "transformers"}, "");
+    const auto mode =
+        n.one_of("resize", {"opencv", "torchvision", "transformers", "letterbox"}, "");
     t.resize = mode == "torchvision"    ? ResizeMode::torchvision
                : mode == "transformers" ? ResizeMode::transformers
+               : mode == "letterbox"    ? ResizeMode::letterbox
                                         : ResizeMode::opencv;
   }
   if (n.read("flip_prob", t.flip_prob) && !(t.flip_prob >= 0 && t.flip_prob <= 1)) {
@@ -191,6 +193,8 @@ DataOptions data_options(const ConfigNode& n, std::optional<int64_t> num_classes
   read_loader(n, base.loader);
   if (n.has("mean")) out.mean = base.loader.collate.mean;
   if (n.has("std")) out.std = base.loader.collate.std;
+  if (n.has("resize")) out.resize = base.loader.transforms.resize;
+  if (n.has("max_size")) out.max_size = base.loader.transforms.max_size;
   if (n.read("batch_size", base.sampler.batch_size))
     at_least(n, "batch_size", base.sampler.batch_size, 1);
   // One data.seed drives both the shuffle and the augmentations.
@@ -227,14 +231,14 @@ DataOptions data_options(const ConfigNode& n, std::optional<int64_t> num_classes
       at_least(*s, "batch_size", o.sampler.batch_size, 1);
     if (train) {
       read_augmentations(*s, o.loader);
-      if (o.loader.transforms.resize != ResizeMode::opencv &&
+      const auto mode = o.loader.transforms.resize;
+      if ((mode == ResizeMode::torchvision || mode == ResizeMode::transformers) &&
           (!o.loader.augmentations.empty() || !o.loader.pipeline.multi_scale.empty())) {
-        s->fail(o.loader.augmentations.empty() ? "multi_scale" : "transforms",
-                str("data.resize: ",
-                    o.loader.transforms.resize == ResizeMode::torchvision ? "torchvision"
-                                                                          : "transformers",
-                    " runs the default resize and flip only; use data.resize: opencv with "
-                    "augmentations"));
+        s->fail(
+            o.loader.augmentations.empty() ? "multi_scale" : "transforms",
+            str("data.resize: ", mode == ResizeMode::torchvision ? "torchvision" : "transformers",
+                " runs the default resize and flip only; use data.resize: opencv with "
+                "augmentations"));
       }
     } else {
       for (const char* key : {"transforms", "close_mosaic", "multi_scale", "box_filter"}) {

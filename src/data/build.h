@@ -62,6 +62,12 @@ struct DataOptions {
   /// `data.mean` and `data.std` where the config sets them (both splits' collate holds them);
   /// nullopt leaves the detector family's own (engine::read_run_spec).
   std::optional<std::array<float, 3>> mean, std;
+  /// `data.resize` where the config sets it; nullopt leaves the family's own (letterbox for
+  /// yolo, else opencv: engine::read_run_spec).
+  std::optional<ResizeMode> resize;
+  /// `data.max_size` where the config sets it (a number): nullopt leaves letterbox's size to the
+  /// weights (Ultralytics' train_args.imgsz) or to 640, Ultralytics' default imgsz.
+  std::optional<int64_t> max_size;
   std::optional<SplitOptions> train;
   std::optional<SplitOptions> val;
   /// The data-level loader keys alone (sizes, resize, mean / std): what inference on other

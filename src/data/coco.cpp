@@ -4,8 +4,10 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <iterator>
 #include <limits>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string_view>
@@ -368,6 +370,38 @@ std::optional<std::string> resolve_image_path(const std::string& image_root,
   const auto first = *norm.begin();
   if (first == "..") return std::nullopt;
   return (fs::path(image_root) / norm).string();
+}
+
+CrowdedImages crowded_images(const CocoFile& file, int64_t limit) {
+  CrowdedImages out;
+  out.limit = limit;
+  out.images = static_cast<int64_t>(file.images.size());
+  std::map<int64_t, int64_t> per_image;
+  for (const auto& a : file.annotations) ++per_image[a.image_id];
+  int64_t total = 0, covered = 0;
+  for (const auto& [id, n] : per_image) {
+    total += n;
+    covered += std::min(n, limit);
+    if (n > limit) ++out.count;
+    if (n > out.most) {
+      out.most = n;
+      out.most_image_id = id;
+    }
+  }
+  for (const auto& im : file.images) {
+    if (im.id == out.most_image_id) out.most_file = im.file_name;
+  }
+  out.coverable = total ? static_cast<double>(covered) / static_cast<double>(total) : 1.0;
+  return out;
+}
+
+std::string CrowdedImages::describe() const {
+  if (count == 0) return "";
+  std::ostringstream os;
+  os << count << " of " << images << " images hold more than " << limit << " objects (the most, "
+     << most << ", in image_id=" << most_image_id << " file=" << most_file << "): at most "
+     << std::fixed << std::setprecision(1) << 100 * coverable << "% of the objects can be found";
+  return os.str();
 }
 
 }  // namespace detforge::data

@@ -98,6 +98,26 @@ class CategoryMap {
   std::map<int64_t, int64_t> label_of_;
 };
 
+/// COCO evaluation's largest maxDets: it scores at most this many detections per image.
+constexpr int64_t kCocoMaxDetections = 100;
+
+/// The images of a file that hold more objects than `limit` (a detector's outputs per image).
+struct CrowdedImages {
+  int64_t limit = 0;
+  /// Images with more than `limit` annotations, of `images` in the file.
+  int64_t count = 0, images = 0;
+  /// The share of all annotations that `limit` detections per image can cover at most.
+  double coverable = 1.0;
+  /// The image holding the most annotations.
+  int64_t most = 0, most_image_id = -1;
+  std::string most_file;
+
+  /// "12 of 40 images hold more than 300 objects (the most, 576, in image_id=5 file=a.jpg): at
+  /// most 52.1% of the objects can be found"; empty when count is 0.
+  std::string describe() const;
+};
+CrowdedImages crowded_images(const CocoFile& file, int64_t limit);
+
 /// Resolves `file_name` under `image_root` lexically. Returns nullopt if the name is empty,
 /// absolute, or leaves the root through `..` (such names are refused, code image.bad_path).
 std::optional<std::string> resolve_image_path(const std::string& image_root,

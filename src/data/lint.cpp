@@ -48,6 +48,8 @@ LintReport run_lint(const LintOptions& o) {
   r.issues = validate(f, o.validation);
   r.images = static_cast<int64_t>(f.images.size());
   r.annotations = static_cast<int64_t>(f.annotations.size());
+  r.over_coco_max_dets = crowded_images(f, kCocoMaxDetections);
+  if (o.max_objects > 0) r.over_max_objects = crowded_images(f, o.max_objects);
   for (const auto& is : r.issues) {
     (is.severity == Severity::kError     ? r.errors
      : is.severity == Severity::kWarning ? r.warnings
@@ -154,6 +156,14 @@ std::string format_lint(const LintReport& r, int64_t examples) {
     os << "shorter side px: min " << r.min_side << ", median " << r.median_side << ", max "
        << r.max_side << "\n";
     os << "boxes touching the image border: " << r.touching_border << "\n";
+    if (r.over_coco_max_dets.count) {
+      os << "dense images: " << r.over_coco_max_dets.describe()
+         << " by COCO evaluation, which scores 100 detections per image\n";
+    }
+    if (r.over_max_objects.count) {
+      os << "dense images: " << r.over_max_objects.describe()
+         << " by a detector that outputs that many per image (--max-objects)\n";
+    }
   }
   os << "\nresult: " << (r.errors ? "FAILED" : "ok") << " (" << r.errors << " errors, "
      << r.warnings << " warnings, " << r.infos << " infos)\n";
@@ -183,6 +193,17 @@ std::string lint_json(const LintReport& r) {
                       {"median_side", r.median_side},
                       {"max_side", r.max_side},
                       {"touching_border", r.touching_border}};
+  const auto crowded = [](const CrowdedImages& c) {
+    return nlohmann::json{{"limit", c.limit},
+                          {"images", c.count},
+                          {"coverable", c.coverable},
+                          {"most", c.most},
+                          {"most_image_id", c.most_image_id},
+                          {"most_file", c.most_file}};
+  };
+  doc["dense_images"] = {{"coco_max_dets", crowded(r.over_coco_max_dets)}};
+  if (r.over_max_objects.limit > 0)
+    doc["dense_images"]["max_objects"] = crowded(r.over_max_objects);
   return doc.dump(1) + "\n";
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "data/coco.h"
 #include "data/formats.h"
 #include "data/validation.h"
 
@@ -23,6 +24,9 @@ struct LintOptions {
   ValidationOptions validation;
   /// Examples printed per code. Default: 3
   int64_t examples = 3;
+  /// The detections per image of the detector to train (`--max-objects`: DETR queries, YOLO's
+  /// detections_per_image); images with more objects are counted. 0: only COCO's 100. Default: 0
+  int64_t max_objects = 0;
 };
 
 struct ClassStats {
@@ -50,6 +54,8 @@ struct LintReport {
   /// Boxes touching the image border (x <= 0, y <= 0, x + w >= W or y + h >= H); not an issue,
   /// usually truncated objects.
   int64_t touching_border = 0;
+  /// Images with more objects than COCO evaluation scores (100), and than max_objects when set.
+  CrowdedImages over_coco_max_dets, over_max_objects;
   std::vector<Issue> issues;
   int64_t errors = 0, warnings = 0, infos = 0;
 };

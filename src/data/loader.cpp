@@ -86,6 +86,10 @@ Batch collate(const std::vector<Sample>& samples, const CollateOptions& o) {
     }
     batch.image_sizes.push_back({ih, iw});
     batch.original_sizes.push_back({s.original_size.height, s.original_size.width});
+    // One pipeline made the batch: its images are all letterboxed or none is.
+    TORCH_INTERNAL_ASSERT(batch.image_sizes.size() == 1 || batch.letterboxed == s.letterboxed,
+                          "collate: letterboxed and other images in one batch");
+    batch.letterboxed = s.letterboxed;
     const int64_t n = static_cast<int64_t>(s.labels.size());
     TORCH_CHECK(static_cast<int64_t>(s.boxes.size()) == 4 * n &&
                     static_cast<int64_t>(s.iscrowd.size()) == n,

@@ -184,6 +184,45 @@ void resize_sample(Sample& s, Size2 out, ResizeMode mode) {
   }
 }
 
+void letterbox_sample(Sample& s, int64_t size, int64_t stride) {
+  const Size2 in{s.image.rows, s.image.cols};
+  const double r = std::min(static_cast<double>(size) / static_cast<double>(in.height),
+                            static_cast<double>(size) / static_cast<double>(in.width));
+  // Python's round (half to even): nearbyint in the default rounding mode.
+  const auto side = [&](int64_t v) {
+    return std::max<int64_t>(1, static_cast<int64_t>(std::nearbyint(static_cast<double>(v) * r)));
+  };
+  const Size2 out{side(in.height), side(in.width)};
+  const auto pad = [&](int64_t v) {
+    const double half = static_cast<double>((size - v) % std::max<int64_t>(1, stride)) / 2;
+    return std::pair<int, int>(static_cast<int>(std::nearbyint(half - 0.1)),
+                               static_cast<int>(std::nearbyint(half + 0.1)));
+  };
+  const auto [top, bottom] = pad(out.height);
+  const auto [left, right] = pad(out.width);
+  if (!(out == in)) {
+    cv::Mat resized;
+    cv::resize(s.image, resized,
+               cv::Size(static_cast<int>(out.width), static_cast<int>(out.height)), 0, 0,
+               cv::INTER_LINEAR);
+    s.image = resized;
+  }
+  cv::Mat canvas;
+  cv::copyMakeBorder(s.image, canvas, top, bottom, left, right, cv::BORDER_CONSTANT,
+                     cv::Scalar(114, 114, 114));
+  s.image = canvas;
+  s.image_size = {canvas.rows, canvas.cols};
+  s.letterboxed = true;
+  const float rf = static_cast<float>(r);
+  for (size_t i = 0; i + 3 < s.boxes.size(); i += 4) {
+    float* b = &s.boxes[i];
+    b[0] = b[0] * rf + static_cast<float>(left);
+    b[1] = b[1] * rf + static_cast<float>(top);
+    b[2] = b[2] * rf + static_cast<float>(left);
+    b[3] = b[3] * rf + static_cast<float>(top);
+  }
+}
+
 void flip_sample(Sample& s, bool horizontal) {
   // Into a new buffer: the input may share its pixels with another Sample.
   cv::Mat flipped;
@@ -207,7 +246,11 @@ void apply_transforms(Sample& s, const TransformOptions& o, int64_t epoch, int64
   s.original_size = orig;
   int64_t min_size = o.min_size.back();
   if (o.train && o.min_size.size() > 1) min_size = o.min_size[rng() % o.min_size.size()];
-  resize_sample(s, resized_size(orig, min_size, o.max_size, o.fixed_size), o.resize);
+  if (o.resize == ResizeMode::letterbox) {
+    letterbox_sample(s, o.max_size, o.stride);
+  } else {
+    resize_sample(s, resized_size(orig, min_size, o.max_size, o.fixed_size), o.resize);
+  }
   s.flipped = false;
   if (o.train && o.flip_prob > 0 && uniform01(rng) < o.flip_prob) flip_sample(s, true);
 }

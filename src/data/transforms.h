@@ -62,8 +62,9 @@ std::string image_truncation(const std::string& path);
 /// normalise (fast; Ultralytics resizes so). torchvision: normalise, then resize in float
 /// (torchvision's GeneralizedRCNNTransform, rfdetr). transformers: torchvision v2's antialiased
 /// bilinear resize of the uint8 image, then normalise (transformers' image processors:
-/// RTDetrImageProcessor and those built on it). The last two run in collate.
-enum class ResizeMode { opencv, torchvision, transformers };
+/// RTDetrImageProcessor and those built on it). The last two run in collate. letterbox:
+/// Ultralytics' predict LetterBox (letterbox_sample()), the yolo family's default.
+enum class ResizeMode { opencv, torchvision, transformers, letterbox };
 
 struct TransformOptions {
   /// Shorter side targets. Training picks one per sample (seeded); evaluation uses the last,
@@ -80,6 +81,9 @@ struct TransformOptions {
   bool train = false;
   /// data.resize. Default: opencv
   ResizeMode resize = ResizeMode::opencv;
+  /// data.resize: letterbox pads each image to a multiple of this (the collate's
+  /// size_divisible, set with it). Default: 32
+  int64_t stride = 32;
   /// Base seed for per-sample randomness. Default: 0
   uint64_t seed = 0;
 };
@@ -115,6 +119,8 @@ struct Sample {
   std::optional<Size2> deferred_resize;
   /// How collate resizes to deferred_resize: torchvision or transformers.
   ResizeMode deferred_mode = ResizeMode::opencv;
+  /// `image` is a letterboxed canvas (letterbox_sample()).
+  bool letterboxed = false;
 };
 
 /// Resizes and flips `sample.image` (decoded, original size) and its boxes (xyxy in original
@@ -129,6 +135,14 @@ void apply_transforms(Sample& sample, const TransformOptions& options, int64_t e
 /// other than opencv only the boxes are resized now and s.deferred_resize records `out` for
 /// collate. Throws DataError naming the image for an empty `out`.
 void resize_sample(Sample& s, Size2 out, ResizeMode mode = ResizeMode::opencv);
+
+/// Ultralytics' LetterBox as its predict() runs it (auto, centred, scaleup): scale r = min(size /
+/// h, size / w); the photo resized (bilinear, OpenCV) to max(round(side x r), 1) per side, Python's
+/// round (half to even); then padded with grey 114 to the next multiple of `stride` per axis,
+/// split between both sides as round(pad / 2 -+ 0.1). Boxes are scaled by r (float32) and moved
+/// by the top-left padding; image_size becomes the canvas and `letterboxed` is set. Throws
+/// DataError naming the image for an empty image.
+void letterbox_sample(Sample& s, int64_t size, int64_t stride);
 
 /// Mirrors s.image and its boxes (in image_size, which deferred_resize may hold) left-right
 /// (`horizontal`) or up-down.

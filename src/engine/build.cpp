@@ -14,6 +14,7 @@
 #include "distributed/collectives.h"
 #include "distributed/dist_env.h"
 #include "engine/build_auto.h"
+#include "engine/build_input.h"
 #include "engine/build_slice.h"
 #include "engine/checkpoint.h"
 #include "engine/evaluation.h"
@@ -260,19 +261,12 @@ RunSpec read_run_spec(const Config& given, RunPurpose purpose, const DeviceEnv& 
   spec.pixels = {spec.data.mean.value_or(spec.detector.pixels.mean),
                  spec.data.std.value_or(spec.detector.pixels.std)};
   spec.detector.input_pixels = spec.pixels;
-  const int64_t stride = spec.detector.size_divisibility;
+  const FamilyInput family{spec.detector.type, spec.detector.size_divisibility,
+                           spec.detector.letterbox};
   for (auto* loader : {spec.data.train ? &spec.data.train->loader : nullptr,
                        spec.data.val ? &spec.data.val->loader : nullptr, &spec.data.loader}) {
     if (!loader) continue;
-    loader->collate.mean = spec.pixels.mean;
-    loader->collate.std = spec.pixels.std;
-    auto& divisible = loader->collate.size_divisible;
-    if (!data_node || !data_node->has("size_divisible")) {
-      divisible = stride;
-    } else if (divisible % stride != 0) {
-      data_node->fail("size_divisible", str(divisible, " is not a multiple of the ",
-                                            spec.detector.type, " detector's stride ", stride));
-    }
+    set_loader_input(family, spec.pixels, spec.data, data_node ? &*data_node : nullptr, *loader);
   }
   root.reject_unused();
   spec.config_yaml = config.dump();
@@ -329,8 +323,13 @@ Run build_run(const RunSpec& spec) {
   data::SplitOptions train_split = *spec.data.train;
   train_split.loader.pipeline.total_epochs = o.epochs;  // for data.train.close_mosaic
   run.train_data = loader(train_split);
-  if (run.pg->rank() == 0)
-    plot_training_labels(spec.files->get(train_split.dataset.source()), o.output_dir);
+  if (run.pg->rank() == 0) {
+    const auto& file = spec.files->get(train_split.dataset.source());
+    plot_training_labels(file, o.output_dir);
+    const auto& d = spec.detector;
+    const auto dense = object_count_warning(file, d.output_limit, d.output_limit_key, d.type);
+    if (!dense.empty()) logging::warn(dense);
+  }
   run.val_data = loader(*spec.data.val);
   check_eval_slice(o.eval_slice, run.model->size_divisibility(), run.val_data->dataset());
   const auto& val = spec.data.val->dataset;

@@ -24,7 +24,7 @@ void evaluate_batches(models::Detector& model, data::DataLoader& data,
     std::vector<Detections> dets;
     {
       AutocastScope autocast(device, precision);
-      dets = model.predict(on_device);
+      dets = predict_batch(model, on_device);
     }
     evaluator.process(batch->targets, dets);
     progress.add(batch->size());

@@ -20,7 +20,7 @@ LoadedDetector load_detector(const RunSpec& spec, const std::string& path, bool 
   // The config's seed, as training seeds the initialisation: weights that the file leaves
   // untouched are the same in every run.
   torch::manual_seed(spec.trainer.seed);
-  LoadedDetector out{models::build_detector(detector_spec), spec.pixels, std::nullopt};
+  LoadedDetector out{models::build_detector(detector_spec), spec.pixels, std::nullopt, {}};
   if (path.empty()) return out;
   std::optional<ExpectedPixels> expected;
   if (is_checkpoint(path)) {
@@ -33,6 +33,7 @@ LoadedDetector load_detector(const RunSpec& spec, const std::string& path, bool 
     const auto facts = models::load_detector_weights(*out.detector, path);
     expected = facts.pixels;
     out.train_size = facts.train_size;
+    out.class_names = facts.class_names;
   }
   out.pixels = weights_pixels(spec.pixels, expected, path);
   return out;

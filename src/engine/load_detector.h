@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/pixels.h"
 #include "engine/build.h"
@@ -20,6 +21,10 @@ struct LoadedDetector {
   /// The image size the file's weights were trained at, where it says (Ultralytics'
   /// train_args.imgsz; models::WeightFacts).
   std::optional<int64_t> train_size;
+  /// The class names the weight file stores (Ultralytics' model.names, rfdetr's class_names, a
+  /// Hugging Face folder's id2label); empty for a checkpoint (read_checkpoint_classes has those)
+  /// or a file that stores none.
+  std::vector<std::string> class_names;
 };
 
 /// The detector of `spec` with the weights of `path`: a detforge checkpoint (last.ckpt /

@@ -13,7 +13,8 @@ namespace detforge::engine {
 
 PredictionClasses prediction_classes(const std::optional<data::CategoryMap>& trained,
                                      const data::CocoFile* ann, const std::vector<int64_t>& subset,
-                                     int64_t num_classes, const std::string& weights) {
+                                     int64_t num_classes, const std::string& weights,
+                                     const std::vector<std::string>& file_names) {
   PredictionClasses out;
   if (trained) {
     out = {*trained, str("the classes ", weights, " was trained on")};
@@ -35,13 +36,16 @@ PredictionClasses prediction_classes(const std::optional<data::CategoryMap>& tra
            str("the categories of ", ann->annotation_file,
                subset.empty() ? "" : " listed in data.category_ids")};
   } else {
+    const bool named = static_cast<int64_t>(file_names.size()) == num_classes;
     std::vector<int64_t> ids(static_cast<size_t>(num_classes));
     std::vector<std::string> names;
     for (size_t i = 0; i < ids.size(); ++i) {
       ids[i] = static_cast<int64_t>(i) + 1;
-      names.push_back(std::to_string(ids[i]));
+      names.push_back(named ? file_names[i] : std::to_string(ids[i]));
     }
-    out = {data::CategoryMap(ids, names), "label + 1 (the weights carry no classes; give --ann)"};
+    out = {data::CategoryMap(ids, names),
+           named ? str("the class names ", weights, " stores, ids label + 1")
+                 : "label + 1 (the weights carry no classes; give --ann)"};
   }
   if (out.map.num_classes() != num_classes) {
     throw ConfigError(str(out.source, ": ", out.map.num_classes(),
@@ -69,7 +73,8 @@ PixelNorm weights_pixels(const PixelNorm& configured, const std::optional<Expect
   return expected->pixels;
 }
 
-data::LoaderOptions inference_loader_options(const RunSpec& spec, const PixelNorm& pixels) {
+data::LoaderOptions inference_loader_options(const RunSpec& spec, const PixelNorm& pixels,
+                                             std::optional<int64_t> trained_size) {
   // The val split's preparation, else the train split's resize (not its augmentations), else
   // the data section's keys alone.
   data::LoaderOptions o = spec.data.loader;
@@ -84,6 +89,8 @@ data::LoaderOptions inference_loader_options(const RunSpec& spec, const PixelNor
   o.collate.std = pixels.std;
   o.collate.num_classes = spec.detector.num_classes;
   o.collate.pin_memory = false;
+  if (o.transforms.resize == data::ResizeMode::letterbox && !spec.data.max_size && trained_size)
+    o.transforms.max_size = *trained_size;
   return o;
 }
 
@@ -206,7 +213,19 @@ std::vector<Detections> Predictor::predict_whole(const std::vector<ImageInput>& 
   const auto n = static_cast<int64_t>(images.size());
   for (int64_t k = 0; k < n; ++k) samples.push_back(pipeline_.run(read, n, k, /*epoch=*/0));
   torch::NoGradGuard no_grad;
-  return detector_->predict(data::collate(samples, loader_.collate).to(device_));
+  return predict_batch(*detector_, data::collate(samples, loader_.collate).to(device_));
+}
+
+std::vector<Detections> predict_batch(models::Detector& detector, const Batch& batch) {
+  const auto groups = batch.letterboxed ? batch.size_groups() : std::vector<std::vector<int64_t>>{};
+  if (groups.size() <= 1) return detector.predict(batch);
+  std::vector<Detections> out(static_cast<size_t>(batch.size()));
+  for (const auto& group : groups) {
+    auto dets = detector.predict(batch.select(group));
+    for (size_t k = 0; k < group.size(); ++k)
+      out[static_cast<size_t>(group[k])] = std::move(dets[k]);
+  }
+  return out;
 }
 
 }  // namespace detforge::engine

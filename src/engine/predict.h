@@ -35,8 +35,10 @@ struct ImageInput {
 
 /// The loader options of the evaluation in `spec`: the val split's (else the train split's
 /// without augmentation, else the detector's stride alone), never training-mode transforms,
-/// feeding `pixels`.
-data::LoaderOptions inference_loader_options(const RunSpec& spec, const PixelNorm& pixels);
+/// feeding `pixels`. A letterbox with no data.max_size in the config takes `trained_size` (the
+/// weights' train_args.imgsz, where Ultralytics' predict() resizes to) when given.
+data::LoaderOptions inference_loader_options(const RunSpec& spec, const PixelNorm& pixels,
+                                             std::optional<int64_t> trained_size = std::nullopt);
 
 /// A warning when `weights` were trained at another size than `t` resizes the longer side to
 /// (Ultralytics' predict() resizes to its file's train_args.imgsz unless given a size): names
@@ -62,15 +64,23 @@ struct PredictionClasses {
 ///   them must be a category of it with the same name (it may have more: a model trained on a
 ///   subset); otherwise ConfigError naming both lists.
 /// - `ann`'s categories, restricted to `subset` (data.category_ids) when it is not empty.
+/// - `file_names`, the class names the weight file stores (LoadedDetector::class_names), when
+///   it stores num_classes of them: category id label + 1, named as the file names them.
 /// - none: category id label + 1, named by that number.
 /// Throws ConfigError when the result does not have `num_classes` classes (the model's).
 PredictionClasses prediction_classes(const std::optional<data::CategoryMap>& trained,
                                      const data::CocoFile* ann, const std::vector<int64_t>& subset,
-                                     int64_t num_classes, const std::string& weights);
+                                     int64_t num_classes, const std::string& weights,
+                                     const std::vector<std::string>& file_names = {});
 
 /// Writes `classes` as a COCO `categories` array ([{"id": 1, "name": "cell"}, ...]) to `path`.
 /// Throws IoError if it cannot be written.
 void write_categories(const data::CategoryMap& classes, const std::string& path);
+
+/// detector.predict(batch), with one forward per image size when the batch is letterboxed: each
+/// image then meets its own canvas only, as alone (Ultralytics pads every photo of a batch to
+/// one size: its detections of a photo depend on the batch, detforge's do not).
+std::vector<Detections> predict_batch(models::Detector& detector, const Batch& batch);
 
 class Predictor {
  public:

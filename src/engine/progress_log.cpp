@@ -9,11 +9,12 @@
 
 namespace detforge::engine {
 
-ProgressLog::ProgressLog(int64_t epochs, int64_t total_steps, int64_t first_step, bool bar,
-                         double interval_s)
+ProgressLog::ProgressLog(int64_t epochs, int64_t total_steps, int64_t total_batches,
+                         int64_t first_batch, bool bar, double interval_s)
     : epochs_(epochs),
       total_steps_(std::max<int64_t>(1, total_steps)),
-      first_step_(first_step),
+      total_batches_(std::max<int64_t>(1, total_batches)),
+      first_batch_(first_batch),
       bar_(bar),
       interval_s_(interval_s) {}
 
@@ -26,17 +27,17 @@ double ProgressLog::take_images_per_second() {
   return ips;
 }
 
-void ProgressLog::step(int64_t epoch, int64_t step, double loss, const std::string& terms,
-                       double lr, bool log_step) {
+void ProgressLog::step(int64_t epoch, int64_t step, int64_t batch, double loss,
+                       const std::string& terms, double lr, bool log_step) {
   const auto now = Clock::now();
   const double since_line = std::chrono::duration<double>(now - last_line_).count();
   const bool write_line = log_step || (interval_s_ > 0 && since_line >= interval_s_);
   if (!write_line && !bar_) return;
-  // The time left from this process's own pace (a resumed run's earlier steps took no time
-  // here).
+  // The time left from this process's own pace in batches (a resumed run's earlier batches took
+  // no time here; a step of the accumulation ramp may hold one batch or eight).
   const double elapsed = std::chrono::duration<double>(now - start_).count();
-  const double eta = elapsed / static_cast<double>(std::max<int64_t>(1, step - first_step_)) *
-                     static_cast<double>(total_steps_ - step);
+  const double eta = elapsed / static_cast<double>(std::max<int64_t>(1, batch - first_batch_)) *
+                     static_cast<double>(std::max<int64_t>(0, total_batches_ - batch));
   std::ostringstream text;
   text << "epoch " << epoch + 1 << "/" << epochs_ << " step " << step << "/" << total_steps_
        << " loss " << std::setprecision(4) << loss << " (" << terms << ") lr "

@@ -16,11 +16,14 @@ namespace detforge::engine {
 
 class ProgressLog {
  public:
-  /// A run of `epochs` epochs and `total_steps` optimizer steps, of which `first_step` were
-  /// done before this process started (a resumed run). `bar`: draw a progress bar on stderr in
-  /// place of console lines (the main rank on a terminal). `interval_s`: the longest time
-  /// between two lines; 0: lines at log steps only.
-  ProgressLog(int64_t epochs, int64_t total_steps, int64_t first_step, bool bar, double interval_s);
+  /// A run of `epochs` epochs, `total_steps` optimizer steps and `total_batches` batches, of
+  /// which `first_batch` were done before this process started (a resumed run).
+  /// The time left is counted in batches: under train.accumulate_ramp the first optimizer steps
+  /// take one batch and the last several. `bar`: draw a progress bar on stderr in place of
+  /// console lines (the main rank on a terminal). `interval_s`: the longest time between two
+  /// lines; 0: lines at log steps only.
+  ProgressLog(int64_t epochs, int64_t total_steps, int64_t total_batches, int64_t first_batch,
+              bool bar, double interval_s);
 
   /// Counts images (over all ranks) toward the images/s of the next line and log step.
   void add_images(int64_t images) {
@@ -31,18 +34,19 @@ class ProgressLog {
   /// Images per second since the previous log step, and the start of a new count.
   double take_images_per_second();
 
-  /// After the optimizer step `step` of `epoch` (0-based): `loss` the sum of the terms in
-  /// `terms` ("loss_cls 0.5, ..."), at learning rate `lr`. Writes the line when `log_step` is
-  /// true or `interval_s` passed since the previous line; moves the bar either way.
-  void step(int64_t epoch, int64_t step, double loss, const std::string& terms, double lr,
-            bool log_step);
+  /// After the optimizer step `step` of `epoch` (0-based), `batch` batches into the run: `loss`
+  /// the sum of the terms in `terms` ("loss_cls 0.5, ..."), at learning rate `lr`. Writes the
+  /// line when `log_step` is true or `interval_s` passed since the previous line; moves the bar
+  /// either way.
+  void step(int64_t epoch, int64_t step, int64_t batch, double loss, const std::string& terms,
+            double lr, bool log_step);
 
   /// Ends the bar's line so that other output (an evaluation's) starts on its own line.
   void break_line();
 
  private:
   using Clock = std::chrono::steady_clock;
-  int64_t epochs_, total_steps_, first_step_;
+  int64_t epochs_, total_steps_, total_batches_, first_batch_;
   bool bar_;
   double interval_s_;
   bool bar_open_ = false;

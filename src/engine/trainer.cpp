@@ -117,9 +117,11 @@ Trainer::Trainer(Run& run, const std::string& resume, TrainHooks hooks)
     ddp_->broadcast_from_main();
     if (o_.dist_sync_bn) sync_bn_ = std::make_unique<SyncBnScope>(r_.pg);
   }
-  progress_log_ = std::make_unique<ProgressLog>(o_.epochs, r_.plan.total_steps(), progress_.step,
-                                                pg_.is_main() && ::isatty(STDERR_FILENO) == 1,
-                                                o_.progress_interval_s);
+  const int64_t batches = r_.train_data->num_batches();
+  progress_log_ = std::make_unique<ProgressLog>(
+      o_.epochs, r_.plan.total_steps(), batches * o_.epochs,
+      progress_.epoch * batches + progress_.batch_in_epoch,
+      pg_.is_main() && ::isatty(STDERR_FILENO) == 1, o_.progress_interval_s);
   notify([](RunObserver& o) { o.on_run_start(); });
   std::vector<int> watched{SIGTERM};
   if (o_.preempt_signal != SIGTERM) watched.push_back(o_.preempt_signal);
@@ -294,7 +296,9 @@ void Trainer::log_step(int64_t epoch, const dist::ReducedLosses& losses, bool re
   }
   if (record) e.images_per_s = progress_log_->take_images_per_second();
   if (record) notify([&](RunObserver& o) { o.on_step(e); });
-  progress_log_->step(epoch, progress_.step, e.loss, losses.to_string(), e.lr, record);
+  progress_log_->step(epoch, progress_.step,
+                      epoch * r_.train_data->num_batches() + progress_.batch_in_epoch, e.loss,
+                      losses.to_string(), e.lr, record);
 }
 
 std::map<std::string, double> Trainer::evaluate(models::Detector& model, int64_t epoch,

@@ -35,6 +35,15 @@ struct DetectorSpec {
   /// The pixels the family's reference feeds its weights (docs/models.md, "Input pixels"): what a
   /// run feeds unless data.mean / data.std say otherwise.
   PixelNorm pixels;
+  /// The most detections an image comes out with (DETR queries, YOLO's and RetinaNet's
+  /// detections_per_image) and the key that raises it: `train` warns about training images with
+  /// more objects than that. 0: no limit.
+  int64_t output_limit = 0;
+  std::string output_limit_key;
+  /// The family's reference letterboxes its inputs (Ultralytics' LetterBox) and its detectors map
+  /// letterboxed boxes back (Batch::letterbox_to_original): data.resize defaults to letterbox,
+  /// which other families refuse. Default: false
+  bool letterbox = false;
   /// The pixels the run feeds (engine/build.cpp sets them): a `weights` file that says it
   /// expects others is refused (load_pretrained_weights()). nullopt: not checked.
   std::optional<PixelNorm> input_pixels;

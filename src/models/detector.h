@@ -25,6 +25,9 @@ struct PickledModule;
 
 namespace detforge::models {
 
+/// See Detector::set_purpose().
+enum class PredictPurpose { kEvaluate, kPredict };
+
 class Detector : public torch::nn::Module {
  public:
   ~Detector() override = default;
@@ -41,6 +44,11 @@ class Detector : public torch::nn::Module {
 
   /// Detections per image, boxes in original image pixels (batch.original_sizes).
   virtual std::vector<Detections> predict(const Batch& batch) = 0;
+
+  /// What predict() serves from now on: the detections a COCO evaluation scores (the default;
+  /// YOLO: several classes per box, as Ultralytics' validation) or what the reference's own
+  /// predict() returns (YOLO: one class per box). Families whose two agree ignore it.
+  virtual void set_purpose(PredictPurpose purpose) { (void)purpose; }
 
   /// Padded image height and width must be multiples of this (the coarsest stride).
   virtual int64_t size_divisibility() const = 0;

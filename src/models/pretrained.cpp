@@ -213,7 +213,7 @@ WeightFacts load_detector_weights(Detector& detector, const std::string& path) {
   const auto file = detector_tensors(detector, path);
   const auto report = load_named_tensors(detector, file.tensors, path);
   logging::info(str("loaded ", report.loaded, " tensors from ", path));
-  return {file.pixels, file.train_size};
+  return {file.pixels, file.train_size, file.class_names};
 }
 
 PretrainedReport load_pretrained_weights(Detector& detector, const std::string& path,

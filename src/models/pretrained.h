@@ -27,6 +27,9 @@ struct WeightFacts {
   std::optional<ExpectedPixels> pixels;
   /// The image size they were trained at (weights::WeightFile::train_size).
   std::optional<int64_t> train_size;
+  /// The class names the file stores, in label order (weights::WeightFile::class_names); empty
+  /// when it stores none.
+  std::vector<std::string> class_names;
 };
 WeightFacts load_detector_weights(Detector& detector, const std::string& path);
 

@@ -1,6 +1,7 @@
 #include "structures/batch.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 namespace detforge {
@@ -49,6 +50,7 @@ Batch Batch::to(const torch::Device& device) const {
   out.original_sizes = original_sizes;
   out.dropped_boxes = dropped_boxes;
   out.emptied_images = emptied_images;
+  out.letterboxed = letterboxed;
   out.host_targets = host_targets;
   if (!device.is_cpu() && host_targets.empty() &&
       std::all_of(targets.begin(), targets.end(),
@@ -74,6 +76,67 @@ Batch Batch::to(const torch::Device& device) const {
   for (size_t i = 0; i < targets.size(); ++i) {
     const auto& t = targets[i];
     out.targets.emplace_back(t.image_id, Boxes(b[i]), l[i], c[i], t.file_name);
+  }
+  return out;
+}
+
+torch::Tensor Batch::letterbox_to_original(int64_t i, const torch::Tensor& xyxy) const {
+  TORCH_CHECK(letterboxed, "Batch::letterbox_to_original: the batch is not letterboxed");
+  const auto& canvas = image_sizes[static_cast<size_t>(i)];
+  const auto& orig = original_sizes[static_cast<size_t>(i)];
+  const double h0 = static_cast<double>(orig.height), w0 = static_cast<double>(orig.width);
+  const double gain =
+      std::min(static_cast<double>(canvas.height) / h0, static_cast<double>(canvas.width) / w0);
+  // Python's round: half to even, as nearbyint in the default rounding mode.
+  const double new_h = std::max(std::nearbyint(h0 * gain), 1.0);
+  const double new_w = std::max(std::nearbyint(w0 * gain), 1.0);
+  const double pad_x = std::nearbyint((static_cast<double>(canvas.width) - new_w) / 2 - 0.1);
+  const double pad_y = std::nearbyint((static_cast<double>(canvas.height) - new_h) / 2 - 0.1);
+  const auto o = xyxy.options();
+  const auto shifted = xyxy - torch::tensor({pad_x, pad_y, pad_x, pad_y}, o);
+  // Float32 quotients by the float32 gains, as a float32 tensor divided by a Python float.
+  const auto gx = new_w / w0, gy = new_h / h0;
+  const auto scaled = shifted / torch::tensor({gx, gy, gx, gy}, o);
+  const auto lo = torch::zeros({4}, o);
+  const auto hi = torch::tensor({w0, h0, w0, h0}, o);
+  return torch::max(torch::min(scaled, hi), lo);
+}
+
+std::vector<std::vector<int64_t>> Batch::size_groups() const {
+  std::vector<std::vector<int64_t>> groups;
+  std::vector<ImageSize> seen;
+  for (size_t i = 0; i < image_sizes.size(); ++i) {
+    const auto at = std::find(seen.begin(), seen.end(), image_sizes[i]);
+    if (at == seen.end()) {
+      seen.push_back(image_sizes[i]);
+      groups.push_back({static_cast<int64_t>(i)});
+    } else {
+      groups[static_cast<size_t>(at - seen.begin())].push_back(static_cast<int64_t>(i));
+    }
+  }
+  return groups;
+}
+
+Batch Batch::select(const std::vector<int64_t>& positions) const {
+  Batch out;
+  int64_t h = 0, w = 0;
+  for (const int64_t i : positions) {
+    const auto& s = image_sizes[static_cast<size_t>(i)];
+    h = std::max(h, s.height);
+    w = std::max(w, s.width);
+  }
+  const auto index = torch::tensor(positions, torch::TensorOptions().dtype(torch::kInt64));
+  out.images = images.index_select(0, index.to(images.device()))
+                   .narrow(2, 0, h)
+                   .narrow(3, 0, w)
+                   .contiguous();
+  out.letterboxed = letterboxed;
+  for (const int64_t i : positions) {
+    const auto k = static_cast<size_t>(i);
+    out.image_sizes.push_back(image_sizes[k]);
+    out.original_sizes.push_back(original_sizes[k]);
+    out.targets.push_back(targets[k]);
+    if (!host_targets.empty()) out.host_targets.push_back(host_targets[k]);
   }
   return out;
 }

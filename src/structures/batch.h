@@ -35,6 +35,10 @@ struct Batch {
   /// that had boxes and were left with none (they train as background images).
   int64_t dropped_boxes = 0;
   int64_t emptied_images = 0;
+  /// The images were letterboxed (data.resize: letterbox, Ultralytics' LetterBox): each
+  /// image_sizes[i] is its own canvas, a multiple of the stride with the photo centred in grey,
+  /// and boxes map back to the photo as Ultralytics' scale_boxes maps them (to_original()).
+  bool letterboxed = false;
 
   int64_t size() const { return static_cast<int64_t>(targets.size()); }
 
@@ -44,6 +48,20 @@ struct Batch {
 
   /// Images and targets on `device` (non_blocking when the host memory is pinned).
   Batch to(const torch::Device& device) const;
+
+  /// Boxes of image i, [N, 4] float32 xyxy in its letterboxed canvas (image_sizes[i]), in the
+  /// photo's pixels as Ultralytics' scale_boxes computes them: gain = min(canvas / original)
+  /// per axis, each side's gain = round(side x gain) / side, pad = round((canvas - that) / 2 -
+  /// 0.1), (x - pad) / gain in float32, clipped to the photo. REQUIRES: letterboxed.
+  torch::Tensor letterbox_to_original(int64_t i, const torch::Tensor& xyxy) const;
+
+  /// The batch positions of each distinct image size, in order of first appearance.
+  std::vector<std::vector<int64_t>> size_groups() const;
+
+  /// The images at `positions`, cut to their largest size (the padding at the bottom and right
+  /// that the other images made is removed). REQUIRES: that size is a multiple of the
+  /// detector's stride (as letterboxed canvases are).
+  Batch select(const std::vector<int64_t>& positions) const;
 };
 
 }  // namespace detforge

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <random>
 #include <sstream>
 
@@ -401,6 +402,114 @@ TEST(TransformsParity, TransformersResizeModeEqualsTheImageProcessorOnRealJpegs)
     EXPECT_LT(worst_diff(ResizeMode::transformers), 1e-6)
         << c.file << " at " << c.width << "x" << c.height;
     EXPECT_GT(worst_diff(ResizeMode::opencv), 3e-3) << c.file << ": OpenCV's resize should differ";
+  }
+}
+
+// data.resize: letterbox is Ultralytics' predict LetterBox to the pixel: BCCD photos cut to the
+// shapes users have (portrait 3:4 at 416 px, 16:9 and 9:16 at 640, an odd 1000x667 at 640, and
+// one that needs no padding), written losslessly, each letterboxed by both. The photo sits
+// centred: padding at the right and bottom alone (what detforge did before) is far off.
+TEST(TransformsParity, LetterboxEqualsUltralyticsOnPhotosThatPad) {
+  const std::string root = testing::shared_dataset("bccd");
+  if (root.empty()) GTEST_SKIP() << detforge::testing::shared_missing("bccd");
+  const cv::Mat photo = cv::imread(root + "/images/BloodImage_00000.jpg");
+  struct Case {
+    int width, height;
+    int64_t size;
+  };
+  const std::vector<Case> cases = {{360, 480, 416},  {640, 360, 640}, {270, 480, 640},
+                                   {1000, 667, 640}, {640, 480, 512}, {333, 501, 320}};
+  testing::TempDir dir;
+  std::string input;
+  for (size_t k = 0; k < cases.size(); ++k) {
+    const auto& c = cases[k];
+    cv::Mat shaped;
+    const int w = std::min(c.width, photo.cols), h = std::min(c.height, photo.rows);
+    cv::resize(photo(cv::Rect(0, 0, w, h)), shaped, cv::Size(c.width, c.height));
+    const auto path = (dir.path() / str(k, ".png")).string();
+    cv::imwrite(path, shaped);
+    input += str(path, " ", c.size, " ", (dir.path() / str(k, ".u8")).string(), "\n");
+  }
+  const auto lines = python_lines("letterbox", input);
+  ASSERT_EQ(lines.size(), cases.size());
+  for (size_t k = 0; k < cases.size(); ++k) {
+    SCOPED_TRACE(str(cases[k].width, "x", cases[k].height, " at ", cases[k].size));
+    int h = 0, w = 0;
+    std::istringstream(lines[k]) >> h >> w;
+    std::ifstream in((dir.path() / str(k, ".u8")).string(), std::ios::binary);
+    std::vector<uchar> ref(size_t(h) * size_t(w) * 3);
+    in.read(reinterpret_cast<char*>(ref.data()), static_cast<std::streamsize>(ref.size()));
+    Sample s;
+    s.image = try_decode_image((dir.path() / str(k, ".png")).string()).bgr;
+    s.original_size = {s.image.rows, s.image.cols};
+    letterbox_sample(s, cases[k].size, 32);
+    ASSERT_EQ(s.image.rows, h);
+    ASSERT_EQ(s.image.cols, w);
+    EXPECT_TRUE(s.letterboxed);
+    EXPECT_EQ(s.image_size, (Size2{h, w}));
+    const auto worst = [&](const cv::Mat& m) {
+      int diff = 0;
+      for (int y = 0; y < h; ++y) {
+        const uchar* p = m.ptr<uchar>(y);
+        for (int x = 0; x < 3 * w; ++x)
+          diff = std::max(diff, std::abs(int(p[x]) - int(ref[size_t(y) * 3 * w + x])));
+      }
+      return diff;
+    };
+    EXPECT_EQ(worst(s.image), 0);
+    // The same resize padded at the right and bottom with zeros: far off wherever it pads.
+    const bool pads = h % 32 == 0 && w % 32 == 0 &&
+                      (s.image.at<cv::Vec3b>(0, 0) == cv::Vec3b(114, 114, 114) ||
+                       s.image.at<cv::Vec3b>(h - 1, w - 1) == cv::Vec3b(114, 114, 114));
+    if (pads) {
+      Sample plain;
+      plain.image = try_decode_image((dir.path() / str(k, ".png")).string()).bgr;
+      const double r = std::min(double(cases[k].size) / plain.image.rows,
+                                double(cases[k].size) / plain.image.cols);
+      resize_sample(plain, {std::lround(plain.image.rows * r), std::lround(plain.image.cols * r)});
+      cv::Mat zero_padded(h, w, CV_8UC3, cv::Scalar(0, 0, 0));
+      plain.image.copyTo(zero_padded(cv::Rect(0, 0, plain.image.cols, plain.image.rows)));
+      EXPECT_GT(worst(zero_padded), 100);
+    }
+  }
+}
+
+// Letterboxed boxes go back to the photo as Ultralytics' scale_boxes takes them, to the float32
+// bit: canvases of the shapes above, boxes inside, across and outside the photo (clipped).
+TEST(TransformsParity, LetterboxedBoxesMapBackAsUltralyticsScaleBoxes) {
+  struct Case {
+    int64_t h1, w1, h0, w0;
+    std::array<float, 4> box;
+  };
+  const std::vector<Case> cases = {
+      {416, 320, 1024, 768, {10.5f, 3.25f, 300.75f, 410.f}},
+      {384, 640, 360, 640, {-5.f, 11.f, 700.f, 383.9f}},
+      {640, 384, 640, 360, {0.f, 0.f, 384.f, 640.f}},
+      {448, 640, 667, 1000, {17.3f, 29.9f, 611.1f, 430.7f}},
+      {512, 384, 501, 333, {1.f, 2.f, 3.f, 4.f}},
+  };
+  std::string input;
+  for (const auto& c : cases) {
+    input += str(c.h1, " ", c.w1, " ", c.h0, " ", c.w0);
+    for (float v : c.box) input += str(" ", std::setprecision(9), v);
+    input += "\n";
+  }
+  const auto lines = python_lines("scale_boxes", input);
+  ASSERT_EQ(lines.size(), cases.size());
+  for (size_t k = 0; k < cases.size(); ++k) {
+    const auto& c = cases[k];
+    Batch b;
+    b.letterboxed = true;
+    b.image_sizes = {{c.h1, c.w1}};
+    b.original_sizes = {{c.h0, c.w0}};
+    const auto ours = b.letterbox_to_original(
+        0, torch::tensor({c.box[0], c.box[1], c.box[2], c.box[3]}).reshape({1, 4}));
+    std::istringstream want(lines[k]);
+    for (int j = 0; j < 4; ++j) {
+      float v = 0;
+      want >> v;
+      EXPECT_EQ(ours[0][j].item<float>(), v) << "case " << k << " coordinate " << j;
+    }
   }
 }
 

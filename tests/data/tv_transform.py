@@ -9,6 +9,11 @@ Modes (argv[1]):
   processor  stdin lines "image_path height width out.f32": the pixel_values of transformers'
           RTDetrImageProcessor(size={"height", "width"}) on the photo as PIL opens it, written as
           `image` writes its pixels, and "C H W" on stdout per line.
+  letterbox  stdin lines "image_path size out.u8": Ultralytics' LetterBox as its predict() runs
+          it (auto=True, stride 32, centred, grey 114) on the photo as cv2.imread reads it; writes
+          the BGR uint8 HWC canvas to out.u8 and "H W" on stdout per line.
+  scale_boxes  stdin lines "h1 w1 h0 w0 x1 y1 x2 y2": Ultralytics' ops.scale_boxes of the float32
+          box from a letterboxed h1 x w1 canvas to an h0 x w0 photo, "x1 y1 x2 y2" (%.9g).
 """
 import sys
 
@@ -68,6 +73,27 @@ def main():
             data = pixels["pixel_values"][0].contiguous().numpy().astype(np.float32)
             data.tofile(out_path)
             print(*data.shape)
+        return
+    if mode in ("letterbox", "scale_boxes"):
+        import contextlib
+        import io
+        import os
+        import tempfile
+        os.environ.setdefault("YOLO_CONFIG_DIR", tempfile.mkdtemp())
+        import cv2
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            from ultralytics.data.augment import LetterBox
+            from ultralytics.utils import ops
+        for line in sys.stdin:
+            f = line.split()
+            if mode == "letterbox":
+                canvas = LetterBox(int(f[1]), auto=True, stride=32)(image=cv2.imread(f[0]))
+                np.ascontiguousarray(canvas).tofile(f[2])
+                print(*canvas.shape[:2])
+            else:
+                box = torch.tensor([[float(v) for v in f[4:]]], dtype=torch.float32)
+                out = ops.scale_boxes((int(f[0]), int(f[1])), box, (int(f[2]), int(f[3])))
+                print(" ".join("%.9g" % float(x) for x in out[0]))
         return
     raise SystemExit("unknown mode " + mode)
 

@@ -359,6 +359,50 @@ TEST(Lint, BrokenSetHitsEveryCode) {
   EXPECT_EQ(run_lint(o).issues.at(0).code, codes::kJsonSchema);
 }
 
+// A dense set (576 objects in one image, 150 in another): lint counts the images above COCO's
+// 100 detections and above the detector's outputs (--max-objects), naming the densest image.
+TEST(Lint, DenseImagesAreCountedAgainstCocoAndTheDetector) {
+  nlohmann::json f = {{"images", nlohmann::json::array()},
+                      {"annotations", nlohmann::json::array()},
+                      {"categories", {{{"id", 1}, {"name", "cell"}}}}};
+  int64_t ann = 1;
+  for (const auto& [id, n] : std::vector<std::pair<int64_t, int>>{{1, 10}, {2, 576}, {3, 150}}) {
+    f["images"].push_back(
+        {{"id", id}, {"file_name", str("d", id, ".jpg")}, {"width", 640}, {"height", 640}});
+    for (int k = 0; k < n; ++k) {
+      const double x = 25.0 * (k % 24), y = 25.0 * (k / 24);
+      f["annotations"].push_back({{"id", ann++},
+                                  {"image_id", id},
+                                  {"category_id", 1},
+                                  {"bbox", {x, y, 20, 20}},
+                                  {"area", 400},
+                                  {"iscrowd", 0}});
+    }
+  }
+  testing::TempDir dir;
+  LintOptions o;
+  o.annotation_file = dir.write("dense.json", f.dump());
+  o.image_root = dir.path().string();
+  o.validation.check_images = ImageCheck::kNone;
+  o.validation.num_classes = 1;
+  o.max_objects = 300;
+  const auto r = run_lint(o);
+  EXPECT_EQ(r.over_coco_max_dets.count, 2);
+  EXPECT_EQ(r.over_max_objects.count, 1);
+  EXPECT_EQ(r.over_max_objects.most_image_id, 2);
+  const auto text = format_lint(r, 2);
+  EXPECT_NE(text.find("dense images: 2 of 3 images hold more than 100 objects (the most, 576, in "
+                      "image_id=2 file=d2.jpg): at most 28.5% of the objects can be found by COCO "
+                      "evaluation"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("dense images: 1 of 3 images hold more than 300 objects"), std::string::npos)
+      << text;
+  const auto doc = nlohmann::json::parse(lint_json(r));
+  EXPECT_EQ(doc.at("dense_images").at("max_objects").at("most_file"), "d2.jpg");
+  EXPECT_EQ(doc.at("dense_images").at("coco_max_dets").at("images"), 2);
+}
+
 // shared/datasets/bccd/README.md: no errors; 7 pairs of RBC boxes drawn twice (IoU 0.92-0.93)
 // and one pair with IoU 0.83, in 00020, 00100, 00104, 00251, 00284 (train), 00331, 00403 and
 // 00013 (val); 1131 boxes touch the border; RBC is absent from 15 images.

@@ -1,6 +1,7 @@
 // engine/build.h: the config boundary of a run. Sections that must agree are checked with
 // file:line before anything is built; the device is resolved against the launcher.
 #include "engine/build.h"
+#include "engine/build_input.h"
 
 #include <filesystem>
 #include <fstream>
@@ -57,6 +58,53 @@ TEST(RunSpec, SizeDivisibleFollowsOrMatchesTheDetectorStride) {
                     ConfigError,
                     "<command line> data.size_divisible: 48 is not a multiple of the retinanet "
                     "detector's stride 32");
+}
+
+// The yolo family letterboxes as Ultralytics (at 640 unless data.max_size says), padded to its
+// stride; other families resize as before, and refuse letterbox, whose boxes they cannot map back.
+TEST(RunSpec, YoloLetterboxesByDefaultAndOtherFamiliesRefuseIt) {
+  const std::string yolo = "model: {type: yolo, num_classes: 3}\n";
+  auto s = spec_of(yolo + kData);
+  EXPECT_EQ(s.data.val->loader.transforms.resize, data::ResizeMode::letterbox);
+  EXPECT_EQ(s.data.val->loader.transforms.max_size, 640);
+  EXPECT_EQ(s.data.val->loader.transforms.stride, 32);
+  EXPECT_EQ(spec_of(yolo).data.loader.transforms.resize, data::ResizeMode::letterbox);
+  s = spec_of(yolo + kData, {"data.max_size=416", "data.size_divisible=64"});
+  EXPECT_EQ(s.data.val->loader.transforms.max_size, 416);
+  EXPECT_EQ(s.data.val->loader.transforms.stride, 64);
+  EXPECT_EQ(spec_of(yolo + kData, {"data.resize=opencv"}).data.val->loader.transforms.resize,
+            data::ResizeMode::opencv);
+  s = spec_of(kModel + kData, {"model.num_classes=3"});
+  EXPECT_EQ(s.data.val->loader.transforms.resize, data::ResizeMode::opencv);
+  EXPECT_EQ(s.data.val->loader.transforms.max_size, 1333);
+  EXPECT_THROW_WITH(spec_of(kModel + kData, {"model.num_classes=3", "data.resize=letterbox"}),
+                    ConfigError,
+                    "<command line> data.resize: letterbox is Ultralytics' pre-processing, whose "
+                    "boxes only the yolo family maps back; model.type 'retinanet' takes opencv, "
+                    "torchvision or transformers");
+}
+
+// A training set whose images hold more objects than the detector outputs (or COCO evaluation
+// scores) is named once: the count, the densest image and the key to raise.
+TEST(RunSpec, DenseTrainingImagesAreNamedWithTheKeyToRaise) {
+  data::CocoFile f;
+  for (int64_t id : {1, 2, 3})
+    f.images.push_back({id, "img" + std::to_string(id) + ".jpg", 640, 640});
+  const auto add = [&](int64_t image, int n) {
+    for (int k = 0; k < n; ++k) f.annotations.push_back({{}, image, 1, {0, 0, 2, 2}, false, {}});
+  };
+  add(1, 10);
+  add(2, 576);
+  add(3, 150);
+  EXPECT_EQ(object_count_warning(f, 300, "model.decoder.num_queries", "rtdetr"),
+            "data.train: 1 of 3 images hold more than 300 objects (the most, 576, in image_id=2 "
+            "file=img2.jpg): at most 62.5% of the objects can be found: the rtdetr detector "
+            "outputs 300 per image; raise model.decoder.num_queries\n"
+            "data.train: 2 of 3 images hold more than 100 objects (the most, 576, in image_id=2 "
+            "file=img2.jpg): at most 28.5% of the objects can be found by COCO evaluation, which "
+            "scores at most 100 detections per image (maxDets)");
+  f.annotations.resize(10);
+  EXPECT_EQ(object_count_warning(f, 300, "model.decoder.num_queries", "rtdetr"), "");
 }
 
 // Each family feeds its reference's pixels (docs/models.md, "Input pixels"); data.mean and

@@ -416,6 +416,18 @@ TEST(PredictionClasses, CheckpointThenAnnSubsetThenLabelPlusOne) {
                     "3 classes but model.num_classes is 2");
   c = prediction_classes(std::nullopt, nullptr, {}, 2, "w.pth");
   EXPECT_EQ(c.map.category_ids(), (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(c.map.names(), (std::vector<std::string>{"1", "2"}));
+  // The names the weight file stores (an Ultralytics .pt's model.names), when it has one a class.
+  c = prediction_classes(std::nullopt, nullptr, {}, 2, "last.pt", {"RBC", "WBC"});
+  EXPECT_EQ(c.map.category_ids(), (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(c.map.names(), (std::vector<std::string>{"RBC", "WBC"}));
+  EXPECT_EQ(c.source, "the class names last.pt stores, ids label + 1");
+  EXPECT_EQ(prediction_classes(std::nullopt, nullptr, {}, 2, "last.pt", {"RBC"}).map.names(),
+            (std::vector<std::string>{"1", "2"}));
+  // The checkpoint's and the annotation file's classes come first.
+  EXPECT_EQ(
+      prediction_classes(std::nullopt, &ann, {7, 1}, 2, "last.pt", {"RBC", "WBC"}).map.names(),
+      (std::vector<std::string>{"triangle", "circle"}));
 }
 
 TEST(Checkpoint, EveryRankRestoresItsOwnRngState) {

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "core/config_node.h"
 #include "data/synthetic.h"
@@ -92,6 +93,9 @@ TEST(Learning, YoloQuickConfigLearnsTwoShapesAndFineTunesToThreeFasterThanFromSc
   EXPECT_LT(scratch, 0.5) << "fine-tuned: " << fine_tuned;
 }
 
+// YOLO26's one-to-one head after the same run (see the note above).
+constexpr double kOneToOneBar = 0.1;
+
 TEST(Learning, Yolo11AndYolo26QuickConfigsLearnTheShapes) {
   const fs::path data = fs::path(DETFORGE_BINARY_DIR) / "test_tmp" / "learning_synth_yolo_gen";
   data::SynthOptions synth;
@@ -104,6 +108,24 @@ TEST(Learning, Yolo11AndYolo26QuickConfigsLearnTheShapes) {
         {"data.root=" + data.string(), "output_dir=" + out.path().string(), "train.epochs=8",
          "eval.interval=8", "data.min_size=160", "data.max_size=160", "train.log_interval=100"});
     EXPECT_GE(train(config).last_metrics.at("AP50"), bar) << "YOLO" << version;
+    if (version != "26") continue;
+    // YOLO26's one-to-one head learns too: the run's last.ckpt through predict(nms=False)'s path
+    // (what its NMS-free exports run), scored by detforge eval.
+    const auto val = (data / "annotations" / "instances_val.json").string();
+    const auto results = (out.path() / "one_to_one.json").string();
+    const auto metrics = (out.path() / "one_to_one_metrics.json").string();
+    const auto p = testing::run_command(testing::detforge_binary() + " predict --config " +
+                                        (out.path() / "config.yaml").string() + " --weights " +
+                                        (out.path() / "last.ckpt").string() + " --images " +
+                                        (data / "val").string() + " --ann " + val + " --out " +
+                                        results + " model.inference.nms=false");
+    ASSERT_EQ(p.exit_code, 0) << p.output;
+    const auto e = testing::run_command(testing::detforge_binary() + " eval --gt " + val +
+                                        " --dt " + results + " --out " + metrics);
+    ASSERT_EQ(e.exit_code, 0) << e.output;
+    const auto stats =
+        nlohmann::json::parse(testing::read_file(metrics)).at("stats").get<std::vector<double>>();
+    EXPECT_GE(stats.at(1), kOneToOneBar) << "YOLO26's one-to-one head";
   }
 }
 

@@ -328,6 +328,91 @@ TEST(CocoEvalThreads, SameResultOnOneAndManyThreads) {
   EXPECT_EQ(a.recall, b.recall);
 }
 
+// ---- pycocotools' boundaries, under both compilers ----
+
+// IoUs exactly at each of pycocotools' thresholds and one ulp below, recalls exactly on its
+// grid, areas exactly at 32^2 and 96^2 (tests/eval/boundary_case.py), with pycocotools' numbers.
+struct BoundaryCase {
+  std::string gt, dt;
+  nlohmann::json ref;
+};
+
+const BoundaryCase& boundary_case() {
+  static TempDir dir;
+  static const BoundaryCase c = [] {
+    const auto run =
+        detforge::testing::run_command(std::string(DETFORGE_PYTHON) + " " + DETFORGE_SOURCE_DIR +
+                                       "/tests/eval/boundary_case.py " + dir.path().string());
+    EXPECT_EQ(run.exit_code, 0) << run.output;
+    return BoundaryCase{
+        (dir.path() / "gt.json").string(), (dir.path() / "dt.json").string(),
+        nlohmann::json::parse(detforge::testing::read_file((dir.path() / "ref.json").string()))};
+  }();
+  return c;
+}
+
+// `ours` (stats, precision, recall, iouThrs, recThrs) against pycocotools': stats and thresholds
+// bit for bit, precision and recall within 1e-12.
+void expect_boundary_parity(const nlohmann::json& ours, const nlohmann::json& ref) {
+  EXPECT_EQ(ours.at("iouThrs").get<std::vector<double>>(),
+            ref.at("iouThrs").get<std::vector<double>>());
+  EXPECT_EQ(ours.at("recThrs").get<std::vector<double>>(),
+            ref.at("recThrs").get<std::vector<double>>());
+  EXPECT_EQ(ours.at("stats").get<std::vector<double>>(),
+            ref.at("stats").get<std::vector<double>>());
+  for (const char* key : {"precision", "recall"}) {
+    const auto a = ours.at(key).get<std::vector<double>>(),
+               b = ref.at(key).get<std::vector<double>>();
+    ASSERT_EQ(a.size(), b.size()) << key;
+    size_t bad = 0;
+    for (size_t i = 0; i < a.size(); ++i) bad += !(std::abs(a[i] - b[i]) <= 1e-12);
+    EXPECT_EQ(bad, 0u) << key << " entries differing from pycocotools";
+  }
+}
+
+TEST(CocoBoundary, CaseSitsOnEveryThresholdAndOneUlpBelow) {
+  const auto& ref = boundary_case().ref;
+  const auto at = ref.at("at_threshold").get<std::vector<int>>();
+  const auto below = ref.at("below_threshold").get<std::vector<int>>();
+  ASSERT_EQ(at.size(), 10u);
+  ASSERT_EQ(below.size(), 10u);
+  for (size_t t = 0; t < 10; ++t) {
+    EXPECT_GE(at[t], 3) << "IoUs exactly at threshold " << t;
+    EXPECT_GE(below[t], 3) << "IoUs one ulp below threshold " << t;
+  }
+}
+
+// Fails when the build lets the compiler fuse a * b + c (clang's default): np.linspace's 0.8
+// becomes one ulp lower and the pairs one ulp below it match.
+TEST(CocoBoundary, EqualsPycocotoolsBitForBit) {
+  const auto& c = boundary_case();
+  const auto gt = load_ground_truth(c.gt);
+  const auto acc = evaluate(gt, load_results(c.dt, gt));
+  expect_boundary_parity({{"stats", summarize(acc, gt).stats},
+                          {"precision", acc.precision},
+                          {"recall", acc.recall},
+                          {"iouThrs", Params::default_iou_thresholds()},
+                          {"recThrs", Params::default_recall_thresholds()}},
+                         c.ref);
+}
+
+// The evaluator built by the other compiler (g++ beside clang, clang beside g++) with the flags
+// of this build (tests/eval/other_compiler.py) gives the same numbers.
+TEST(CocoBoundary, OtherCompilerEqualsPycocotoolsBitForBit) {
+  const auto& c = boundary_case();
+  TempDir dir;
+  const auto binary = (dir.path() / "eval_main").string();
+  const auto build = detforge::testing::run_command(
+      std::string(DETFORGE_PYTHON) + " " + DETFORGE_SOURCE_DIR + "/tests/eval/other_compiler.py " +
+      DETFORGE_BINARY_DIR + " " + binary);
+  ASSERT_EQ(build.exit_code, 0) << build.output;
+  const auto out = (dir.path() / "ours.json").string();
+  const auto run = detforge::testing::run_command(binary + " " + c.gt + " " + c.dt + " " + out);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  SCOPED_TRACE("built with " + build.output);
+  expect_boundary_parity(nlohmann::json::parse(detforge::testing::read_file(out)), c.ref);
+}
+
 // ---- bad inputs ----
 
 class CocoBadInputTest : public ::testing::Test {

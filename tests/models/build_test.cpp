@@ -495,6 +495,44 @@ TEST(FamilyTable, EveryFamilyKeepsItsSchemaAndGuardsOnEveryBatch) {
   }
 }
 
+// Dense scenes (576 objects in one image, more than a 300-query DETR outputs) train every family:
+// every key finite, every trainable parameter with a finite gradient. Each family states how many
+// detections an image can come out with and the key that raises it (train warns from these).
+TEST(FamilyTable, DenseScenesTrainAndEveryFamilyStatesItsOutputLimit) {
+  Batch b;
+  torch::manual_seed(5);
+  b.images = torch::rand({1, 3, 128, 128});
+  b.image_sizes = {{128, 128}};
+  b.original_sizes = {{128, 128}};
+  std::vector<float> xyxy;
+  for (int y = 0; y < 24; ++y) {
+    for (int x = 0; x < 24; ++x) {
+      const float x0 = 1.0f + 5.25f * x, y0 = 1.0f + 5.25f * y;
+      xyxy.insert(xyxy.end(), {x0, y0, x0 + 4.5f, y0 + 4.5f});
+    }
+  }
+  b.targets.emplace_back(7, Boxes(torch::tensor(xyxy).view({576, 4})),
+                         torch::randint(0, 3, {576}, torch::kInt64));
+  for (auto& f : family_cases()) {
+    SCOPED_TRACE(f.type);
+    const auto spec = detector_spec(f.model());
+    EXPECT_GT(spec.output_limit, 0);
+    EXPECT_LT(spec.output_limit, 576);
+    EXPECT_NE(spec.output_limit_key.find("model."), std::string::npos) << spec.output_limit_key;
+    torch::manual_seed(0);
+    auto d = build_detector(f.model());
+    d->train();
+    const auto losses = d->forward_train(b);
+    EXPECT_TRUE(losses.nonfinite_keys().empty());
+    losses.total().backward();
+    for (const auto& p : d->named_parameters()) {
+      if (!p.value().requires_grad() || p.key().find("mask_token") != std::string::npos) continue;
+      ASSERT_TRUE(p.value().grad().defined()) << p.key();
+      EXPECT_TRUE(torch::isfinite(p.value().grad()).all().item<bool>()) << p.key();
+    }
+  }
+}
+
 // Evaluation under the run's autocast precision (the MLPerf recipe's fp16 on a GPU): the head
 // computes in the low precision, while decoding, NMS and the detections stay float32. Before,
 // RetinaNet and YOLO handed bf16 / fp16 scores to NMS, which refused them (found on an H200).

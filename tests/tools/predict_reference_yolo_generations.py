@@ -14,6 +14,10 @@ Usage: predict_reference_yolo_generations.py OUT_DIR. For V in 11, 26, under OUT
                    {"images": [...], "detections": {file: [[x1, y1, x2, y2, score, label], ...]}}
                    in original-image pixels, best first; for 26 also
   26/reference_nms_false.json  the same with predict(nms=False): the one-to-one head, no NMS;
+  shapes/*.jpg     BCCD test photos cut to the shapes users have: portrait 3:4 (360x480), 16:9
+                   (640x360), 9:16 (270x480) and an odd 1000x667, which pad at 416 and 640;
+  V/shapes_<S>.json  `YOLO(last.pt).predict(imgsz=S, conf=0.001, max_det=300)` on them for S in
+                   416 and 640 (26: also shapes_<S>_nms_false.json);
   ref.pth          "V_<file>_box", "V_<file>_cls" (file last or epoch1): the one-to-many head's
                    eval-mode logits of each file's weights (float16, run in float64) on
                    "images".
@@ -36,6 +40,22 @@ from ultralytics import YOLO  # noqa: E402
 IMGSZ = 512
 CONF, IOU, MAX_DET = 0.05, 0.7, 300
 HEIGHT, WIDTH = 96, 128
+SHAPES = {"portrait_360x480.jpg": (360, 480), "wide_640x360.jpg": (640, 360),
+          "tall_270x480.jpg": (270, 480), "odd_1000x667.jpg": (1000, 667)}
+SHAPE_SIZES = (416, 640)
+SHAPE_CONF = 0.001
+
+
+def write_shapes(folder):
+    """The photos of SHAPES: a BCCD test photo's top-left corner, at most its own size, resized to
+    the shape (bilinear), as JPEG."""
+    import cv2
+    os.makedirs(folder, exist_ok=True)
+    for k, (name, (w, h)) in enumerate(sorted(SHAPES.items())):
+        photo = cv2.imread(os.path.join(bccd(), "images", TEST_IMAGES[k % len(TEST_IMAGES)]))
+        crop = photo[:min(h, photo.shape[0]), :min(w, photo.shape[1])]
+        cv2.imwrite(os.path.join(folder, name), cv2.resize(crop, (w, h)),
+                    [cv2.IMWRITE_JPEG_QUALITY, 95])
 
 
 def head_logits(model, images):
@@ -48,12 +68,13 @@ def head_logits(model, images):
     return many["boxes"], many["scores"]
 
 
-def predictions(weights, **kwargs):
+def predictions(weights, folder=None, names=TEST_IMAGES, **kwargs):
     trained = YOLO(weights)
     detections = {}
-    for name in TEST_IMAGES:
-        result = trained.predict(os.path.join(bccd(), "images", name), imgsz=IMGSZ, conf=CONF,
-                                 iou=IOU, max_det=MAX_DET, device="cpu", verbose=False,
+    kwargs = {"imgsz": IMGSZ, "conf": CONF, **kwargs}
+    for name in names:
+        path = os.path.join(folder or os.path.join(bccd(), "images"), name)
+        result = trained.predict(path, iou=IOU, max_det=MAX_DET, device="cpu", verbose=False,
                                  **kwargs)[0]
         b = result.boxes
         detections[name] = detection_rows(b.xyxy.tolist(), b.conf.tolist(), b.cls.tolist())
@@ -63,6 +84,8 @@ def predictions(weights, **kwargs):
 def main():
     out = sys.argv[1]
     data = write_yolo_copy(os.path.join(out, "data"), count=16)
+    shapes = os.path.join(out, "shapes")
+    write_shapes(shapes)
     torch.manual_seed(0)
     ref = {"images": torch.rand(2, 3, HEIGHT, WIDTH)}
     for version in (11, 26):
@@ -89,6 +112,12 @@ def main():
         if version == 26:
             write_reference(os.path.join(folder, "reference_nms_false.json"),
                             predictions(weights, nms=False))
+        for size in SHAPE_SIZES:
+            for suffix, extra in [("", {})] + ([("_nms_false", {"nms": False})] if version == 26
+                                               else []):
+                write_reference(os.path.join(folder, f"shapes_{size}{suffix}.json"),
+                                predictions(weights, shapes, sorted(SHAPES), imgsz=size,
+                                            conf=SHAPE_CONF, **extra))
     torch.save(ref, os.path.join(out, "ref.pth"))
 
 

@@ -17,6 +17,7 @@ class Resize final : public Transform {
   void apply(Sample& s, TransformContext& ctx) const override {
     int64_t min_size = o_.min_size.back();
     if (train_ && o_.min_size.size() > 1) min_size = o_.min_size[(*ctx.rng)() % o_.min_size.size()];
+    if (o_.mode == ResizeMode::letterbox) return letterbox_sample(s, o_.max_size, o_.stride);
     resize_sample(s,
                   resized_size({s.image.rows, s.image.cols}, min_size, o_.max_size, o_.fixed_size),
                   o_.mode);
@@ -34,7 +35,7 @@ std::shared_ptr<const Transform> make_resize(ResizeOptions o, bool train) {
 }
 
 std::shared_ptr<const Transform> read_resize(const TransformKeys& n, const TransformOptions& base) {
-  ResizeOptions o{base.min_size, base.max_size, base.fixed_size, ResizeMode::opencv};
+  ResizeOptions o{base.min_size, base.max_size, base.fixed_size, ResizeMode::opencv, base.stride};
   n.read("min_size", o.min_size);
   if (o.min_size.empty()) n.fail("min_size", "must not be empty");
   for (const int64_t m : o.min_size) {

@@ -109,9 +109,10 @@ DFineOptions dfine_options(const ConfigNode& model, std::optional<int64_t> num_c
 void dfine_spec(const ConfigNode& model, DetectorSpec& spec) {
   // Options are read and checked now, when the config is loaded; create() only builds, so a bad
   // key fails before any weights are read.
-  spec.create = [o = dfine_options(model, spec.num_classes)] {
-    return std::make_shared<DFineImpl>(o);
-  };
+  const auto options = dfine_options(model, spec.num_classes);
+  spec.create = [o = options] { return std::make_shared<DFineImpl>(o); };
+  spec.output_limit = options.decoder().num_queries();
+  spec.output_limit_key = "model.decoder.num_queries";
   spec.size_divisibility = DFineImpl::kSizeDivisibility;
   spec.pixels = PixelNorm::unit();  // RTDetrImageProcessor: rescale only, do_normalize false
 }

@@ -137,9 +137,10 @@ RetinaNetOptions retinanet_options(const ConfigNode& model, std::optional<int64_
 }
 
 void retinanet_spec(const ConfigNode& model, DetectorSpec& spec) {
-  spec.create = [o = retinanet_options(model, spec.num_classes)] {
-    return std::make_shared<RetinaNetImpl>(o);
-  };
+  const auto options = retinanet_options(model, spec.num_classes);
+  spec.create = [o = options] { return std::make_shared<RetinaNetImpl>(o); };
+  spec.output_limit = options.detections_per_image();
+  spec.output_limit_key = "model.inference.detections_per_image";
   spec.size_divisibility = RetinaNetImpl::kSizeDivisibility;
   spec.pixels = PixelNorm::imagenet();  // torchvision's GeneralizedRCNNTransform
 }

@@ -65,9 +65,11 @@ RfdetrOptions rfdetr_options(const ConfigNode& model, std::optional<int64_t> num
 
 void rfdetr_spec(const ConfigNode& model, DetectorSpec& spec) {
   // Options are read and checked now, when the config is loaded; create() only builds.
-  spec.create = [o = rfdetr_options(model, spec.num_classes)] {
-    return std::make_shared<RfdetrImpl>(o);
-  };
+  const auto options = rfdetr_options(model, spec.num_classes);
+  spec.create = [o = options] { return std::make_shared<RfdetrImpl>(o); };
+  // Inference keeps the first group's queries.
+  spec.output_limit = options.decoder().num_queries;
+  spec.output_limit_key = "model.decoder.num_queries";
   spec.size_divisibility = RfdetrImpl::kSizeDivisibility;
   spec.pixels = PixelNorm::imagenet();  // RFDETR.predict: v / 255, then ImageNet statistics
 }

@@ -85,9 +85,10 @@ RTDetrOptions rtdetr_options(const ConfigNode& model, std::optional<int64_t> num
 void rtdetr_spec(const ConfigNode& model, DetectorSpec& spec) {
   // Options are read and checked now, when the config is loaded; create() only builds, so a bad
   // key fails before any weights are read.
-  spec.create = [o = rtdetr_options(model, spec.num_classes)] {
-    return std::make_shared<RTDetrImpl>(o);
-  };
+  const auto options = rtdetr_options(model, spec.num_classes);
+  spec.create = [o = options] { return std::make_shared<RTDetrImpl>(o); };
+  spec.output_limit = options.decoder().num_queries();
+  spec.output_limit_key = "model.decoder.num_queries";
   spec.size_divisibility = RTDetrImpl::kSizeDivisibility;
   spec.pixels = PixelNorm::unit();  // RTDetrImageProcessor: rescale only, do_normalize false
 }

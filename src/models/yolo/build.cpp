@@ -78,7 +78,8 @@ YoloOptions yolo_options(const ConfigNode& model, std::optional<int64_t> num_cla
     if (inf->read("nms_threshold", o.nms_threshold()) &&
         (o.nms_threshold() < 0 || o.nms_threshold() > 1))
       inf->fail("nms_threshold", "must be in [0, 1]");
-    inf->read("multi_label", o.multi_label());
+    bool multi_label = true;
+    if (inf->read("multi_label", multi_label)) o.multi_label(multi_label);
     if (inf->read("nms", o.nms()) && !o.nms() && !o.end2end())
       inf->fail("nms", "false needs the one-to-one head (model.end2end: true, as version 26)");
     read_at_least(*inf,
@@ -92,11 +93,13 @@ YoloOptions yolo_options(const ConfigNode& model, std::optional<int64_t> num_cla
 
 void yolo_spec(const ConfigNode& model, DetectorSpec& spec) {
   // Options are read and checked now, when the config is loaded; create() only builds.
-  spec.create = [o = yolo_options(model, spec.num_classes)] {
-    return std::make_shared<YoloImpl>(o);
-  };
+  const auto options = yolo_options(model, spec.num_classes);
+  spec.create = [o = options] { return std::make_shared<YoloImpl>(o); };
+  spec.output_limit = options.detections_per_image();
+  spec.output_limit_key = "model.inference.detections_per_image";
   spec.size_divisibility = YoloImpl::kSizeDivisibility;
   spec.pixels = PixelNorm::unit();  // Ultralytics' LetterBox output divided by 255
+  spec.letterbox = true;
 }
 
 }  // namespace detforge::models

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -86,8 +87,9 @@ struct YoloOptions {
   /// Class-aware NMS IoU threshold. Default: 0.7
   TORCH_ARG(double, nms_threshold) = 0.7;
   /// Every class of an anchor above score_threshold is a candidate (Ultralytics' validation);
-  /// false: only its best class (Ultralytics' `predict`). Default: true
-  TORCH_ARG(bool, multi_label) = true;
+  /// false: only its best class (Ultralytics' `predict`). Default: unset, by the purpose
+  /// (Detector::set_purpose): true for evaluation, false for `detforge predict`
+  TORCH_ARG(std::optional<bool>, multi_label) = std::nullopt;
   /// false: the one-to-one head's top detections_per_image (class, anchor) pairs above
   /// score_threshold, without NMS (Ultralytics' `predict(nms=False)`; REQUIRES end2end).
   /// Default: true (the one-to-many head and class-aware NMS)

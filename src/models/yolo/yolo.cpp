@@ -296,7 +296,7 @@ std::vector<Detections> YoloImpl::postprocess(const torch::Tensor& decoded,
     const auto boxes = ops::box_cxcywh_to_xyxy(pred.narrow(1, 0, 4));
     const auto scores = pred.narrow(1, 4, c);
     torch::Tensor anchor, label, score;
-    if (options_.multi_label()) {
+    if (options_.multi_label().value_or(purpose_ == PredictPurpose::kEvaluate)) {
       const auto hit = (scores > options_.score_threshold()).nonzero();
       anchor = hit.select(1, 0);
       label = hit.select(1, 1);
@@ -317,14 +317,9 @@ std::vector<Detections> YoloImpl::postprocess(const torch::Tensor& decoded,
     const auto candidate_boxes = boxes.index({anchor});
     auto keep = ops::batched_nms(candidate_boxes, score, label, options_.nms_threshold());
     keep = keep.narrow(0, 0, std::min<int64_t>(keep.size(0), options_.detections_per_image()));
-    const auto& size = batch.image_sizes[i];
-    const auto& orig = batch.original_sizes[i];
-    const float rh = static_cast<float>(orig.height) / static_cast<float>(size.height);
-    const float rw = static_cast<float>(orig.width) / static_cast<float>(size.width);
-    const auto ratio = torch::tensor({rw, rh, rw, rh}, candidate_boxes.options());
-    const auto kept = ops::clip_boxes(candidate_boxes.index({keep}), size.height, size.width);
-    out.emplace_back(batch.targets[i].image_id, Boxes(kept * ratio), score.index({keep}),
-                     label.index({keep}));
+    out.emplace_back(batch.targets[i].image_id,
+                     Boxes(to_original(batch, i, candidate_boxes.index({keep}))),
+                     score.index({keep}), label.index({keep}));
   }
   return out;
 }
@@ -348,16 +343,22 @@ std::vector<Detections> YoloImpl::postprocess_one_to_one(const torch::Tensor& de
   std::vector<Detections> out;
   for (int64_t i = 0; i < pred.size(0); ++i) {
     const auto keep = best[i] > options_.score_threshold();
-    const auto& size = batch.image_sizes[i];
-    const auto& orig = batch.original_sizes[i];
-    const float rh = static_cast<float>(orig.height) / static_cast<float>(size.height);
-    const float rw = static_cast<float>(orig.width) / static_cast<float>(size.width);
-    const auto ratio = torch::tensor({rw, rh, rw, rh}, picked.options());
-    const auto kept = ops::clip_boxes(picked[i].index({keep}), size.height, size.width);
-    out.emplace_back(batch.targets[i].image_id, Boxes(kept * ratio), best[i].index({keep}),
+    out.emplace_back(batch.targets[i].image_id,
+                     Boxes(to_original(batch, i, picked[i].index({keep}))), best[i].index({keep}),
                      labels[i].index({keep}));
   }
   return out;
+}
+
+torch::Tensor YoloImpl::to_original(const Batch& batch, int64_t i, const torch::Tensor& xyxy) {
+  if (batch.letterboxed) return batch.letterbox_to_original(i, xyxy);
+  // Clipped to the resized image, then scaled by float32 ratios per axis.
+  const auto& size = batch.image_sizes[i];
+  const auto& orig = batch.original_sizes[i];
+  const float rh = static_cast<float>(orig.height) / static_cast<float>(size.height);
+  const float rw = static_cast<float>(orig.width) / static_cast<float>(size.width);
+  return ops::clip_boxes(xyxy, size.height, size.width) *
+         torch::tensor({rw, rh, rw, rh}, xyxy.options());
 }
 
 std::vector<Detections> YoloImpl::predict(const Batch& batch) {

@@ -67,6 +67,9 @@ class YoloImpl : public DetectorBase<YoloImpl, YoloOptions> {
   /// o2m_start in the first epoch, linearly to o2m_end in the last.
   double one_to_many_weight() const;
   std::vector<Detections> predict(const Batch& batch) override;
+  /// With model.inference.multi_label unset: several classes per box for evaluation, one for
+  /// predict (Ultralytics' validation and predict()).
+  void set_purpose(PredictPurpose purpose) override { purpose_ = purpose; }
   static constexpr int64_t kSizeDivisibility = 32;
   /// dfl_clamped_targets and skipped_images since construction. Reads the clamp count off the
   /// device (the trainer calls this at its log steps), and logs the first batch with a clamp
@@ -147,6 +150,9 @@ class YoloImpl : public DetectorBase<YoloImpl, YoloOptions> {
   /// YOLO26's one-to-one assignment: topk candidates per box, of which the best is kept.
   static constexpr int64_t kOneToOneTopk = 7;
   int64_t epoch_ = 0, epochs_ = 1;
+  PredictPurpose purpose_ = PredictPurpose::kEvaluate;
+  /// Boxes of image i ([N, 4] xyxy in input pixels) in its photo's pixels, clipped to it.
+  static torch::Tensor to_original(const Batch& batch, int64_t i, const torch::Tensor& xyxy);
 
   /// Adds yaml layer `model.i`: `concat_with` is the earlier layer a Concat joins to the
   /// previous one (-1 for every other layer).
