@@ -5,9 +5,12 @@
 # predict_parity_test.cpp, tests/eval). docs/models.md, "Fine-tuning as Ultralytics does", has the
 # results.
 #
-#   bash bench/finetune_compare.sh [OUT_DIR] [PRETRAIN_EPOCHS] [FINETUNE_EPOCHS] [VERSION]
+#   bash bench/finetune_compare.sh [OUT_DIR] [PRETRAIN_EPOCHS] [FINETUNE_EPOCHS] [VERSION] [DATA]
 #
 # VERSION: 8 (default), 11 or 26, the YOLO generation (configs/yolo/finetune_yolo<v>n_bccd.yaml).
+# DATA: bccd (default); bccd16x9, BCCD cut into 640x360 tiles (`detforge convert --tile 360,640`:
+# two per photo, 582 training and 146 validation photos, each of which the 512 px letterbox pads
+# to 512x320); or a COCO folder with annotations/instances_{train,val}.json and images/.
 # BCCD (shared/datasets/bccd): Ultralytics trains the n model from scratch on the 291 training photos
 # for PRETRAIN_EPOCHS (default 12) at 512 px: the checkpoint. Both frameworks then fine-tune it
 # for FINETUNE_EPOCHS (default 6) with seeds 0 and 1, and the final EMA weights of each run are
@@ -26,6 +29,21 @@ df="$root/build/detforge"
 py="$root/.venv/bin/python"
 bccd="$root/../shared/datasets/bccd"
 mkdir -p "$out"
+case "${5:-bccd}" in
+  bccd) ;;
+  bccd16x9)
+    tiles="$out/bccd16x9"
+    if [[ ! -f "$tiles/annotations/instances_val.json" ]]; then
+      for split in train val; do
+        "$root/build/detforge" convert --from coco --to coco --split "$split" --out "$tiles" \
+          --ann "$bccd/annotations/instances_$split.json" --images "$bccd/images" \
+          --tile 360,640 --overlap 0 --min-visible 0.5
+        mv "$tiles/images/$split/"* "$tiles/images/" && rmdir "$tiles/images/$split"
+      done
+    fi
+    bccd="$tiles" ;;
+  *) bccd="$(realpath "$5")" ;;
+esac
 
 if [[ ! -f "$out/yolo/train/data.yaml" ]]; then
   for split in train val; do

@@ -10,6 +10,7 @@
 #include "core/config_node.h"
 #include "engine/build.h"
 #include "engine/export.h"
+#include "engine/load_detector.h"
 #include "onnx_export_script.h"
 
 namespace detforge::tools {
@@ -66,9 +67,9 @@ void add_export_command(CLI::App& app) {
                   "python3)");
   cmd->add_option("overrides", a->overrides, "config overrides a.b=value");
   cmd->callback([a] {
-    const auto spec =
-        engine::read_run_spec(Config::load(a->config, a->overrides), engine::RunPurpose::kInference,
-                              engine::DeviceEnv::current(std::nullopt));
+    const auto spec = engine::read_run_spec(
+        engine::config_for_weights(a->config, a->overrides, a->o.weights),
+        engine::RunPurpose::kInference, engine::DeviceEnv::current(std::nullopt));
     a->o.onnx_script = kOnnxExportScript;
     engine::export_weights(spec, a->o);
   });

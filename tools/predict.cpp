@@ -71,9 +71,9 @@ engine::SliceOptions slice_options(PredictArgs a, int64_t stride,
 }
 
 void run_predict(const PredictArgs& a) {
-  const auto spec =
-      engine::read_run_spec(Config::load(a.config, a.overrides), engine::RunPurpose::kInference,
-                            engine::DeviceEnv::current(std::nullopt));
+  const auto spec = engine::read_run_spec(
+      engine::config_for_weights(a.config, a.overrides, a.weights), engine::RunPurpose::kInference,
+      engine::DeviceEnv::current(std::nullopt));
   const auto [detector, pixels, train_size, file_names] =
       engine::load_detector(spec, a.weights, a.ema);
   // What the reference's predict() returns (YOLO: one class per box), not what it evaluates.

@@ -183,6 +183,7 @@ DataOptions data_options(const ConfigNode& n, std::optional<int64_t> num_classes
   DataOptions out;
   out.num_classes = num_classes ? *num_classes : read_class_count(n);
   const auto root = n.optional<std::string>("root");
+  n.optional<std::string>("dataset");  // expanded into the keys below (engine::expand_dataset)
   const auto& format = dataset_format_info(
       *parse_dataset_format(n.one_of("format", dataset_format_names(), "coco")));
 

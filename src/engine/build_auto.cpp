@@ -9,6 +9,7 @@
 #include "core/run_keys.h"
 #include "data/build.h"
 #include "data/size_stats.h"
+#include "engine/build_dataset.h"
 
 namespace detforge::engine {
 namespace {
@@ -75,7 +76,8 @@ std::vector<std::string> auto_optimizer(const Config& config, int64_t images, in
 
 }  // namespace
 
-Config resolve_auto(const Config& config, data::DatasetFiles& files) {
+Config resolve_auto(const Config& given, data::DatasetFiles& files) {
+  const Config config = expand_dataset(given, files);
   const ConfigNode root = config.root();
   const auto data = root.optional_child("data");
   const auto model = root.optional_child("model");

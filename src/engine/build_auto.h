@@ -8,11 +8,11 @@
 
 namespace detforge::engine {
 
-/// `config` with every `auto` value above replaced by the number it stands for, each logged
-/// with the numbers it came from, so the run's config.yaml holds them; the config itself when
-/// none is `auto`. The instances files are read through `files`, which the loaders use
-/// afterwards. Throws ConfigError naming the key when the config has no data.train to compute
-/// from, DataError for a training file that cannot be read.
-Config resolve_auto(const Config& config, data::DatasetFiles& files);
+/// `given` with data.dataset expanded (engine/build_dataset.h), then every `auto` value above
+/// replaced by the number it stands for, each logged with the numbers it came from, so the run's
+/// config.yaml holds them; the config itself when there is neither. The instances files are read
+/// through `files`, which the loaders use afterwards. Throws ConfigError naming the key when the
+/// config has no data.train to compute from, DataError for a training file that cannot be read.
+Config resolve_auto(const Config& given, data::DatasetFiles& files);
 
 }  // namespace detforge::engine

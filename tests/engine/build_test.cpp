@@ -84,6 +84,58 @@ TEST(RunSpec, YoloLetterboxesByDefaultAndOtherFamiliesRefuseIt) {
                     "torchvision or transformers");
 }
 
+// data.dataset names a dataset once, as Ultralytics' data= does: a YOLO data.yaml, a COCO
+// folder (annotations/instances_*.json, or Roboflow's export) or a VOC tree gives the format,
+// both splits and the class count (the model's too: a shipped config says 80); a key the config
+// sets stays the config's; anything else is refused with what it takes.
+TEST(RunSpec, DataDatasetSetsTheFormatBothSplitsAndTheClassCount) {
+  testing::TempDir dir;
+  const std::string coco =
+      testing::read_file(std::string(DETFORGE_SOURCE_DIR) + "/tests/fixtures/coco/valid.json");
+  const auto yaml = dir.write("yolo/data.yaml",
+                              "path: .\ntrain: images/train\nval: images/val\nnames: {0: a, 1: "
+                              "b, 2: c}\n");
+  std::filesystem::create_directories(dir.path() / "yolo/images/train");
+  std::filesystem::create_directories(dir.path() / "yolo/images/val");
+  dir.write("coco/annotations/instances_train2017.json", coco);
+  dir.write("coco/annotations/instances_val2017.json", coco);
+  dir.write("roboflow/train/_annotations.coco.json", coco);
+  dir.write("roboflow/valid/_annotations.coco.json", coco);
+  const std::string yolo_model = "model: {type: yolo, num_classes: 80}\n";
+  const auto with = [&](const std::string& path, const std::vector<std::string>& more = {}) {
+    std::vector<std::string> o = {"data.dataset=" + path};
+    o.insert(o.end(), more.begin(), more.end());
+    return spec_of(yolo_model + "data: {batch_size: 2}\n", o);
+  };
+  auto s = with(yaml);
+  EXPECT_EQ(s.data.train->dataset.format, data::DatasetFormat::kYolo);
+  EXPECT_EQ(s.data.train->dataset.split, "train");
+  EXPECT_EQ(s.data.val->dataset.split, "val");
+  EXPECT_EQ(s.data.val->dataset.annotation_file, yaml);
+  EXPECT_EQ(s.detector.num_classes, 3);
+  EXPECT_EQ(s.data.num_classes, 3);
+  s = with((dir.path() / "coco").string());
+  EXPECT_EQ(s.data.train->dataset.format, data::DatasetFormat::kCoco);
+  EXPECT_EQ(s.data.train->dataset.annotation_file,
+            (dir.path() / "coco/annotations/instances_train2017.json").string());
+  EXPECT_EQ(s.data.train->dataset.image_root, (dir.path() / "coco/train2017").string());
+  EXPECT_EQ(s.data.val->dataset.image_root, (dir.path() / "coco/val2017").string());
+  EXPECT_EQ(s.detector.num_classes, 2);
+  s = with((dir.path() / "roboflow").string());
+  EXPECT_EQ(s.data.val->dataset.annotation_file,
+            (dir.path() / "roboflow/valid/_annotations.coco.json").string());
+  EXPECT_EQ(s.data.val->dataset.image_root, (dir.path() / "roboflow/valid").string());
+  // The config's own keys stay: a val split of its own, a class count of its own.
+  const auto other = dir.write("other.json", coco);
+  s = with((dir.path() / "coco").string(), {"data.val.ann=" + other, "data.val.images=img"});
+  EXPECT_EQ(s.data.val->dataset.annotation_file, other);
+  EXPECT_EQ(s.data.val->dataset.image_root, "img");
+  EXPECT_EQ(with(yaml, {"data.num_classes=5", "model.num_classes=5"}).detector.num_classes, 5);
+  EXPECT_THROW_WITH(with(other), ConfigError,
+                    "data.dataset: " + other +
+                        " is not a dataset detforge knows: give a YOLO data.yaml, a VOC tree");
+}
+
 // A training set whose images hold more objects than the detector outputs (or COCO evaluation
 // scores) is named once: the count, the densest image and the key to raise.
 TEST(RunSpec, DenseTrainingImagesAreNamedWithTheKeyToRaise) {

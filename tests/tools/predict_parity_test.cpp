@@ -375,43 +375,58 @@ TEST_F(PredictParity, YoloGenerationsEqualUltralyticsPredictBothWays) {
             0.5);
 }
 
+// The shipped config of each YOLO generation (configs/yolo/yolov8n.yaml, yolo11n.yaml,
+// yolo26n.yaml) with nothing else set.
+std::string shipped_yolo(const std::string& version) {
+  return std::string(DETFORGE_SOURCE_DIR) + "/configs/yolo/" +
+         (version == "8" ? "yolov8n" : "yolo" + version + "n") + ".yaml";
+}
+
 // Photos whose letterbox pads (portrait 3:4 at 416 px, 16:9, 9:16 and 1000x667 at 640; at 416
-// all four pad) through the shipped yolo11n / yolo26n configs with only the class count, the size
-// and the threshold set, beside YOLO(last.pt).predict(imgsz=S, conf=0.001): Ultralytics'
-// LetterBox (centred, grey 114) and scale_boxes by default, one class per box, matched both ways
-// with per-photo counts at conf 0.001 and max_det 300; YOLO26 in both of its modes. Padded at the
-// right and bottom with zeros (data.resize: opencv, what predict did before), most boxes differ.
+// all four pad) through the shipped YOLOv8n / YOLO11n / YOLO26n configs with only the class
+// count, the size and the threshold set, beside YOLO(last.pt).predict(imgsz=S, conf=...):
+// Ultralytics' LetterBox (centred, grey 114) and scale_boxes by default, one class per box,
+// matched both ways with per-photo counts at its evaluation threshold (conf 0.001, max_det 300)
+// and its predict() default (0.25); YOLO26 in both of its modes. In a batch of all four shapes
+// each photo gets the same detections. Padded at the right and bottom with zeros
+// (data.resize: opencv, what predict did before), most boxes differ.
 TEST_F(PredictParity, YoloEqualsUltralyticsOnPhotosThatPad) {
   const auto dir = testing::cached_reference("predict_yolo_generations",
                                              "tools/predict_reference_yolo_generations.py", true);
-  const auto cfg = [&](const std::string& version, bool nms, int size) {
-    return config("_base_: " + std::string(DETFORGE_SOURCE_DIR) + "/configs/yolo/yolo" + version +
-                      "n.yaml\nmodel: {num_classes: 3, inference: {score_threshold: " +
-                      "0.001, nms: " + (nms ? "true" : "false") + "}}\n",
+  const auto cfg = [&](const std::string& version, bool nms, int size, double conf) {
+    return config(str("_base_: ", shipped_yolo(version),
+                      "\nmodel: {num_classes: 3, inference: {score_threshold: ", conf,
+                      ", nms: ", nms ? "true" : "false", "}}\n"),
                   str("  max_size: ", size, "\n"));
   };
   for (const auto& [version, suffix, nms] :
-       {std::tuple<std::string, std::string, bool>{"11", "", true},
+       {std::tuple<std::string, std::string, bool>{"8", "", true},
+        {"11", "", true},
         {"26", "", true},
         {"26", "_nms_false", false}}) {
-    for (const int size : {416, 640}) {
-      images_.clear();
-      const auto want =
-          read_reference_file(str(dir, "/", version, "/shapes_", size, suffix, ".json"), images_);
-      const auto ours = predict(cfg(version, nms, size), dir + "/" + version + "/last.pt", "",
-                                nullptr, dir + "/shapes");
-      expect_same_both_ways(want, ours, 0.001, 300, nms ? 0.7 : -1,
-                            str("YOLO", version, suffix, " at ", size));
-      // The four shapes in one batch: each photo alone on its canvas, the same detections.
-      const auto batched = predict(cfg(version, nms, size), dir + "/" + version + "/last.pt",
-                                   "--batch-size 4", nullptr, dir + "/shapes");
-      ASSERT_EQ(batched.size(), ours.size());
-      for (const auto& [file, dets] : ours) {
-        const auto& other = batched.at(file);
-        ASSERT_EQ(other.size(), dets.size()) << file << " in a batch of 4";
-        for (size_t k = 0; k < dets.size(); ++k) {
-          EXPECT_EQ(other[k].box, dets[k].box) << file << " #" << k << " in a batch of 4";
-          EXPECT_EQ(other[k].score, dets[k].score) << file << " #" << k << " in a batch of 4";
+    for (const double conf : {0.001, 0.25}) {
+      for (const int size : {416, 640}) {
+        images_.clear();
+        const auto want = read_reference_file(
+            str(dir, "/", version, "/shapes_", size, conf > 0.01 ? "_conf25" : "", suffix, ".json"),
+            images_);
+        const auto weights = dir + "/" + version + "/last.pt";
+        const auto ours =
+            predict(cfg(version, nms, size, conf), weights, "", nullptr, dir + "/shapes");
+        expect_same_both_ways(want, ours, conf, 300, nms ? 0.7 : -1,
+                              str("YOLO", version, suffix, " at ", size, ", conf ", conf));
+        if (conf > 0.01) continue;
+        // The four shapes in one batch: each photo alone on its canvas, the same detections.
+        const auto batched = predict(cfg(version, nms, size, conf), weights, "--batch-size 4",
+                                     nullptr, dir + "/shapes");
+        ASSERT_EQ(batched.size(), ours.size());
+        for (const auto& [file, dets] : ours) {
+          const auto& other = batched.at(file);
+          ASSERT_EQ(other.size(), dets.size()) << file << " in a batch of 4";
+          for (size_t k = 0; k < dets.size(); ++k) {
+            EXPECT_EQ(other[k].box, dets[k].box) << file << " #" << k << " in a batch of 4";
+            EXPECT_EQ(other[k].score, dets[k].score) << file << " #" << k << " in a batch of 4";
+          }
         }
       }
     }
@@ -420,10 +435,59 @@ TEST_F(PredictParity, YoloEqualsUltralyticsOnPhotosThatPad) {
   const auto want = read_reference_file(dir + "/11/shapes_416.json", images_);
   std::string miss;
   EXPECT_LT(matched_share(want,
-                          predict(cfg("11", true, 416), dir + "/11/last.pt",
+                          predict(cfg("11", true, 416, 0.001), dir + "/11/last.pt",
                                   "data.resize=opencv data.min_size=312", nullptr, dir + "/shapes"),
                           kTop, 2e-3, miss),
             0.5);
+}
+
+// A 16:9 video (Motion-JPEG 640x360, which the letterbox pads to 640x384) through `detforge
+// predict --source wide.avi` beside YOLO(last.pt).predict(source=wide.avi), frame by frame (the
+// frame number is the image id), both ways at conf 0.001.
+TEST_F(PredictParity, YoloVideoEqualsUltralyticsFrameByFrame) {
+  const auto dir = testing::cached_reference("predict_yolo_generations",
+                                             "tools/predict_reference_yolo_generations.py", true);
+  images_.clear();
+  const auto want = read_reference_file(dir + "/11/video_640.json", images_);
+  ASSERT_EQ(images_.size(), 6u);
+  const auto cfg = config(str("_base_: ", shipped_yolo("11"),
+                              "\nmodel: {num_classes: 3, inference: {score_threshold: 0.001}}\n"),
+                          "  max_size: 640\n");
+  const auto ours = predict(cfg, dir + "/11/last.pt", "", nullptr, dir + "/shapes/wide.avi");
+  EXPECT_EQ(ours.size(), 6u);
+  expect_same_both_ways(want, ours, 0.001, 300, 0.7, "the video");
+}
+
+// A shipped config and a .pt, nothing else, as a user starts: `detforge predict --config
+// configs/yolo/yolo11n.yaml --weights last.pt` equals `YOLO("last.pt").predict(photos)` with no
+// argument: the file's class count (the config says 80) and its train_args.imgsz (320), one
+// class per box at 0.25, NMS at 0.7; and the results name the file's classes.
+TEST_F(PredictParity, YoloShippedConfigEqualsUltralyticsDefaultPredict) {
+  const auto dir = testing::cached_reference("predict_yolo_generations",
+                                             "tools/predict_reference_yolo_generations.py", true);
+  const auto names = nlohmann::json::parse(testing::read_file(dir + "/names.json"));
+  for (const std::string version : {"8", "11", "26"}) {
+    images_.clear();
+    const auto want = read_reference_file(dir + "/" + version + "/default.json", images_);
+    const auto out = (tmp_.path() / "default.json").string();
+    const auto r = run_command(testing::detforge_binary() + " predict --config " +
+                               shipped_yolo(version) + " --weights " + dir + "/" + version +
+                               "/last.pt --source " + dir + "/shapes --out " + out);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("model.num_classes: 3 (the classes " + dir + "/" + version +
+                            "/last.pt stores) in place of the config's 80"),
+              std::string::npos)
+        << r.output;
+    expect_same_both_ways(want, read_results(out, images_), 0.25, 300, 0.7,
+                          "YOLO" + version + " as shipped");
+    const auto categories = nlohmann::json::parse(
+        testing::read_file((tmp_.path() / "default.categories.json").string()));
+    ASSERT_EQ(categories.size(), names.size());
+    for (size_t k = 0; k < names.size(); ++k) {
+      EXPECT_EQ(categories[k].at("id"), static_cast<int64_t>(k) + 1);
+      EXPECT_EQ(categories[k].at("name"), names[k]);
+    }
+  }
 }
 
 // YOLO11 and YOLO26 exported from Ultralytics' last.pt, for Ultralytics (.pt) and as ONNX, give

@@ -72,9 +72,11 @@ YoloOptions yolo_options(const ConfigNode& model, std::optional<int64_t> num_cla
   }
   if (auto l = model.optional_child("loss")) read_yolo_loss(*l, o);
   if (auto inf = model.optional_child("inference")) {
-    if (inf->read("score_threshold", o.score_threshold()) &&
-        (o.score_threshold() < 0 || o.score_threshold() > 1))
-      inf->fail("score_threshold", "must be in [0, 1]");
+    double score = 0;
+    if (inf->read("score_threshold", score)) {
+      if (score < 0 || score > 1) inf->fail("score_threshold", "must be in [0, 1]");
+      o.score_threshold(score);
+    }
     if (inf->read("nms_threshold", o.nms_threshold()) &&
         (o.nms_threshold() < 0 || o.nms_threshold() > 1))
       inf->fail("nms_threshold", "must be in [0, 1]");

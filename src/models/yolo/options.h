@@ -81,9 +81,10 @@ struct YoloOptions {
   TORCH_ARG(losses::InvalidTargetPolicy,
             invalid_target_policy) = losses::InvalidTargetPolicy::kError;
 
-  // Inference (Ultralytics' validation settings).
-  /// Minimum class score of a candidate. Default: 0.001
-  TORCH_ARG(double, score_threshold) = 0.001;
+  // Inference: Ultralytics' validation settings for evaluation, its predict()'s for predict.
+  /// Minimum class score of a candidate. Default: unset, by the purpose
+  /// (Detector::set_purpose): 0.001 for evaluation, 0.25 for `detforge predict`
+  TORCH_ARG(std::optional<double>, score_threshold) = std::nullopt;
   /// Class-aware NMS IoU threshold. Default: 0.7
   TORCH_ARG(double, nms_threshold) = 0.7;
   /// Every class of an anchor above score_threshold is a candidate (Ultralytics' validation);

@@ -297,13 +297,13 @@ std::vector<Detections> YoloImpl::postprocess(const torch::Tensor& decoded,
     const auto scores = pred.narrow(1, 4, c);
     torch::Tensor anchor, label, score;
     if (options_.multi_label().value_or(purpose_ == PredictPurpose::kEvaluate)) {
-      const auto hit = (scores > options_.score_threshold()).nonzero();
+      const auto hit = (scores > score_threshold()).nonzero();
       anchor = hit.select(1, 0);
       label = hit.select(1, 1);
       score = scores.index({anchor, label});
     } else {
       const auto [best, best_label] = scores.max(1);
-      anchor = (best > options_.score_threshold()).nonzero().select(1, 0);
+      anchor = (best > score_threshold()).nonzero().select(1, 0);
       label = best_label.index({anchor});
       score = best.index({anchor});
     }
@@ -342,7 +342,7 @@ std::vector<Detections> YoloImpl::postprocess_one_to_one(const torch::Tensor& de
   const auto picked = boxes.gather(1, anchor.unsqueeze(-1).expand({-1, -1, 4}));
   std::vector<Detections> out;
   for (int64_t i = 0; i < pred.size(0); ++i) {
-    const auto keep = best[i] > options_.score_threshold();
+    const auto keep = best[i] > score_threshold();
     out.emplace_back(batch.targets[i].image_id,
                      Boxes(to_original(batch, i, picked[i].index({keep}))), best[i].index({keep}),
                      labels[i].index({keep}));

@@ -151,6 +151,12 @@ class YoloImpl : public DetectorBase<YoloImpl, YoloOptions> {
   static constexpr int64_t kOneToOneTopk = 7;
   int64_t epoch_ = 0, epochs_ = 1;
   PredictPurpose purpose_ = PredictPurpose::kEvaluate;
+  /// model.inference.score_threshold, else Ultralytics' for the purpose (validation 0.001,
+  /// predict() 0.25).
+  double score_threshold() const {
+    return options_.score_threshold().value_or(purpose_ == PredictPurpose::kEvaluate ? 0.001
+                                                                                     : 0.25);
+  }
   /// Boxes of image i ([N, 4] xyxy in input pixels) in its photo's pixels, clipped to it.
   static torch::Tensor to_original(const Batch& batch, int64_t i, const torch::Tensor& xyxy);
 
