@@ -101,6 +101,17 @@ TEST(RunSpec, DataDatasetSetsTheFormatBothSplitsAndTheClassCount) {
   dir.write("coco/annotations/instances_val2017.json", coco);
   dir.write("roboflow/train/_annotations.coco.json", coco);
   dir.write("roboflow/valid/_annotations.coco.json", coco);
+  for (const char* id : {"a", "b"}) {
+    dir.write(str("voc/Annotations/", id, ".xml"),
+              str("<annotation><filename>", id,
+                  ".jpg</filename><size><width>64</width><height>"
+                  "48</height><depth>3</depth></size><object><name>",
+                  id[0] == 'a' ? "dog" : "cat",
+                  "</name><bndbox><xmin>1</xmin><ymin>1</ymin><xmax>9</xmax><ymax>9</ymax>"
+                  "</bndbox></object></annotation>"));
+  }
+  dir.write("voc/ImageSets/Main/train.txt", "a\n");
+  dir.write("voc/ImageSets/Main/val.txt", "b\n");
   const std::string yolo_model = "model: {type: yolo, num_classes: 80}\n";
   const auto with = [&](const std::string& path, const std::vector<std::string>& more = {}) {
     std::vector<std::string> o = {"data.dataset=" + path};
@@ -120,6 +131,11 @@ TEST(RunSpec, DataDatasetSetsTheFormatBothSplitsAndTheClassCount) {
             (dir.path() / "coco/annotations/instances_train2017.json").string());
   EXPECT_EQ(s.data.train->dataset.image_root, (dir.path() / "coco/train2017").string());
   EXPECT_EQ(s.data.val->dataset.image_root, (dir.path() / "coco/val2017").string());
+  EXPECT_EQ(s.detector.num_classes, 2);
+  s = with((dir.path() / "voc").string());
+  EXPECT_EQ(s.data.train->dataset.format, data::DatasetFormat::kVoc);
+  EXPECT_EQ(s.data.val->dataset.annotation_file,
+            (dir.path() / "voc/ImageSets/Main/val.txt").string());
   EXPECT_EQ(s.detector.num_classes, 2);
   s = with((dir.path() / "roboflow").string());
   EXPECT_EQ(s.data.val->dataset.annotation_file,

@@ -19,7 +19,9 @@
 // 0.525 and 0.373 in 169 s; 6 at 160: 0.42 and 0.27; the full 20-epoch recipes: 0.755 and
 // 0.777. On one thread (2026-12-06): 0.596 and 0.343 in 117 s; that run once ended in an error
 // before inverted boxes were evaluated as pycocotools does (YOLO26's untrained head predicts
-// them). Bars 0.3 and 0.2, where random weights score 0.
+// them). Bars 0.3 and 0.2, where random weights score 0. YOLO26's one-to-one head of the same run,
+// through predict(nms=False)'s path at conf 0.001 and detforge eval: AP50 0.408 where its NMS head
+// gave 0.432 (2026-12-07, clang build); the same bar, 0.2.
 // RF-DETR-N: its ViT from scratch needs far more than a CI run to generalise (the 20-epoch recipe
 // reaches AP50 0.32 in 22 minutes; 4 epochs give 0.01; held out, 384 steps of batch 8 at 64 px
 // on 256 images of at most 2 shapes gave AP50 0.001, and 160 steps of batch 4 at 128 px on 64
@@ -94,7 +96,7 @@ TEST(Learning, YoloQuickConfigLearnsTwoShapesAndFineTunesToThreeFasterThanFromSc
 }
 
 // YOLO26's one-to-one head after the same run (see the note above).
-constexpr double kOneToOneBar = 0.1;
+constexpr double kOneToOneBar = 0.2;
 
 TEST(Learning, Yolo11AndYolo26QuickConfigsLearnTheShapes) {
   const fs::path data = fs::path(DETFORGE_BINARY_DIR) / "test_tmp" / "learning_synth_yolo_gen";
@@ -114,11 +116,11 @@ TEST(Learning, Yolo11AndYolo26QuickConfigsLearnTheShapes) {
     const auto val = (data / "annotations" / "instances_val.json").string();
     const auto results = (out.path() / "one_to_one.json").string();
     const auto metrics = (out.path() / "one_to_one_metrics.json").string();
-    const auto p = testing::run_command(testing::detforge_binary() + " predict --config " +
-                                        (out.path() / "config.yaml").string() + " --weights " +
-                                        (out.path() / "last.ckpt").string() + " --images " +
-                                        (data / "val").string() + " --ann " + val + " --out " +
-                                        results + " model.inference.nms=false");
+    const auto p = testing::run_command(
+        testing::detforge_binary() + " predict --config " + (out.path() / "config.yaml").string() +
+        " --weights " + (out.path() / "last.ckpt").string() + " --images " +
+        (data / "val").string() + " --ann " + val + " --out " + results +
+        " model.inference.nms=false model.inference.score_threshold=0.001");
     ASSERT_EQ(p.exit_code, 0) << p.output;
     const auto e = testing::run_command(testing::detforge_binary() + " eval --gt " + val +
                                         " --dt " + results + " --out " + metrics);
