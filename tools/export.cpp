@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "core/config_node.h"
 #include "engine/build.h"
+#include "engine/build_predict.h"
 #include "engine/export.h"
 #include "engine/load_detector.h"
 #include "onnx_export_script.h"

@@ -19,6 +19,7 @@
 #include "data/coco.h"
 #include "data/image_header.h"
 #include "engine/build.h"
+#include "engine/build_predict.h"
 #include "engine/checkpoint.h"
 #include "engine/load_detector.h"
 #include "engine/predict.h"

@@ -8,7 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "core/config_node.h"
 #include "core/pixels.h"
 #include "engine/build.h"
 #include "models/detector.h"
@@ -32,13 +31,6 @@ struct LoadedDetector {
 /// `.pt`'s model.names, rfdetr's class_names, a Hugging Face folder's id2label; empty when it
 /// stores none or cannot be read (loading it then says why).
 std::vector<std::string> stored_class_names(const std::string& path);
-
-/// `config` (its file and `overrides`) for predicting with the weights at `weights`: when they
-/// store class names and neither the overrides nor the config's data section set a class count,
-/// model.num_classes is theirs (logged when it replaces the config's: `configs/yolo/yolo11n.yaml`
-/// says 80, a fine-tuned `.pt` 3), so a shipped config predicts with any file of its family.
-Config config_for_weights(const std::string& config, const std::vector<std::string>& overrides,
-                          const std::string& weights);
 
 /// The detector of `spec` with the weights of `path`: a detforge checkpoint (last.ckpt /
 /// best.ckpt: its live weights, or its EMA weights with `ema`) or a weight file the model loads
