@@ -59,7 +59,7 @@ printf 'train: %s\nval: %s\nnames: {0: Platelets, 1: RBC, 2: WBC}\n' \
   "$pre_epochs" "$out/pretrain" "$name.yaml"
 
 evaluate() {  # weights, name: detforge predict + eval on BCCD val -> $out/<name>.metrics.json
-  "$df" predict --config "$config" "data.root=$bccd" \
+  "$df" predict --mode eval --config "$config" "data.root=$bccd" \
     --weights "$1" ${3:+--ema} --images "$bccd/images" \
     --ann "$bccd/annotations/instances_val.json" --out "$out/$2.results.json"
   "$df" eval --gt "$bccd/annotations/instances_val.json" --dt "$out/$2.results.json" \

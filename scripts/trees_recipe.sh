@@ -30,7 +30,7 @@ for name in trees_yolov8n trees_tiled_yolov8n; do
     slice=()
     [ "$mode" = sliced ] && slice=(--slice 640 --overlap 0.2 --batch-size 4)
     out="$run/val_$mode.json"
-    "$detforge" predict --config "configs/yolo/$name.yaml" --weights "$run/last.ckpt" --ema \
+    "$detforge" predict --mode eval --config "configs/yolo/$name.yaml" --weights "$run/last.ckpt" --ema \
       --ann "$gt" --images data/trees_coco/images/val --out "$out" "${slice[@]}" >/dev/null 2>&1
     "$detforge" eval --gt "$gt" --dt "$out" --out "$out.metrics" --no-per-class >/dev/null 2>&1
     read -r ap ap50 aps < <(python3 -c "import json,sys; s=json.load(open(sys.argv[1]))['stats']; \

@@ -45,6 +45,7 @@ struct PredictArgs {
   std::string draw;
   double draw_threshold = 0.3;
   int batch_size = 1;
+  std::string mode = "predict";
   std::vector<int64_t> slice;
   engine::SliceOptions sliced;
   std::string merge = "greedy_nmm";
@@ -77,8 +78,10 @@ void run_predict(const PredictArgs& a) {
       engine::DeviceEnv::current(std::nullopt));
   const auto [detector, pixels, train_size, file_names] =
       engine::load_detector(spec, a.weights, a.ema);
-  // What the reference's predict() returns (YOLO: one class per box), not what it evaluates.
-  detector->set_purpose(models::PredictPurpose::kPredict);
+  // What the reference's predict() returns (YOLO: one class per box), unless asked for what its
+  // evaluation scores.
+  detector->set_purpose(a.mode == "eval" ? models::PredictPurpose::kEvaluate
+                                         : models::PredictPurpose::kPredict);
   const auto loader = engine::inference_loader_options(spec, pixels, train_size);
   const auto note = engine::trained_size_note(loader.transforms, train_size, a.weights);
   if (!note.empty()) logging::warn(note);
@@ -157,6 +160,12 @@ void add_predict_command(CLI::App& app) {
                   "write each image with its detections into this folder (a video: the "
                   "annotated video)");
   cmd->add_option("--draw-threshold", a->draw_threshold, "minimum score drawn")
+      ->capture_default_str();
+  cmd->add_option("--mode", a->mode,
+                  "predict: what the reference's predict() returns (YOLO: one class per box at "
+                  "0.25); eval: what evaluation scores (YOLO: every class above 0.001), for "
+                  "detforge eval")
+      ->check(CLI::IsMember({"predict", "eval"}))
       ->capture_default_str();
   cmd->add_option("--batch-size", a->batch_size, "images per forward (with --slice: tiles)")
       ->capture_default_str()

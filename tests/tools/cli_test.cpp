@@ -389,10 +389,10 @@ TEST(Cli, SlicedEvaluationEqualsSlicedPredict) {
   const std::string slice =
       "eval.slice.size=64 eval.slice.overlap=0.3 eval.slice.merge=nmm eval.slice.batch_size=3 ";
   std::string yolo;
-  // RT-DETR's queries come from the encoder's locations: a 64x64 tile has 84. YOLO's predict
-  // keeps one class per box unless told to keep several, as evaluation does.
+  // RT-DETR's queries come from the encoder's locations: a 64x64 tile has 84. predict --mode eval
+  // keeps what evaluation keeps (YOLO: every class above the threshold, not one per box).
   for (const auto& [family, extra] : std::vector<std::pair<std::string, std::string>>{
-           {"yolo/synth_yolov8n", "model.inference.multi_label=true "},
+           {"yolo/synth_yolov8n", ""},
            {"retinanet/synth_r18", ""},
            {"rtdetr/synth_r18vd", "model.decoder.num_queries=50 "}}) {
     const auto run = (dir.path() / family).string();
@@ -409,7 +409,7 @@ TEST(Cli, SlicedEvaluationEqualsSlicedPredict) {
     const auto p = run_command(df() + " predict --config " + config + "--weights " + run +
                                "/last.ckpt --ann " + data + "/annotations/instances_val.json " +
                                "--images " + data + "/val --out " + out +
-                               " --slice 64 --overlap 0.3 --merge nmm --batch-size 3");
+                               " --slice 64 --overlap 0.3 --merge nmm --batch-size 3 --mode eval");
     ASSERT_EQ(p.exit_code, 0) << family << "\n" << p.output;
     const auto evaluated = read(run + "/results_live.json");
     EXPECT_GT(evaluated.size(), 3u) << family;
