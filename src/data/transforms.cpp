@@ -186,6 +186,11 @@ void resize_sample(Sample& s, Size2 out, ResizeMode mode) {
 
 void letterbox_sample(Sample& s, int64_t size, int64_t stride) {
   const Size2 in{s.image.rows, s.image.cols};
+  if (in.height <= 0 || in.width <= 0 || size <= 0) {
+    throw_data_error({"image.size", s.image_id, s.file_name, std::nullopt, "size",
+                      str(in.width, "x", in.height),
+                      str("cannot be letterboxed to ", size, " px")});
+  }
   const double r = std::min(static_cast<double>(size) / static_cast<double>(in.height),
                             static_cast<double>(size) / static_cast<double>(in.width));
   // Python's round (half to even): nearbyint in the default rounding mode.

@@ -10,12 +10,14 @@ namespace detforge::engine {
 
 Config config_for_weights(const std::string& config, const std::vector<std::string>& overrides,
                           const std::string& weights) {
-  const auto names = stored_class_names(weights);
   const bool given = std::any_of(overrides.begin(), overrides.end(), [](const std::string& o) {
     return o.rfind("model.num_classes=", 0) == 0 || o.rfind("data.num_classes=", 0) == 0;
   });
   Config loaded = Config::load(config, overrides);
-  if (names.empty() || given || loaded.root().has("data")) return loaded;
+  // The file is opened only when its names could matter (load_detector opens it again).
+  if (given || loaded.root().has("data")) return loaded;
+  const auto names = stored_class_names(weights);
+  if (names.empty()) return loaded;
   const auto model = loaded.root().optional_child("model");
   const auto configured = model ? model->optional<int64_t>("num_classes") : std::nullopt;
   const auto stored = static_cast<int64_t>(names.size());

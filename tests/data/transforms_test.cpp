@@ -457,6 +457,9 @@ TEST(TransformsParity, LetterboxEqualsUltralyticsOnPhotosThatPad) {
       return diff;
     };
     EXPECT_EQ(worst(s.image), 0);
+    Sample empty;
+    empty.image_id = 9;
+    EXPECT_THROW_WITH(letterbox_sample(empty, cases[k].size, 32), DataError, "image_id=9");
     // The same resize padded at the right and bottom with zeros: far off wherever it pads.
     const bool pads = h % 32 == 0 && w % 32 == 0 &&
                       (s.image.at<cv::Vec3b>(0, 0) == cv::Vec3b(114, 114, 114) ||
