@@ -43,6 +43,7 @@ install_python() {
     "ultralytics==$ULTRALYTICS_VERSION" "tensorboard==$TENSORBOARD_VERSION"
     "onnx==$ONNX_VERSION" "onnxruntime==$ONNXRUNTIME_VERSION" "sahi==$SAHI_VERSION"
     "rfdetr==$RFDETR_VERSION" "supervision==$SUPERVISION_VERSION" "timm==$TIMM_VERSION"
+    "pytest==$PYTEST_VERSION" "jsonschema==$JSONSCHEMA_VERSION"
   )
   local stamp="$venv/.detforge-pins"
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "${want[*]}" ]; then

@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "core/errors.h"
+#include "core/events.h"
 #include "core/logging.h"
 
 namespace detforge::tools {
@@ -65,9 +66,18 @@ int run_cli(CLI::App& app, int argc, char** argv) {
   app.name("detforge");
   app.require_subcommand(1);
   app.set_version_flag("--version", "detforge 0.1.0");
+  // The global options may also follow the command (`detforge train -c x.yaml --events -`).
+  for (auto* command : app.get_subcommands({})) command->fallthrough();
   std::string log_level = "info";
+  std::string events;
   app.add_option("--log-level", log_level, "debug | info | warn | error")->capture_default_str();
-  app.parse_complete_callback([&] { logging::set_level(logging::parse_level(log_level)); });
+  app.add_option("--events", events,
+                 "write the run's events as JSON lines to FILE, or '-' for stdout "
+                 "(docs/events.md)");
+  app.parse_complete_callback([&] {
+    logging::set_level(logging::parse_level(log_level));
+    if (!events.empty()) events::open(events);
+  });
   if (argc > 1 && argv[1][0] != '-') {
     const auto& all = commands();
     if (std::none_of(all.begin(), all.end(),
@@ -85,9 +95,11 @@ int run_cli(CLI::App& app, int argc, char** argv) {
     return static_cast<int>(ExitCode::kUsage);
   } catch (const Error& e) {
     logging::error(std::string(e.category()) + ": " + e.what());
+    events::error(e.category(), static_cast<int>(e.exit_code()), e.what());
     return static_cast<int>(e.exit_code());
   } catch (const std::exception& e) {
     logging::error(std::string("internal error: ") + e.what());
+    events::error("internal error", static_cast<int>(ExitCode::kInternal), e.what());
     return static_cast<int>(ExitCode::kInternal);
   }
   return 0;

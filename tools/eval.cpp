@@ -5,10 +5,13 @@
 #include <iostream>
 #include <memory>
 
+#include <nlohmann/json.hpp>
+
 #include "cli.h"
 #include "commands.h"
 #include "core/atomic_file.h"
 #include "core/errors.h"
+#include "core/events.h"
 #include "core/logging.h"
 #include "engine/analysis_plots.h"
 #include "eval/coco_eval.h"
@@ -68,8 +71,18 @@ void add_eval_command(CLI::App& app) {
     const auto acc = eval::evaluate(gt, dets, params);
     const auto metrics = eval::summarize(acc, gt);
     const auto t2 = clock::now();
-    std::cout << eval::format_summary(metrics, acc.params);
-    if (args->per_class) std::cout << "\n" << eval::format_per_category(metrics);
+    events::console() << eval::format_summary(metrics, acc.params);
+    if (args->per_class) events::console() << "\n" << eval::format_per_category(metrics);
+    if (events::enabled()) {
+      std::map<std::string, double> named;
+      for (size_t i = 0; i < metrics.stats.size(); ++i)
+        named[eval::stat_names().at(i)] = metrics.stats[i];
+      for (const auto& c : metrics.per_category)
+        named["AP/" + (c.name.empty() ? std::to_string(c.id) : c.name)] = c.ap;
+      auto event = events::metrics_fields(named);
+      event.update({{"gt", args->gt}, {"dt", args->dt}, {"detections", dets.size()}});
+      events::emit("eval", event);
+    }
     if (!args->out.empty()) {
       eval::write_metrics(metrics, args->out);
       logging::info("wrote " + args->out);

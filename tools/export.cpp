@@ -5,9 +5,12 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "cli.h"
 #include "commands.h"
 #include "core/config_node.h"
+#include "core/events.h"
 #include "engine/build.h"
 #include "engine/build_predict.h"
 #include "engine/export.h"
@@ -73,6 +76,7 @@ void add_export_command(CLI::App& app) {
         engine::RunPurpose::kInference, engine::DeviceEnv::current(std::nullopt));
     a->o.onnx_script = kOnnxExportScript;
     engine::export_weights(spec, a->o);
+    events::emit("export", {{"format", a->o.format}, {"path", a->o.out}});
   });
 }
 

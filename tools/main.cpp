@@ -14,11 +14,12 @@
 
 namespace {
 
-// The command word: the first argument that is neither an option nor --log-level's value.
+// The command word: the first argument that is neither an option nor the value of --log-level
+// or --events.
 std::string command_word(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--log-level") {
+    if (a == "--log-level" || a == "--events") {
       ++i;
     } else if (a.empty() || a[0] != '-') {
       return a;

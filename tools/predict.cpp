@@ -9,12 +9,14 @@
 #include <vector>
 
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include "cli.h"
 #include "commands.h"
 #include "core/atomic_file.h"
 #include "core/config_node.h"
 #include "core/errors.h"
+#include "core/events.h"
 #include "core/logging.h"
 #include "data/coco.h"
 #include "data/image_header.h"
@@ -132,6 +134,12 @@ void run_predict(const PredictArgs& a) {
   eval::write_results(results, a.out);
   const auto names = fs::path(a.out).replace_extension(".categories.json").string();
   engine::write_categories(categories, names);
+  events::emit("predictions",
+               {{"path", a.out},
+                {"categories", names},
+                {video ? "frames" : "images", video ? frames : static_cast<int64_t>(inputs.size())},
+                {"detections", results.size()},
+                {"drawn", a.draw.empty() ? nlohmann::json() : nlohmann::json(a.draw)}});
   logging::info(str("predict: ", video ? frames : static_cast<int64_t>(inputs.size()),
                     video ? " frames, " : " images, ", results.size(), " detections -> ", a.out,
                     " (categories: ", names, ")"));

@@ -1,11 +1,11 @@
 // detforge train: trains the detector a config describes.
 #include <filesystem>
-#include <iostream>
 
 #include "cli.h"
 #include "commands.h"
 #include "core/config_node.h"
 #include "core/errors.h"
+#include "core/events.h"
 #include "core/logging.h"
 #include "engine/build.h"
 
@@ -23,13 +23,14 @@ void print_made(const engine::TrainResult& result) {
                         "plots", "tensorboard"}) {
     if (fs::exists(dir / f)) made += str(made.empty() ? "" : ", ", f);
   }
-  std::cout << "made in " << dir.string() << ": " << made << "\n";
+  events::console() << "made in " << dir.string() << ": " << made << "\n";
   const auto weights = dir / (fs::exists(dir / "best.ckpt") ? "best.ckpt" : "last.ckpt");
   if (result.val_images.empty() || !fs::exists(weights)) return;
-  std::cout << "try: " << front_path() << " predict --config " << (dir / "config.yaml").string()
-            << " --weights " << weights.string() << " --images " << result.val_images << " --out "
-            << (dir / "predictions.json").string() << " --draw " << (dir / "drawn").string()
-            << "\n";
+  events::console() << "try: " << front_path() << " predict --config "
+                    << (dir / "config.yaml").string() << " --weights " << weights.string()
+                    << " --images " << result.val_images << " --out "
+                    << (dir / "predictions.json").string() << " --draw " << (dir / "drawn").string()
+                    << "\n";
 }
 
 }  // namespace
@@ -58,17 +59,19 @@ void add_train_command(CLI::App& app) {
     if (result.rank != 0) return;  // one summary per run, not one per rank
     const auto print = [](const char* tag, const std::map<std::string, double>& m) {
       if (m.empty()) return;
-      std::cout << tag << " AP " << m.at("AP") << " AP50 " << m.at("AP50") << " AP75 "
-                << m.at("AP75") << "\n";
+      events::console() << tag << " AP " << m.at("AP") << " AP50 " << m.at("AP50") << " AP75 "
+                        << m.at("AP75") << "\n";
     };
-    std::cout << "trained " << result.epochs_done << " epoch(s), " << result.steps_done
-              << " step(s)";
-    if (result.skipped_steps) std::cout << ", " << result.skipped_steps << " skipped (non-finite)";
-    std::cout << "; run directory " << result.output_dir << "\n";
+    events::console() << "trained " << result.epochs_done << " epoch(s), " << result.steps_done
+                      << " step(s)";
+    if (result.skipped_steps)
+      events::console() << ", " << result.skipped_steps << " skipped (non-finite)";
+    events::console() << "; run directory " << result.output_dir << "\n";
     print("final (live weights):", result.last_metrics);
     print("final (EMA weights): ", result.last_ema_metrics);
     if (!result.best_weights.empty()) {
-      std::cout << "best: " << result.best_metric << " (" << result.best_weights << " weights)\n";
+      events::console() << "best: " << result.best_metric << " (" << result.best_weights
+                        << " weights)\n";
     }
     print_made(result);
   });

@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/errors.h"
+#include "core/events.h"
 
 namespace detforge::logging {
 namespace {
@@ -109,13 +110,17 @@ void set_rank(int rank, int world_size) {
   std::lock_guard<std::mutex> lock(s.mu);
   s.rank = rank;
   s.world = world_size;
+  events::set_rank(rank);
 }
 
 void file_only(Level level, const std::string& message) { emit(level, message, /*console=*/false); }
 
 void debug(const std::string& message) { emit(Level::kDebug, message); }
 void info(const std::string& message) { emit(Level::kInfo, message); }
-void warn(const std::string& message) { emit(Level::kWarn, message); }
+void warn(const std::string& message) {
+  emit(Level::kWarn, message);
+  events::warning(message);
+}
 void error(const std::string& message) { emit(Level::kError, message); }
 
 }  // namespace detforge::logging

@@ -77,6 +77,14 @@ struct RunEndEvent {
   int64_t epochs_done = 0;
   int64_t steps_done = 0;
   bool reached_target = false;
+  /// Stopped by a preemption signal after writing last.ckpt.
+  bool preempted = false;
+  /// Steps skipped for a non-finite loss or gradient.
+  int64_t skipped_steps = 0;
+  /// train.best_metric's best value and the weights ("live" or "ema") that reached it ("" when
+  /// no evaluation followed a training step).
+  double best_metric = 0;
+  std::string best_weights;
 };
 
 /// Every rank calls every observer with the same events in the same order, so an observer may

@@ -5,6 +5,9 @@
 #include <iomanip>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
+#include "core/events.h"
 #include "core/logging.h"
 
 namespace detforge::engine {
@@ -32,12 +35,30 @@ void ProgressLog::step(int64_t epoch, int64_t step, int64_t batch, double loss,
   const auto now = Clock::now();
   const double since_line = std::chrono::duration<double>(now - last_line_).count();
   const bool write_line = log_step || (interval_s_ > 0 && since_line >= interval_s_);
-  if (!write_line && !bar_) return;
+  const double since_event = std::chrono::duration<double>(now - last_event_).count();
+  const bool event_due =
+      events::enabled() && (since_event >= kProgressEventSeconds || step >= total_steps_);
+  if (!write_line && !bar_ && !event_due) return;
   // The time left from this process's own pace in batches (a resumed run's earlier batches took
   // no time here; a step of the accumulation ramp may hold one batch or eight).
   const double elapsed = std::chrono::duration<double>(now - start_).count();
   const double eta = elapsed / static_cast<double>(std::max<int64_t>(1, batch - first_batch_)) *
                      static_cast<double>(std::max<int64_t>(0, total_batches_ - batch));
+  if (event_due) {
+    events::emit("progress", {{"epoch", epoch},
+                              {"epochs", epochs_},
+                              {"step", step},
+                              {"total_steps", total_steps_},
+                              {"batch", batch},
+                              {"total_batches", total_batches_},
+                              {"loss", loss},
+                              {"lr", lr},
+                              {"images_per_s", since_event > 0 ? event_images_ / since_event : 0},
+                              {"eta_s", eta}});
+    event_images_ = 0;
+    last_event_ = now;
+  }
+  if (!write_line && !bar_) return;
   std::ostringstream text;
   text << "epoch " << epoch + 1 << "/" << epochs_ << " step " << step << "/" << total_steps_
        << " loss " << std::setprecision(4) << loss << " (" << terms << ") lr "

@@ -3,7 +3,8 @@
 // (train.log_interval) and, between them, once `interval_s` (train.progress_interval_s) passed
 // since the previous one, so a run of slow steps still shows where it is. On a terminal rank 0
 // also draws a progress bar on stderr that moves every optimizer step; the run's log file
-// (train_rank<r>.log) gets every line either way.
+// (train_rank<r>.log) gets every line either way. With an event stream (core/events.h) it also
+// sends a `progress` event at most every kProgressEventSeconds, and at the run's last step.
 #pragma once
 
 #include <chrono>
@@ -16,6 +17,8 @@ namespace detforge::engine {
 
 class ProgressLog {
  public:
+  static constexpr double kProgressEventSeconds = 2.0;
+
   /// A run of `epochs` epochs, `total_steps` optimizer steps and `total_batches` batches, of
   /// which `first_batch` were done before this process started (a resumed run).
   /// The time left is counted in batches: under train.accumulate_ramp the first optimizer steps
@@ -29,6 +32,7 @@ class ProgressLog {
   void add_images(int64_t images) {
     images_ += images;
     line_images_ += images;
+    event_images_ += images;
   }
 
   /// Images per second since the previous log step, and the start of a new count.
@@ -50,10 +54,11 @@ class ProgressLog {
   bool bar_;
   double interval_s_;
   bool bar_open_ = false;
-  int64_t images_ = 0, line_images_ = 0;
+  int64_t images_ = 0, line_images_ = 0, event_images_ = 0;
   Clock::time_point start_ = Clock::now();
   Clock::time_point last_ = Clock::now();
   Clock::time_point last_line_ = Clock::now();
+  Clock::time_point last_event_ = Clock::now();
 };
 
 }  // namespace detforge::engine

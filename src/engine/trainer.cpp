@@ -8,6 +8,7 @@
 
 #include "core/atomic_file.h"
 #include "core/errors.h"
+#include "core/events.h"
 #include "core/logging.h"
 #include "core/stop_signal.h"
 #include "distributed/collectives.h"
@@ -23,20 +24,6 @@ namespace fs = std::filesystem;
 
 namespace detforge::engine {
 namespace {
-
-// dist.sync_bn for the trainer's lifetime: the detectors' batch norms sum their statistics over
-// the ranks of `pg` (models::set_cross_rank_sum is process-wide).
-class SyncBnScope {
- public:
-  explicit SyncBnScope(std::shared_ptr<dist::ProcessGroup> pg) {
-    models::set_cross_rank_sum([pg = std::move(pg)](const torch::Tensor& t) {
-      return dist::all_reduce_sum_with_grad(pg, t, "SyncBN statistics all-reduce");
-    });
-  }
-  ~SyncBnScope() { models::set_cross_rank_sum({}); }
-  SyncBnScope(const SyncBnScope&) = delete;
-  SyncBnScope& operator=(const SyncBnScope&) = delete;
-};
 
 class Trainer {
  public:
@@ -69,7 +56,7 @@ class Trainer {
   std::unique_ptr<ModelEma> ema_;
   std::unique_ptr<GradScaler> scaler_;
   std::unique_ptr<dist::DdpSync> ddp_;
-  std::unique_ptr<SyncBnScope> sync_bn_;
+  std::unique_ptr<models::CrossRankSumScope> sync_bn_;
   std::unique_ptr<dist::LossReducer> reducer_;
   // hooks_.observers, in order.
   std::vector<RunObserver*> observers_;
@@ -115,7 +102,12 @@ Trainer::Trainer(Run& run, const std::string& resume, TrainHooks hooks)
     for (const auto& b : progress_.grad_buckets) ddp.buckets.emplace_back(b.begin(), b.end());
     ddp_ = std::make_unique<dist::DdpSync>(r_.pg, *r_.model, ddp);
     ddp_->broadcast_from_main();
-    if (o_.dist_sync_bn) sync_bn_ = std::make_unique<SyncBnScope>(r_.pg);
+    // dist.sync_bn: the batch norms sum their statistics over the ranks while the trainer lives.
+    if (o_.dist_sync_bn) {
+      sync_bn_ = std::make_unique<models::CrossRankSumScope>([pg = r_.pg](const torch::Tensor& t) {
+        return dist::all_reduce_sum_with_grad(pg, t, "SyncBN statistics all-reduce");
+      });
+    }
   }
   const int64_t batches = r_.train_data->num_batches();
   progress_log_ = std::make_unique<ProgressLog>(
@@ -141,7 +133,9 @@ TrainResult Trainer::run() {
   result_.best_weights = progress_.best_weights;
   result_.output_dir = o_.output_dir;
   result_.rank = pg_.rank();
-  const RunEndEvent end{result_.epochs_done, result_.steps_done, result_.reached_target};
+  const RunEndEvent end{result_.epochs_done, result_.steps_done,    result_.reached_target,
+                        result_.preempted,   result_.skipped_steps, result_.best_metric,
+                        result_.best_weights};
   notify([&](RunObserver& o) { o.on_run_end(end); });
   return result_;
 }
@@ -366,7 +360,10 @@ void Trainer::save(const std::vector<std::string>& names) {
                    data ? &data->dataset().categories() : nullptr, &r_.pixels},
                   progress_, r_.config_yaml, std::move(rng));
   // The other names get the same bytes without a second serialisation.
-  for (size_t i = 1; i < names.size(); ++i) link_atomic(path(names.front()), path(names[i]));
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) link_atomic(path(names.front()), path(names[i]));
+    events::checkpoint(path(names[i]), progress_.epoch, progress_.step);
+  }
 }
 
 }  // namespace

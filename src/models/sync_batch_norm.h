@@ -7,6 +7,7 @@
 #pragma once
 
 #include <functional>
+#include <utility>
 
 #include <torch/torch.h>
 
@@ -22,6 +23,15 @@ using CrossRankSum = std::function<torch::Tensor(const torch::Tensor&)>;
 /// backward, so every rank must run the same layers in the same order (they do: the detectors'
 /// graphs do not depend on the batch). The sum receives [1 + 2C] float64 values.
 void set_cross_rank_sum(CrossRankSum sum);
+
+/// set_cross_rank_sum(sum) for the scope's lifetime (the trainer's, with dist.sync_bn).
+class CrossRankSumScope {
+ public:
+  explicit CrossRankSumScope(CrossRankSum sum) { set_cross_rank_sum(std::move(sum)); }
+  ~CrossRankSumScope() { set_cross_rank_sum({}); }
+  CrossRankSumScope(const CrossRankSumScope&) = delete;
+  CrossRankSumScope& operator=(const CrossRankSumScope&) = delete;
+};
 
 class SyncBatchNorm2dImpl : public torch::nn::BatchNorm2dImpl {
  public:

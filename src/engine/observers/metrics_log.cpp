@@ -1,6 +1,7 @@
 // metrics.jsonl's records and the numbers summed over the ranks that go into them.
 #include <nlohmann/json.hpp>
 
+#include "core/events.h"
 #include "core/logging.h"
 #include "engine/metrics_file.h"
 #include "engine/observers/observers.h"
@@ -36,6 +37,8 @@ class MetricsLog : public RunObserver {
       for (size_t i = 0; i < counters.size(); ++i) record[counters[i].first] = totals[i];
     }
     file_->write(record);
+    record.erase("type");
+    events::emit("train", record);
   }
 
   void on_evaluation(const EvalEvent& e) override {
@@ -43,17 +46,22 @@ class MetricsLog : public RunObserver {
         {"type", "eval"}, {"weights", e.weights}, {"epoch", e.epoch}, {"step", e.step}};
     for (const auto& kv : e.metrics) record[kv.first] = kv.second;
     file_->write(record);
+    auto event = events::metrics_fields(e.metrics);
+    event.update({{"weights", e.weights}, {"epoch", e.epoch}, {"step", e.step}});
+    events::emit("eval", event);
   }
 
   void on_epoch_trained(const EpochTrainedEvent& e) override {
     if (!e.completed) return;
     const auto counts =
         sum_over_ranks(*r_.pg, {e.dropped_boxes, e.emptied_images}, "augmentation counts");
-    file_->write({{"type", "data"},
-                  {"epoch", e.epoch},
-                  {"step", e.step},
-                  {"dropped_boxes", counts[0]},
-                  {"emptied_images", counts[1]}});
+    nlohmann::json record = {{"epoch", e.epoch},
+                             {"step", e.step},
+                             {"dropped_boxes", counts[0]},
+                             {"emptied_images", counts[1]}};
+    events::emit("data", record);
+    record["type"] = "data";
+    file_->write(record);
     if (counts[0] > 0) {
       logging::info(str("epoch ", e.epoch + 1, ": the augmentations dropped ", counts[0],
                         " boxes (data.train.box_filter); ", counts[1],

@@ -17,6 +17,7 @@ std::vector<std::shared_ptr<RunObserver>> standard_observers(Run& run) {
                         o.tensorboard ? (fs::path(o.output_dir) / "tensorboard").string() : "");
   }
   std::vector<std::shared_ptr<RunObserver>> all;
+  all.push_back(make_event_stream(run));
   all.push_back(make_metrics_log(run, file));
   if (o.tensorboard) all.push_back(make_tensorboard_view(run, file));
   if (o.mlperf.enabled) all.push_back(make_mlperf_run(run));

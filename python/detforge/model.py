@@ -1,0 +1,356 @@
+"""detforge.Model: train, val, predict and export as Ultralytics' and RF-DETR's users write them.
+
+Each call runs the detforge binary (the engine) as a child process and reads its event stream;
+callbacks run here, in the calling process, once per event, whatever the number of training
+processes (docs/python.md)."""
+
+import difflib
+import glob as globlib
+import json
+import socket
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from . import _process
+from .errors import ConfigError
+from .results import Boxes, Results, TrainResult
+
+# The events a callback can follow (docs/events.md), and Ultralytics' names for the same moments.
+EVENTS = ("run_start", "epoch_start", "progress", "train", "data", "eval", "checkpoint",
+          "preemption", "run_end", "predictions", "export", "warning", "error")
+_ULTRALYTICS_EVENTS = {
+    "on_train_start": "run_start", "on_train_epoch_start": "epoch_start",
+    "on_train_batch_end": "progress", "on_fit_epoch_end": "eval", "on_model_save": "checkpoint",
+    "on_train_end": "run_end",
+}
+
+# Ultralytics' and RF-DETR's argument names -> detforge config keys.
+_TRAIN_KEYS = {
+    "data": "data.dataset", "dataset_dir": "data.dataset", "epochs": "train.epochs",
+    "imgsz": "data.max_size", "resolution": "data.max_size", "batch": "data.batch_size",
+    "batch_size": "data.batch_size", "device": "device", "seed": "seed", "lr0": "optimizer.lr",
+    "lr": "optimizer.lr", "workers": "data.workers", "grad_accum_steps": "train.accumulate",
+    "output_dir": "output_dir",
+}
+_PREDICT_KEYS = {"imgsz": "data.max_size", "conf": "model.inference.score_threshold",
+                 "iou": "model.inference.nms_threshold", "max_det":
+                 "model.inference.detections_per_image", "device": "device"}
+_IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp"}
+
+
+def _overrides(kwargs, table, extra=()):
+    """`a.b=value` overrides from keyword arguments: the names of `table`, or any detforge key
+    with a dot. Anything else fails at once with the nearest known name."""
+    out = []
+    known = sorted(set(table) | set(extra))
+    for name, value in kwargs.items():
+        if value is None:
+            continue
+        if name in table:
+            key = table[name]
+        elif "." in name:
+            key = name
+        else:
+            near = difflib.get_close_matches(name, known, n=1)
+            hint = f"; did you mean '{near[0]}'?" if near else ""
+            raise ConfigError(f"unknown argument '{name}'{hint} (known: {', '.join(known)}; "
+                              f"any config key as 'a.b'=value)")
+        out.append(f"{key}={_yaml(value)}")
+    return out
+
+
+def _yaml(value):
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple, dict)):
+        return json.dumps(value)
+    return str(value)
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Model:
+    """A detector: a shipped config's name ("yolo11n", "dfine_n", "rfdetr_nano", ...), a config
+    file, a detforge run directory or .ckpt, or a weights file people have (Ultralytics .pt,
+    rfdetr .pth, a transformers folder, a torchvision state dict) with `config=` (default: the
+    shipped config named as the file, e.g. yolo11n.pt -> yolo11n)."""
+
+    def __init__(self, model, config=None):
+        self.config, self.weights = _resolve(model, config)
+        self._callbacks = {}
+        self._current = None
+        self._last_train = None
+
+    # --- callbacks -------------------------------------------------------------------------
+    def add_callback(self, event, fn):
+        """Calls `fn(event_dict)` for each `event` (docs/events.md; Ultralytics' on_* names
+        too). A callback may call `model.stop()`."""
+        name = _ULTRALYTICS_EVENTS.get(event, event)
+        if name not in EVENTS:
+            near = difflib.get_close_matches(event, EVENTS + tuple(_ULTRALYTICS_EVENTS), n=1)
+            raise ValueError(f"unknown event '{event}'" + (f"; did you mean '{near[0]}'?" if near
+                                                            else f" (known: {', '.join(EVENTS)})"))
+        self._callbacks.setdefault(name, []).append(fn)
+
+    def stop(self):
+        """Stops the running command: training ends after its step with a resumable last.ckpt."""
+        if self._current is not None:
+            self._current.stop()
+
+    def _run(self, args, progress=None):
+        def on_event(event):
+            if progress is not None:
+                progress(event)
+            for fn in self._callbacks.get(event["event"], ()):
+                fn(event)
+        run = _process.Run(args, on_event)
+        self._current = run
+        try:
+            code = run.run(check=False)
+        finally:
+            self._current = None
+        return run, code
+
+    # --- train -----------------------------------------------------------------------------
+    def train(self, data=None, epochs=None, imgsz=None, batch=None, device=None, resume=False,
+              nproc=None, project=None, name=None, verbose=True, **kwargs):
+        """Trains; returns a TrainResult. `nproc` > 1 starts that many processes through
+        `detforge launch` (Gloo on CPU, NCCL on GPUs); events and callbacks still come once."""
+        config = self.config
+        if resume:
+            if self._last_train is None:
+                raise ConfigError("resume=True: this Model has no run to continue (train it "
+                                  "first, then resume the run it stopped)")
+            config, overrides, nproc = self._last_train
+        else:
+            kwargs.update(data=data, epochs=epochs, imgsz=imgsz, batch=batch, device=device)
+            if project or name:
+                kwargs["output_dir"] = str(Path(project or "runs") / (name or "train"))
+            overrides = _overrides(kwargs, _TRAIN_KEYS)
+            if self.weights and not any(o.startswith("model.weights=") for o in overrides):
+                overrides.append(f"model.weights={self.weights}")
+        self._last_train = (config, overrides, nproc)
+        args = ["train", "-c", config, *overrides]
+        if resume:
+            args += ["--resume", "auto"]
+        if nproc and nproc > 1:
+            args = ["launch", "--nproc-per-node", str(nproc), "--master-port", str(_free_port()),
+                    "--", _process.binary(), *args]
+        from ._progress import Progress
+        with Progress(verbose) as progress:
+            run, code = self._run(args, progress)
+        result = _train_result(run.events)
+        if code == 8 or (code != 0 and run.stop_requested and result.last is not None):
+            result.stopped = True
+        elif code != 0:
+            raise run.error(code, "")
+        # As Ultralytics' model after train(): predict, val and export use the trained weights.
+        trained = result.best or result.last
+        if trained is not None:
+            self.config, self.weights = str(result.run_dir / "config.yaml"), str(trained)
+        return result
+
+    # --- val -------------------------------------------------------------------------------
+    def val(self, ann=None, images=None, batch=None, **kwargs):
+        """COCO metrics of the weights on a COCO instances file `ann` with its images (default:
+        the config's validation split): {"stats": {AP, ..., ARl}, "per_class": {...}}."""
+        if ann is None:
+            ann, images = self._val_split(kwargs)
+        with tempfile.TemporaryDirectory(prefix="detforge-val-") as tmp:
+            dt = str(Path(tmp) / "detections.json")
+            self._predict_files(["--ann", str(ann), "--images", str(images)], dt, batch, "eval",
+                                kwargs)
+            return evaluate(ann, dt)
+
+    def _val_split(self, kwargs):
+        """The validation split of the config (with `kwargs`' overrides): its (ann, images)."""
+        import yaml
+        args = ["config", "-c", self.config, *_overrides(kwargs, _PREDICT_KEYS)]
+        completed = _process.output(args)
+        data = (yaml.safe_load(completed) or {}).get("data") or {}
+        val = data.get("val") or {}
+        if "ann" not in val:
+            raise ConfigError(f"{self.config}: no data.val.ann to validate on; give ann= and "
+                              "images=")
+        root = Path(data.get("root") or ".")
+        return root / val["ann"], root / val.get("images", "")
+
+    # --- predict ---------------------------------------------------------------------------
+    def predict(self, source, conf=None, imgsz=None, batch=1, mode="predict", **kwargs):
+        """Detections of `source`: an image path, a list of paths, a folder, a video, or numpy
+        images (HWC uint8, BGR as OpenCV gives them, or a list of them). Returns one Results per
+        image (per frame of a video)."""
+        kwargs.update(conf=conf, imgsz=imgsz)
+        with tempfile.TemporaryDirectory(prefix="detforge-predict-") as tmp:
+            inputs, arrays = _stage_inputs(source, Path(tmp))
+            out = str(Path(tmp) / "detections.json")
+            run = self._predict_files(["--source", str(inputs)], out, batch, mode, kwargs)
+            detections = json.loads(Path(out).read_text())
+            categories = json.loads(Path(out).with_suffix(".categories.json").read_text())
+            written = next(e for e in run.events if e["event"] == "predictions")
+            files = [str(inputs)] if "frames" in written else _listed(inputs)
+            if isinstance(source, (list, tuple)) and arrays is None:
+                files = [str(Path(p)) for p in source]
+            return _results(detections, categories, files, arrays, written.get("frames"))
+
+    def _predict_files(self, source_args, out, batch, mode, kwargs):
+        if self.weights is None:
+            raise ConfigError(f"{self.config}: a config without weights cannot predict; give a "
+                              "weights file, a run directory or a .ckpt")
+        args = ["predict", "--config", self.config, "--weights", self.weights, *source_args,
+                "--out", out, "--mode", mode, "--batch-size", str(batch),
+                *_overrides(kwargs, _PREDICT_KEYS)]
+        run, code = self._run(args)
+        if code != 0:
+            raise run.error(code, "")
+        return run
+
+    # --- export ----------------------------------------------------------------------------
+    def export(self, format="pth", imgsz=None, out=None, **kwargs):
+        """Writes the weights as `format` (pth, onnx, hf, ultralytics, ...: docs/deploy.md);
+        returns the written path."""
+        if self.weights is None:
+            raise ConfigError(f"{self.config}: nothing to export without weights")
+        if out is None:
+            suffix = {"pth": ".pth", "onnx": ".onnx", "ultralytics": ".pt"}.get(format, "")
+            out = str(Path(self.weights).with_suffix("")) + f"_{format}{suffix}"
+        args = ["export", "--config", self.config, "--weights", self.weights, "--format", format,
+                "--out", out]
+        if imgsz is not None:
+            args += ["--imgsz", str(imgsz)]
+        args += _overrides(kwargs, {})
+        run, code = self._run(args)
+        if code != 0:
+            raise run.error(code, "")
+        return Path(next(e["path"] for e in run.events if e["event"] == "export"))
+
+
+def evaluate(gt, dt):
+    """COCO bbox metrics of the results file `dt` against the instances file `gt`, equal to
+    pycocotools: {"stats": {AP, AP50, ..., ARl}, "per_class": {name: AP}}."""
+    run = _process.run(["eval", "--gt", str(gt), "--dt", str(dt)])
+    event = next(e for e in run.events if e["event"] == "eval")
+    return {"stats": event["stats"], "per_class": event["per_class"]}
+
+
+def _resolve(model, config):
+    """(config file, weights or None) of Model(model, config)."""
+    path = Path(str(model)).expanduser()
+    if path.is_dir() and (path / "config.yaml").is_file():
+        weights = next((path / f for f in ("best.ckpt", "last.ckpt") if (path / f).is_file()),
+                       None)
+        return str(config or path / "config.yaml"), str(weights) if weights else None
+    if path.suffix in (".yaml", ".yml") and path.is_file():
+        return str(path), None
+    if path.suffix == ".ckpt" and path.is_file():
+        beside = path.parent / "config.yaml"
+        if config is None and not beside.is_file():
+            raise ConfigError(f"{path}: no config.yaml beside the checkpoint; give config=")
+        return str(config or beside), str(path)
+    if path.exists():
+        if config is None:
+            config = path.stem if path.is_file() else path.name
+        return _shipped(config) if not Path(str(config)).is_file() else str(config), str(path)
+    return _shipped(str(model)), None
+
+
+def _shipped(name):
+    configs = _process.configs_dir()
+    found = sorted(p for p in configs.rglob(f"{name}.yaml") if "_base_" not in p.parts)
+    if found:
+        return str(found[0])
+    names = sorted({p.stem for p in configs.rglob("*.yaml") if "_base_" not in p.parts})
+    near = difflib.get_close_matches(str(name), names, n=3)
+    raise ConfigError(f"'{name}' is neither a file nor a shipped config"
+                      + (f"; did you mean {', '.join(near)}?" if near else "")
+                      + f" (shipped: {', '.join(names)})")
+
+
+def _stage_inputs(source, tmp):
+    """A file, folder or video detforge predict reads for `source`, and the numpy images given
+    (None for files). Lists become a folder of links named in order, so the image ids (positions
+    in sorted order) follow the list."""
+    items = source if isinstance(source, (list, tuple)) else [source]
+    arrays = None
+    if any(isinstance(s, np.ndarray) for s in items):
+        from PIL import Image
+        arrays = []
+        folder = tmp / "images"
+        folder.mkdir()
+        for i, a in enumerate(items):
+            a = np.asarray(a)
+            if a.ndim != 3 or a.shape[2] != 3 or a.dtype != np.uint8:
+                raise ValueError(f"image {i}: numpy images must be HWC uint8 with 3 channels "
+                                 f"(BGR), got shape {a.shape} {a.dtype}")
+            arrays.append(a)
+            Image.fromarray(np.ascontiguousarray(a[:, :, ::-1])).save(folder / f"{i:08d}.png")
+        return folder, arrays
+    if isinstance(source, (list, tuple)):
+        folder = tmp / "images"
+        folder.mkdir()
+        for i, p in enumerate(source):
+            p = Path(p).resolve()
+            if not p.is_file():
+                raise FileNotFoundError(p)
+            (folder / f"{i:08d}{p.suffix.lower()}").symlink_to(p)
+        return folder, None
+    return Path(source), None
+
+
+def _listed(inputs):
+    """The files detforge predict reads from `inputs` (a folder, a glob or one image), in its
+    order: sorted paths."""
+    if inputs.is_dir():
+        files = (str(p) for p in inputs.iterdir() if p.is_file())
+    else:
+        files = globlib.glob(str(inputs))
+    return sorted(f for f in files if Path(f).suffix.lower() in _IMAGE_SUFFIXES)
+
+
+def _results(detections, categories, files, arrays, frames=None):
+    """One Results per input (per frame of a video: `frames` of them), in input order."""
+    index = {c["id"]: i for i, c in enumerate(categories)}
+    names = {i: c["name"] for i, c in enumerate(categories)}
+    count = len(arrays) if arrays is not None else (frames if frames is not None else len(files))
+    per_image = [[] for _ in range(count)]
+    for d in detections:
+        per_image[d["image_id"]].append(d)
+    results = []
+    for i, dets in enumerate(per_image):
+        xywh = np.array([d["bbox"] for d in dets], dtype=np.float32).reshape(-1, 4)
+        xyxy = np.concatenate([xywh[:, :2], xywh[:, :2] + xywh[:, 2:]], axis=1)
+        boxes = Boxes(xyxy, [d["score"] for d in dets], [index[d["category_id"]] for d in dets])
+        if arrays is not None:
+            results.append(Results(None, arrays[i].shape[:2], boxes, names, arrays[i]))
+        elif frames is not None:
+            results.append(Results(files[0], None, boxes, names))
+        else:
+            from PIL import Image
+            with Image.open(files[i]) as im:
+                shape = (im.height, im.width)
+            results.append(Results(files[i], shape, boxes, names))
+    return results
+
+
+def _train_result(events):
+    history = [e for e in events if e["event"] in ("train", "eval", "data")]
+    end = next((e for e in reversed(events) if e["event"] == "run_end"), None)
+    start = next((e for e in events if e["event"] == "run_start"), None)
+    result = TrainResult(run_dir=Path(start["run_dir"]) if start else None, history=history,
+                         events=list(events))
+    if end is not None:
+        result.final = end["final"]
+        result.best = Path(end["best"]) if end["best"] else None
+        result.last = Path(end["last"]) if end["last"] else None
+        result.best_metric = end["best_metric"]
+        result.best_weights = end["best_weights"]
+        result.epochs_done = end["epochs_done"]
+        result.steps_done = end["steps_done"]
+        result.stopped = end["preempted"]
+    return result
