@@ -3,6 +3,7 @@
 // with its detections (a video: the annotated video).
 #include <algorithm>
 #include <filesystem>
+#include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,6 +26,7 @@
 #include "engine/checkpoint.h"
 #include "engine/load_detector.h"
 #include "engine/predict.h"
+#include "engine/predict_server.h"
 #include "engine/predict_sources.h"
 #include "eval/coco_evaluator.h"
 #include "eval/coco_io.h"
@@ -52,6 +54,7 @@ struct PredictArgs {
   engine::SliceOptions sliced;
   std::string merge = "greedy_nmm";
   std::string match_metric = "ios";
+  bool serve = false;
 };
 
 // --slice H,W (or one size for square tiles) and its companions, checked against the model's
@@ -88,15 +91,20 @@ void run_predict(const PredictArgs& a) {
   const auto note = engine::trained_size_note(loader.transforms, train_size, a.weights);
   if (!note.empty()) logging::warn(note);
   engine::make_current(spec.device);
-  if (a.images.empty() == a.source.empty())
+  if (a.serve && !(a.images.empty() && a.source.empty() && a.ann.empty() && a.out.empty()))
+    throw ConfigError(
+        "predict --serve: each request names its images; give no --images, "
+        "--source, --ann or --out");
+  if (!a.serve && a.images.empty() == a.source.empty())
     throw ConfigError(
         "predict: give --images (a folder, or with --ann a COCO image root) or --source");
+  if (!a.serve && a.out.empty()) throw ConfigError("predict: give --out (the results json)");
   if (!a.ann.empty() && !a.source.empty())
     throw ConfigError("predict: --ann goes with --images, not --source");
   std::optional<data::CocoFile> ann;
   const bool video = engine::is_video(a.source);
-  const auto inputs = video ? std::vector<engine::ImageInput>{}
-                            : engine::list_images({a.images, a.source, a.ann}, ann);
+  const auto inputs = video || a.serve ? std::vector<engine::ImageInput>{}
+                                       : engine::list_images({a.images, a.source, a.ann}, ann);
   std::optional<data::CategoryMap> trained;
   if (!a.weights.empty() && engine::is_checkpoint(a.weights))
     trained = engine::read_checkpoint_classes(a.weights);
@@ -110,6 +118,7 @@ void run_predict(const PredictArgs& a) {
   const std::vector<int64_t>& label_to_category = categories.category_ids();
   const auto slice = slice_options(a, detector->size_divisibility(), inputs);
   const engine::Predictor predictor(detector, loader, spec.device, slice);
+  if (a.serve) return engine::serve_predictions(predictor, categories, std::cin, std::cout);
   if (slice.enabled()) {
     logging::info(str("predict: sliced into ", slice.tile_height, "x", slice.tile_width,
                       " tiles overlapping by ", slice.overlap, ", merged by ", a.merge, " (",
@@ -163,7 +172,9 @@ void add_predict_command(CLI::App& app) {
   cmd->add_option("--ann", a->ann,
                   "COCO instances json: predict its images (its categories must hold the "
                   "checkpoint's classes)");
-  cmd->add_option("--out", a->out, "results json")->required();
+  cmd->add_option("--out", a->out, "results json");
+  cmd->add_flag("--serve", a->serve,
+                "keep the detector loaded and answer JSON-line requests on stdin (docs/python.md)");
   cmd->add_option("--draw", a->draw,
                   "write each image with its detections into this folder (a video: the "
                   "annotated video)");

@@ -183,3 +183,79 @@ def output(args):
         message = lines[-1] if lines else "detforge ended without a message"
         raise error_for(completed.returncode, message.split(": ", 1)[-1], completed.stderr)
     return completed.stdout
+
+
+class Server:
+    """`detforge predict --serve`: one loaded detector kept alive between requests (its protocol:
+    src/engine/predict_server.h). Started by the first request; `close()` ends it."""
+
+    def __init__(self, args):
+        self.args = [str(a) for a in args]
+        self.process = None
+        self.categories = None
+        self._tmp = None
+        self._next_id = 0
+
+    def request(self, images):
+        """The detections of `images` ([{"path": ...} | {"raw": ..., "width", "height"}]): one
+        list of results-file entries per image. Raises the error class of a failed request."""
+        if self.process is None or self.process.poll() is not None:
+            self._start()
+        self._next_id += 1
+        try:
+            self.process.stdin.write(json.dumps({"id": self._next_id, "images": images}) + "\n")
+            self.process.stdin.flush()
+            reply = self._read_line()
+        except BaseException:
+            # An interrupt or a dead server mid-request: the next request starts a new one.
+            self.close()
+            raise
+        if "error" in reply:
+            e = reply["error"]
+            raise error_for(e["exit_code"], e["message"])
+        return reply["results"]
+
+    def raw_file(self, index):
+        """A file in this server's temporary folder for a numpy image."""
+        return Path(self._tmp.name) / f"image{index}.bgr"
+
+    def close(self):
+        if self.process is not None and self.process.poll() is None:
+            self.process.stdin.close()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def _start(self):
+        self.close()
+        self._tmp = tempfile.TemporaryDirectory(prefix="detforge-serve-")
+        self._events = Path(self._tmp.name) / "events.jsonl"
+        self._log = open(Path(self._tmp.name) / "output.log", "wb")
+        self.process = subprocess.Popen(
+            [binary(), *self.args, "--serve", "--events", str(self._events)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True,
+            start_new_session=True, preexec_fn=_die_with_parent)
+        self._log.close()
+        try:
+            self.categories = self._read_line()["categories"]
+        except BaseException:
+            self.close()
+            raise
+
+    def _read_line(self):
+        line = self.process.stdout.readline()
+        if line:
+            return json.loads(line)
+        # The server ended: its error event says why (a bad config, weights that do not load).
+        code = self.process.wait()
+        events = _EventFile(self._events).read()
+        errors = [e for e in events if e["event"] == "error"]
+        log = (Path(self._tmp.name) / "output.log").read_text(errors="replace")
+        message = errors[-1]["message"] if errors else "the predictor ended without a message"
+        raise error_for(code if code else 1, message, log)

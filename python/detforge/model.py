@@ -86,6 +86,7 @@ class Model:
         self._callbacks = {}
         self._current = None
         self._last_train = None
+        self._servers = {}
 
     # --- callbacks -------------------------------------------------------------------------
     def add_callback(self, event, fn):
@@ -183,21 +184,70 @@ class Model:
 
     # --- predict ---------------------------------------------------------------------------
     def predict(self, source, conf=None, imgsz=None, batch=1, mode="predict", **kwargs):
-        """Detections of `source`: an image path, a list of paths, a folder, a video, or numpy
-        images (HWC uint8, BGR as OpenCV gives them, or a list of them). Returns one Results per
-        image (per frame of a video)."""
+        """Detections of `source`: an image path, a list of paths, a folder, a glob, a video, or
+        numpy images (HWC uint8, BGR as OpenCV gives them, or a list of them). Returns one Results
+        per image (per frame of a video). Images go to a predictor process that stays loaded
+        between calls with the same settings; a video runs `detforge predict` once."""
         kwargs.update(conf=conf, imgsz=imgsz)
+        if isinstance(source, (str, Path)) and _is_video(source):
+            return self._predict_video(source, batch, mode, kwargs)
+        items = source if isinstance(source, (list, tuple)) else [source]
+        if any(isinstance(s, np.ndarray) for s in items):
+            arrays = [_bgr(a, i) for i, a in enumerate(items)]
+            files = None
+        else:
+            arrays = None
+            files = [str(f) for s in items for f in
+                     ([s] if Path(s).is_file() else _listed(Path(s)))]
+            if not files:
+                raise FileNotFoundError(f"{source}: no images "
+                                        f"({' '.join(sorted(_IMAGE_SUFFIXES))})")
+        server = self._server(mode, kwargs)
+        results = []
+        count = len(arrays) if arrays is not None else len(files)
+        for start in range(0, count, batch):
+            chunk = range(start, min(start + batch, count))
+            if arrays is not None:
+                images = []
+                for k, i in enumerate(chunk):
+                    raw = server.raw_file(k)
+                    np.ascontiguousarray(arrays[i]).tofile(raw)
+                    h, w = arrays[i].shape[:2]
+                    images.append({"raw": str(raw), "width": w, "height": h})
+            else:
+                images = [{"path": str(Path(files[i]).resolve())} for i in chunk]
+            results.extend(server.request(images))
+        detections = [dict(d, image_id=i) for i, image in enumerate(results) for d in image]
+        return _results(detections, server.categories, files, arrays)
+
+    def close(self):
+        """Ends the predictor process a predict call started (it also ends with this Model)."""
+        servers = getattr(self, "_servers", {})
+        for server in servers.values():
+            server.close()
+        servers.clear()
+
+    def __del__(self):
+        self.close()
+
+    def _server(self, mode, kwargs):
+        if self.weights is None:
+            raise ConfigError(f"{self.config}: a config without weights cannot predict; give a "
+                              "weights file, a run directory or a .ckpt")
+        args = ("predict", "--config", self.config, "--weights", self.weights, "--mode", mode,
+                *_overrides(kwargs, _PREDICT_KEYS))
+        if args not in self._servers:
+            self._servers[args] = _process.Server(args)
+        return self._servers[args]
+
+    def _predict_video(self, source, batch, mode, kwargs):
         with tempfile.TemporaryDirectory(prefix="detforge-predict-") as tmp:
-            inputs, arrays = _stage_inputs(source, Path(tmp))
             out = str(Path(tmp) / "detections.json")
-            run = self._predict_files(["--source", str(inputs)], out, batch, mode, kwargs)
+            run = self._predict_files(["--source", str(source)], out, batch, mode, kwargs)
             detections = json.loads(Path(out).read_text())
             categories = json.loads(Path(out).with_suffix(".categories.json").read_text())
             written = next(e for e in run.events if e["event"] == "predictions")
-            files = [str(inputs)] if "frames" in written else _listed(inputs)
-            if isinstance(source, (list, tuple)) and arrays is None:
-                files = [str(Path(p)) for p in source]
-            return _results(detections, categories, files, arrays, written.get("frames"))
+            return _results(detections, categories, [str(source)], None, written["frames"])
 
     def _predict_files(self, source_args, out, batch, mode, kwargs):
         if self.weights is None:
@@ -272,35 +322,17 @@ def _shipped(name):
                       + f" (shipped: {', '.join(names)})")
 
 
-def _stage_inputs(source, tmp):
-    """A file, folder or video detforge predict reads for `source`, and the numpy images given
-    (None for files). Lists become a folder of links named in order, so the image ids (positions
-    in sorted order) follow the list."""
-    items = source if isinstance(source, (list, tuple)) else [source]
-    arrays = None
-    if any(isinstance(s, np.ndarray) for s in items):
-        from PIL import Image
-        arrays = []
-        folder = tmp / "images"
-        folder.mkdir()
-        for i, a in enumerate(items):
-            a = np.asarray(a)
-            if a.ndim != 3 or a.shape[2] != 3 or a.dtype != np.uint8:
-                raise ValueError(f"image {i}: numpy images must be HWC uint8 with 3 channels "
-                                 f"(BGR), got shape {a.shape} {a.dtype}")
-            arrays.append(a)
-            Image.fromarray(np.ascontiguousarray(a[:, :, ::-1])).save(folder / f"{i:08d}.png")
-        return folder, arrays
-    if isinstance(source, (list, tuple)):
-        folder = tmp / "images"
-        folder.mkdir()
-        for i, p in enumerate(source):
-            p = Path(p).resolve()
-            if not p.is_file():
-                raise FileNotFoundError(p)
-            (folder / f"{i:08d}{p.suffix.lower()}").symlink_to(p)
-        return folder, None
-    return Path(source), None
+def _bgr(a, i):
+    a = np.asarray(a)
+    if a.ndim != 3 or a.shape[2] != 3 or a.dtype != np.uint8:
+        raise ValueError(f"image {i}: numpy images must be HWC uint8 with 3 channels (BGR), "
+                         f"got shape {a.shape} {a.dtype}")
+    return a
+
+
+def _is_video(source):
+    """As detforge predict decides: a file that is not an image."""
+    return Path(source).is_file() and Path(source).suffix.lower() not in _IMAGE_SUFFIXES
 
 
 def _listed(inputs):

@@ -14,8 +14,12 @@ Config config_for_weights(const std::string& config, const std::vector<std::stri
     return o.rfind("model.num_classes=", 0) == 0 || o.rfind("data.num_classes=", 0) == 0;
   });
   Config loaded = Config::load(config, overrides);
-  // The file is opened only when its names could matter (load_detector opens it again).
-  if (given || loaded.root().has("data")) return loaded;
+  // The file is opened only when its names could matter (load_detector opens it again): not
+  // when a dataset gives the classes (a data section with only sizes, as data.max_size, does not).
+  const auto data = loaded.root().optional_child("data");
+  const auto dataset = data && (data->has("num_classes") || data->has("dataset") ||
+                                data->has("train") || data->has("val"));
+  if (given || dataset) return loaded;
   const auto names = stored_class_names(weights);
   if (names.empty()) return loaded;
   const auto model = loaded.root().optional_child("model");

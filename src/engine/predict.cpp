@@ -54,11 +54,15 @@ PredictionClasses prediction_classes(const std::optional<data::CategoryMap>& tra
   return out;
 }
 
-void write_categories(const data::CategoryMap& classes, const std::string& path) {
+nlohmann::json categories_json(const data::CategoryMap& classes) {
   nlohmann::json out = nlohmann::json::array();
   for (int64_t k = 0; k < classes.num_classes(); ++k)
     out.push_back({{"id", classes.category_ids()[k]}, {"name", classes.names()[k]}});
-  write_text_atomic(path, out.dump(2) + "\n");
+  return out;
+}
+
+void write_categories(const data::CategoryMap& classes, const std::string& path) {
+  write_text_atomic(path, categories_json(classes).dump(2) + "\n");
 }
 
 PixelNorm weights_pixels(const PixelNorm& configured, const std::optional<ExpectedPixels>& expected,

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <torch/torch.h>
+#include <nlohmann/json_fwd.hpp>
 #include <opencv2/core.hpp>
 
 #include "data/augment.h"
@@ -73,8 +74,10 @@ PredictionClasses prediction_classes(const std::optional<data::CategoryMap>& tra
                                      int64_t num_classes, const std::string& weights,
                                      const std::vector<std::string>& file_names = {});
 
-/// Writes `classes` as a COCO `categories` array ([{"id": 1, "name": "cell"}, ...]) to `path`.
-/// Throws IoError if it cannot be written.
+/// `classes` as a COCO `categories` array: [{"id": 1, "name": "cell"}, ...], in label order.
+nlohmann::json categories_json(const data::CategoryMap& classes);
+
+/// Writes categories_json(classes) to `path`. Throws IoError if it cannot be written.
 void write_categories(const data::CategoryMap& classes, const std::string& path);
 
 /// detector.predict(batch), with one forward per image size when the batch is letterboxed: each

@@ -108,8 +108,30 @@ def test_predict_gives_the_boxes_detforge_predict_writes(installed, synth, cli_r
                                conf=r.boxes.conf.tolist(), cls=r.boxes.cls.tolist(),
                                shape=list(r.orig_shape), names=r.names) for r in rs]
         drawn = by_path[0].plot()
+        # One loaded predictor answers every call: one image per call gives the same boxes; a
+        # bad image is a DataError naming it, and the same process answers the next call.
+        (server,) = m._servers.values()
+        pid = server.process.pid
+        one_by_one = [m.predict(f, conf=0.001)[0] for f in files]
+        try:
+            m.predict({str(synth / "annotations" / "instances_val.json")!r} + ".jpg")
+        except FileNotFoundError:
+            pass
+        bad = {str(tmp_path / "bad.jpg")!r}
+        open(bad, "w").write("not a jpeg")
+        try:
+            m.predict(bad, conf=0.001)
+            error = None
+        except detforge.DataError as e:
+            error = str(e)
+        again = m.predict(files[0], conf=0.001)[0]
+        same = server.process.pid == pid and len(m._servers) == 1
+        m.close()
         print(json.dumps(dict(path=out(by_path), folder=out(by_folder), array=out(by_array),
-                              drawn=list(drawn.shape))))""")
+                              drawn=list(drawn.shape), one_by_one=out(one_by_one),
+                              error=error, again=out([again]), same=same)))""")
+    assert result["same"] and "bad.jpg" in result["error"]
+    assert result["one_by_one"] == result["path"] and result["again"] == result["path"][:1]
     written = json.loads(dt.read_text())
     assert len(written) > 0
     names = json.loads(dt.with_suffix(".categories.json").read_text())

@@ -470,16 +470,20 @@ TEST_F(PredictParity, YoloShippedConfigEqualsUltralyticsDefaultPredict) {
     images_.clear();
     const auto want = read_reference_file(dir + "/" + version + "/default.json", images_);
     const auto out = (tmp_.path() / "default.json").string();
-    const auto r = run_command(testing::detforge_binary() + " predict --config " +
-                               shipped_yolo(version) + " --weights " + dir + "/" + version +
-                               "/last.pt --source " + dir + "/shapes --out " + out);
-    ASSERT_EQ(r.exit_code, 0) << r.output;
-    EXPECT_NE(r.output.find("model.num_classes: 3 (the classes " + dir + "/" + version +
-                            "/last.pt stores) in place of the config's 80"),
-              std::string::npos)
-        << r.output;
-    expect_same_both_ways(want, read_results(out, images_), 0.25, 300, 0.7,
-                          "YOLO" + version + " as shipped");
+    // Also with the file's own size given (what Model.predict(imgsz=320) passes): a data section
+    // of sizes alone still takes the class count from the file.
+    for (const std::string size : {"", " data.max_size=320"}) {
+      const auto r = run_command(testing::detforge_binary() + " predict --config " +
+                                 shipped_yolo(version) + " --weights " + dir + "/" + version +
+                                 "/last.pt --source " + dir + "/shapes --out " + out + size);
+      ASSERT_EQ(r.exit_code, 0) << r.output;
+      EXPECT_NE(r.output.find("model.num_classes: 3 (the classes " + dir + "/" + version +
+                              "/last.pt stores) in place of the config's 80"),
+                std::string::npos)
+          << r.output;
+      expect_same_both_ways(want, read_results(out, images_), 0.25, 300, 0.7,
+                            "YOLO" + version + " as shipped" + size);
+    }
     const auto categories = nlohmann::json::parse(
         testing::read_file((tmp_.path() / "default.categories.json").string()));
     ASSERT_EQ(categories.size(), names.size());
