@@ -19,7 +19,7 @@ from .results import Boxes, Results, TrainResult
 
 # The events a callback can follow (docs/events.md), and Ultralytics' names for the same moments.
 EVENTS = ("run_start", "epoch_start", "progress", "train", "data", "eval", "checkpoint",
-          "preemption", "run_end", "predictions", "export", "warning", "error")
+          "preemption", "run_end", "predictions", "export", "weights", "warning", "error")
 _ULTRALYTICS_EVENTS = {
     "on_train_start": "run_start", "on_train_epoch_start": "epoch_start",
     "on_train_batch_end": "progress", "on_fit_epoch_end": "eval", "on_model_save": "checkpoint",
@@ -303,6 +303,8 @@ def _resolve(model, config):
         if config is None and not beside.is_file():
             raise ConfigError(f"{path}: no config.yaml beside the checkpoint; give config=")
         return str(config or beside), str(path)
+    if not path.exists() and ("/" in str(model) or path.suffix):
+        raise ConfigError(f"{model}: no such file or folder")
     if path.exists():
         if config is None:
             config = path.stem if path.is_file() else path.name

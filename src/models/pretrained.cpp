@@ -11,7 +11,10 @@
 #include <set>
 #include <stdexcept>
 
+#include <nlohmann/json.hpp>
+
 #include "core/errors.h"
+#include "core/events.h"
 #include "core/logging.h"
 #include "weights/coco_classes.h"
 
@@ -258,6 +261,17 @@ PretrainedReport load_pretrained_weights(Detector& detector, const std::string& 
   for (const auto& name : out.load.missing) out.missing_values += sizes.at(name);
   logging::info(out.table(path));
   const double fraction = out.loaded_fraction();
+  const auto count = [](size_t tensors, int64_t values) {
+    return nlohmann::json{{"tensors", tensors}, {"values", values}};
+  };
+  events::emit("weights",
+               {{"path", path},
+                {"loaded_fraction", fraction},
+                {"loaded", count(out.load.loaded_names.size(), out.loaded_values)},
+                {"reinitialised", count(out.load.mismatched.size(), out.reinitialised_values)},
+                {"missing", count(out.load.missing.size(), out.missing_values)},
+                {"unused", count(out.load.unexpected.size(), out.load.unexpected_elements)},
+                {"train_size", out.train_size ? nlohmann::json(*out.train_size) : nullptr}});
   if (options.strict && fraction < kMinPretrainedFraction) {
     throw IoError(str(
         path, ": only ", std::lround(100 * fraction), "% of the model's parameters match it (",

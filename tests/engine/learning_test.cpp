@@ -10,8 +10,10 @@
 // against the same 2 epochs from scratch. AP50 0.47 (2026-11-25 VM) and 0.54 (2026-11-29) on
 // the two shapes (the full 20-epoch recipe on all three: 0.85); 3 epochs: 0.71 fine-tuned, 0.00
 // from scratch; 2 epochs: 0.67 and 0.00; about 110 + 25 + 25 s on 2 cores. On one thread, as
-// the suite runs it (2026-12-06, beside the RT-DETR run): 0.547, 0.681 and 0.00 in 204 s. Bars:
-// 0.35 (random weights score 0), and 0.5 reached by the fine-tuned run and not from scratch.
+// the suite runs it (2026-12-06, beside the RT-DETR run): 0.547, 0.681 and 0.00 in 204 s. All
+// three runs at 192 px since 2026-12-07, to keep CI short: 0.538, 0.510 (EMA 0.523) and 0.00 in
+// 140 s on one thread. Bars: 0.35 (random weights score 0), and 0.3 reached by the fine-tuned
+// run and not from scratch.
 // YOLO11n and YOLO26n: 8 epochs of their recipes at 160 px (synth_yolo11n.yaml and
 // synth_yolo26n.yaml: the YOLOv8n recipe with each generation's layers; YOLO26 with E2ELoss,
 // evaluated through its one-to-many head and NMS) on all three shapes: AP50 0.585 and 0.387 in
@@ -69,6 +71,9 @@ TEST(Learning, RTDetrQuickConfigReachesAP50OfFourTenthsInACiSizedRun) {
   EXPECT_GE(result.last_metrics.at("AP50"), 0.4);
 }
 
+// Reached by the fine-tuned run and not from scratch (see the note above).
+constexpr double kFineTunedBar = 0.3;
+
 TEST(Learning, YoloQuickConfigLearnsTwoShapesAndFineTunesToThreeFasterThanFromScratch) {
   const fs::path data = fs::path(DETFORGE_BINARY_DIR) / "test_tmp" / "learning_synth_yolo";
   data::SynthOptions synth;
@@ -76,10 +81,11 @@ TEST(Learning, YoloQuickConfigLearnsTwoShapesAndFineTunesToThreeFasterThanFromSc
   data::generate_synthetic(synth);
   testing::TempDir out;
   const auto run = [&](const std::string& name, int epochs, std::vector<std::string> overrides) {
-    overrides.insert(overrides.end(),
-                     {"data.root=" + data.string(), "output_dir=" + (out.path() / name).string(),
-                      "train.epochs=" + std::to_string(epochs),
-                      "eval.interval=" + std::to_string(epochs), "train.log_interval=100"});
+    overrides.insert(
+        overrides.end(),
+        {"data.root=" + data.string(), "output_dir=" + (out.path() / name).string(),
+         "train.epochs=" + std::to_string(epochs), "eval.interval=" + std::to_string(epochs),
+         "train.log_interval=100", "data.min_size=192", "data.max_size=192"});
     return train(Config::load(std::string(DETFORGE_SOURCE_DIR) + "/configs/yolo/synth_yolov8n.yaml",
                               overrides))
         .last_metrics.at("AP50");
@@ -91,8 +97,8 @@ TEST(Learning, YoloQuickConfigLearnsTwoShapesAndFineTunesToThreeFasterThanFromSc
   const double fine_tuned =
       run("fine_tuned", 2, {"model.weights=" + pretrained, "model.weights_class_map=by_name"});
   const double scratch = run("scratch", 2, {});
-  EXPECT_GE(fine_tuned, 0.5) << "from scratch: " << scratch;
-  EXPECT_LT(scratch, 0.5) << "fine-tuned: " << fine_tuned;
+  EXPECT_GE(fine_tuned, kFineTunedBar) << "from scratch: " << scratch;
+  EXPECT_LT(scratch, kFineTunedBar) << "fine-tuned: " << fine_tuned;
 }
 
 // YOLO26's one-to-one head after the same run (see the note above).

@@ -37,6 +37,9 @@ def streams(synth, tmp_path_factory):
     stream("train", "train", "-c", REPOSITORY / "configs/yolo/synth_yolov8n.yaml",
            f"data.root={synth}", f"output_dir={run}", "train.epochs=2", "data.max_size=128",
            *QUICK)
+    stream("fine_tune", "train", "-c", REPOSITORY / "configs/yolo/synth_yolov8n.yaml",
+           f"data.root={synth}", f"output_dir={tmp / 'fine_tune'}", "train.epochs=1",
+           "data.max_size=128", f"model.weights={run / 'last.ckpt'}", *QUICK)
     stream("predict", "predict", "--config", run / "config.yaml", "--weights", run / "last.ckpt",
            "--ann", synth / "annotations/instances_val.json", "--images", synth / "val", "--out",
            tmp / "dt.json", "--mode", "eval")
@@ -91,6 +94,14 @@ def test_a_training_run_tells_its_start_epochs_metrics_checkpoints_and_end(strea
     progress = [e for e in events if e["event"] == "progress"]
     assert progress and progress[-1]["step"] == start["total_steps"]
     assert any("DFL" in e["message"] for e in events if e["event"] == "warning")
+
+
+def test_weights_loaded_into_a_run_are_reported(streams):
+    (report,) = [e for e in streams["fine_tune"] if e["event"] == "weights"]
+    assert report["path"].endswith("last.ckpt") and report["loaded_fraction"] == 1.0
+    assert report["reinitialised"]["tensors"] == report["missing"]["tensors"] == 0
+    assert report["loaded"]["values"] > 3_000_000
+    assert not [e for e in streams["train"] if e["event"] == "weights"]
 
 
 def test_commands_tell_what_they_wrote_and_errors_their_category(streams, tmp_path_factory):

@@ -243,3 +243,35 @@ def test_ctrl_c_stops_the_run_cleanly_and_leaves_no_process(installed, synth, tm
     time.sleep(0.5)
     ps = subprocess.run(["pgrep", "-f", str(out)], capture_output=True, text=True).stdout
     assert ps.strip() == "", ps
+
+
+def test_an_ultralytics_file_fine_tunes_on_a_yolo_dataset_by_name(installed, synth, tmp_path):
+    """Model("yolov8n.pt").train(data="data.yaml"): the shipped config named as the file, the
+    class layers of Ultralytics' 80 classes re-initialised for the dataset's 3, reported as a
+    `weights` event; the trained Model then predicts with the dataset's class names."""
+    for split in ("train", "val"):
+        detforge("convert", "--from", "coco", "--to", "yolo", "--ann",
+                 synth / "annotations" / f"instances_{split}.json", "--images", synth / split,
+                 "--split", split, "--out", tmp_path / "yolo")
+    weights = tmp_path / "yolov8n.pt"
+    result = run_python(installed, f"""
+        import json, detforge
+        from ultralytics import YOLO
+        YOLO("yolov8n.yaml").save({str(weights)!r})
+        m = detforge.Model({str(weights)!r})
+        config = m.config
+        reports = []
+        m.add_callback("weights", reports.append)
+        r = m.train(data={str(tmp_path / "yolo" / "data.yaml")!r}, epochs=1, imgsz=128,
+                    batch=8, project={str(tmp_path)!r}, name="run", verbose=False,
+                    **{{"data.workers": 0}})
+        names = m.predict({str(synth / "val")!r}, conf=0.001)[0].names
+        print(json.dumps(dict(config=config, reports=reports, run=str(r.run_dir), names=names,
+                              weights=m.weights)))""")
+    assert result["config"].endswith("/yolo/yolov8n.yaml")
+    (report,) = result["reports"]
+    assert report["path"] == str(weights) and 0.8 < report["loaded_fraction"] < 1.0
+    assert report["reinitialised"]["tensors"] > 0
+    assert result["run"] == str(tmp_path / "run")
+    assert result["weights"].startswith(result["run"])
+    assert result["names"] == {"0": "circle", "1": "rectangle", "2": "triangle"}
