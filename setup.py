@@ -76,6 +76,8 @@ class BinaryDistribution(Distribution):
         return True
 
 
+# setuptools' own build folders, inside the CMake build folder (git ignores it).
+PIP_BUILD = ROOT / "build" / "pip"
+PIP_BUILD.mkdir(parents=True, exist_ok=True)
 setup(cmdclass={"build_py": BuildWithExecutables}, distclass=BinaryDistribution,
-      options={"build": {"build_base": str(ROOT / "build" / "pip")},
-               "egg_info": {"egg_base": str(ROOT / "build" / "pip")}})
+      options={"build": {"build_base": str(PIP_BUILD)}, "egg_info": {"egg_base": str(PIP_BUILD)}})

@@ -7,6 +7,7 @@ processes (docs/python.md)."""
 import difflib
 import glob as globlib
 import json
+import os
 import socket
 import tempfile
 from pathlib import Path
@@ -69,6 +70,21 @@ def _yaml(value):
     return str(value)
 
 
+def _device(device, nproc):
+    """(device, nproc, CUDA_VISIBLE_DEVICES or None) of Ultralytics' device forms: 0 -> cuda:0;
+    "2,3" or [2, 3] -> cuda on 2 processes, one GPU each, those two visible; detforge's ("cpu",
+    "cuda", "cuda:1") as they are."""
+    if isinstance(device, str) and "," in device:
+        device = [d.strip() for d in device.split(",") if d.strip()]
+    if isinstance(device, (list, tuple)):
+        if nproc not in (None, len(device)):
+            raise ConfigError(f"device={device!r} names {len(device)} GPUs but nproc={nproc}")
+        return "cuda", len(device), ",".join(str(d) for d in device)
+    if isinstance(device, int) or (isinstance(device, str) and device.isdigit()):
+        return f"cuda:{device}", nproc, None
+    return device, nproc, None
+
+
 def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -104,13 +120,13 @@ class Model:
         if self._current is not None:
             self._current.stop()
 
-    def _run(self, args, progress=None):
+    def _run(self, args, progress=None, env=None):
         def on_event(event):
             if progress is not None:
                 progress(event)
             for fn in self._callbacks.get(event["event"], ()):
                 fn(event)
-        run = _process.Run(args, on_event)
+        run = _process.Run(args, on_event, env={**os.environ, **(env or {})})
         self._current = run
         try:
             code = run.run(check=False)
@@ -124,19 +140,23 @@ class Model:
         """Trains; returns a TrainResult. `nproc` > 1 starts that many processes through
         `detforge launch` (Gloo on CPU, NCCL on GPUs); events and callbacks still come once."""
         config = self.config
+        env = {}
         if resume:
             if self._last_train is None:
                 raise ConfigError("resume=True: this Model has no run to continue (train it "
                                   "first, then resume the run it stopped)")
-            config, overrides, nproc = self._last_train
+            config, overrides, nproc, env = self._last_train
         else:
+            device, nproc, visible = _device(device, nproc)
+            if visible is not None:
+                env["CUDA_VISIBLE_DEVICES"] = visible
             kwargs.update(data=data, epochs=epochs, imgsz=imgsz, batch=batch, device=device)
             if project or name:
                 kwargs["output_dir"] = str(Path(project or "runs") / (name or "train"))
             overrides = _overrides(kwargs, _TRAIN_KEYS)
             if self.weights and not any(o.startswith("model.weights=") for o in overrides):
                 overrides.append(f"model.weights={self.weights}")
-        self._last_train = (config, overrides, nproc)
+        self._last_train = (config, overrides, nproc, env)
         args = ["train", "-c", config, *overrides]
         if resume:
             args += ["--resume", "auto"]
@@ -145,7 +165,7 @@ class Model:
                     "--", _process.binary(), *args]
         from ._progress import Progress
         with Progress(verbose) as progress:
-            run, code = self._run(args, progress)
+            run, code = self._run(args, progress, env)
         result = _train_result(run.events)
         if code == 8 or (code != 0 and run.stop_requested and result.last is not None):
             result.stopped = True
@@ -158,15 +178,19 @@ class Model:
         return result
 
     # --- val -------------------------------------------------------------------------------
-    def val(self, ann=None, images=None, batch=None, **kwargs):
-        """COCO metrics of the weights on a COCO instances file `ann` with its images (default:
-        the config's validation split): {"stats": {AP, ..., ARl}, "per_class": {...}}."""
-        if ann is None:
-            ann, images = self._val_split(kwargs)
+    def val(self, data=None, ann=None, images=None, batch=None, split="val", **kwargs):
+        """COCO metrics of the weights: {"stats": {AP, ..., ARl}, "per_class": {...}}, equal to
+        pycocotools. On `data` (a YOLO data.yaml or a VOC tree, its `split` read through
+        `detforge convert`), a COCO instances file `ann` with its `images`, or by default the
+        config's validation split."""
         with tempfile.TemporaryDirectory(prefix="detforge-val-") as tmp:
+            if data is not None:
+                ann, images = _as_coco(Path(data), split, Path(tmp) / "coco")
+            elif ann is None:
+                ann, images = self._val_split(kwargs)
             dt = str(Path(tmp) / "detections.json")
-            self._predict_files(["--ann", str(ann), "--images", str(images)], dt, batch, "eval",
-                                kwargs)
+            self._predict_files(["--ann", str(ann), "--images", str(images)], dt, batch or 1,
+                                "eval", kwargs)
             return evaluate(ann, dt)
 
     def _val_split(self, kwargs):
@@ -306,9 +330,14 @@ def _resolve(model, config):
     if not path.exists() and ("/" in str(model) or path.suffix):
         raise ConfigError(f"{model}: no such file or folder")
     if path.exists():
-        if config is None:
-            config = path.stem if path.is_file() else path.name
-        return _shipped(config) if not Path(str(config)).is_file() else str(config), str(path)
+        if config is not None:
+            return str(config) if Path(str(config)).is_file() else _shipped(config), str(path)
+        try:
+            return _shipped(path.stem if path.is_file() else path.name), str(path)
+        except ConfigError:
+            raise ConfigError(f"{path}: no shipped config is named as these weights; give "
+                              f"config= (a shipped config's name, e.g. 'rfdetr_nano', "
+                              f"'dfine_n', or a config file)") from None
     return _shipped(str(model)), None
 
 
@@ -335,6 +364,20 @@ def _bgr(a, i):
 def _is_video(source):
     """As detforge predict decides: a file that is not an image."""
     return Path(source).is_file() and Path(source).suffix.lower() not in _IMAGE_SUFFIXES
+
+
+def _as_coco(data, split, out):
+    """(instances file, image folder) of `split` of a YOLO data.yaml or a VOC tree (converted
+    into `out` with detforge convert, images hard-linked)."""
+    if data.suffix in (".yaml", ".yml"):
+        source = ["--from", "yolo", "--ann", data]
+    elif (data / "ImageSets" / "Main" / f"{split}.txt").is_file():
+        source = ["--from", "voc", "--ann", data / "ImageSets" / "Main" / f"{split}.txt"]
+    else:
+        raise ConfigError(f"val(data={data}): a YOLO data.yaml or a VOC tree with "
+                          f"ImageSets/Main/{split}.txt; for COCO give ann= and images=")
+    _process.run(["convert", *source, "--to", "coco", "--split", split, "--out", out])
+    return out / "annotations" / f"instances_{split}.json", out / "images" / split
 
 
 def _listed(inputs):

@@ -20,14 +20,26 @@ PredictionClasses prediction_classes(const std::optional<data::CategoryMap>& tra
     out = {*trained, str("the classes ", weights, " was trained on")};
     if (ann) {
       const auto given = data::CategoryMap::from_file(*ann);
+      const auto& names = given.names();
+      bool by_id = true;
+      std::vector<int64_t> by_name;
       for (int64_t k = 0; k < trained->num_classes(); ++k) {
         const auto label = given.label(trained->category_ids()[k]);
         // The same id with the same name: an id alone may mean another class in another file.
-        if (!label || given.names()[*label] != trained->names()[k]) {
-          throw ConfigError(str(ann->annotation_file, ": its categories (", given.describe(),
-                                ") do not hold the classes ", weights, " was trained on (",
-                                trained->describe(), ")"));
-        }
+        by_id = by_id && label && names[*label] == trained->names()[k];
+        const auto named = std::find(names.begin(), names.end(), trained->names()[k]);
+        if (named != names.end() && std::count(names.begin(), names.end(), *named) == 1)
+          by_name.push_back(given.category_ids()[named - names.begin()]);
+      }
+      if (!by_id && static_cast<int64_t>(by_name.size()) == trained->num_classes()) {
+        // A copy of the dataset that numbers the same classes its own way (a YOLO or VOC one).
+        out = {data::CategoryMap(by_name, trained->names()),
+               str("the classes ", weights, " was trained on, by name with the ids of ",
+                   ann->annotation_file)};
+      } else if (!by_id) {
+        throw ConfigError(str(ann->annotation_file, ": its categories (", given.describe(),
+                              ") do not hold the classes ", weights, " was trained on (",
+                              trained->describe(), "), by id and name or by name alone"));
       }
     }
   } else if (ann) {

@@ -62,8 +62,10 @@ struct PredictionClasses {
 
 /// What predict's category ids and names come from, first that applies:
 /// - `trained`, the classes of the checkpoint the weights come from. With an `ann` file, each of
-///   them must be a category of it with the same name (it may have more: a model trained on a
-///   subset); otherwise ConfigError naming both lists.
+///   them must be a category of it with the same id and name (it may have more: a model trained
+///   on a subset), or else have its name once there (a copy that numbers the classes its own
+///   way, as a YOLO or VOC one converted back): then the file's ids; otherwise ConfigError
+///   naming both lists.
 /// - `ann`'s categories, restricted to `subset` (data.category_ids) when it is not empty.
 /// - `file_names`, the class names the weight file stores (LoadedDetector::class_names), when
 ///   it stores num_classes of them: category id label + 1, named as the file names them.

@@ -390,8 +390,9 @@ TEST(Checkpoint, RoundTripRestoresEverything) {
   EXPECT_FALSE(read_checkpoint_pixels(path).has_value()) << "saved without pixels";
 }
 
-// predict's category ids: the checkpoint's classes (checked against an --ann file), else the
-// --ann file's categories restricted to data.category_ids, else label + 1.
+// predict's category ids: the checkpoint's classes (checked against an --ann file, by id and
+// name or by name), else the --ann file's categories restricted to data.category_ids, else
+// label + 1.
 TEST(PredictionClasses, CheckpointThenAnnSubsetThenLabelPlusOne) {
   const data::CategoryMap trained({3, 7}, {"rectangle", "triangle"});
   data::CocoFile ann;
@@ -407,7 +408,19 @@ TEST(PredictionClasses, CheckpointThenAnnSubsetThenLabelPlusOne) {
   renamed.categories[2].name = "star";
   EXPECT_THROW_WITH(prediction_classes(trained, &renamed, {}, 2, "best.ckpt"), ConfigError,
                     "val.json: its categories (1:circle, 3:rectangle, 7:star) do not hold the "
-                    "classes best.ckpt was trained on (3:rectangle, 7:triangle)");
+                    "classes best.ckpt was trained on (3:rectangle, 7:triangle), by id and name "
+                    "or by name alone");
+  // A copy that numbers the same classes its own way (a YOLO one converted back): by name.
+  data::CocoFile renumbered = ann;
+  renumbered.annotation_file = "copy.json";
+  renumbered.categories = {{1, "circle"}, {2, "rectangle"}, {3, "triangle"}};
+  c = prediction_classes(trained, &renumbered, {}, 2, "best.ckpt");
+  EXPECT_EQ(c.map.category_ids(), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(c.map.names(), (std::vector<std::string>{"rectangle", "triangle"}));
+  EXPECT_NE(c.source.find("by name with the ids of copy.json"), std::string::npos) << c.source;
+  // A name twice is no mapping.
+  renumbered.categories.push_back({4, "triangle"});
+  EXPECT_THROW(prediction_classes(trained, &renumbered, {}, 2, "best.ckpt"), ConfigError);
   // No classes in the weights: the file's, restricted to data.category_ids.
   c = prediction_classes(std::nullopt, &ann, {7, 1}, 2, "w.pth");
   EXPECT_EQ(c.map.category_ids(), (std::vector<int64_t>{7, 1}));

@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import subprocess
+import textwrap
 import time
 from pathlib import Path
 
@@ -35,6 +36,17 @@ def eval_records(run_dir):
 
 
 @pytest.fixture(scope="module")
+def yolo_data(synth, tmp_path_factory):
+    """The synthetic set as an Ultralytics dataset (detforge convert): its data.yaml."""
+    out = tmp_path_factory.mktemp("yolo")
+    for split in ("train", "val"):
+        detforge("convert", "--from", "coco", "--to", "yolo", "--ann",
+                 synth / "annotations" / f"instances_{split}.json", "--images", synth / split,
+                 "--split", split, "--out", out)
+    return out / "data.yaml"
+
+
+@pytest.fixture(scope="module")
 def cli_run(synth, tmp_path_factory):
     out = tmp_path_factory.mktemp("cli") / "run"
     detforge("train", "-c", CONFIG, *overrides(synth, out))
@@ -59,7 +71,7 @@ def test_installed_executables_find_every_library_in_the_venv_or_the_system(inst
 
 
 def test_train_equals_the_cli_and_val_equals_eval_and_pycocotools(installed, synth, cli_run,
-                                                                  tmp_path):
+                                                                  yolo_data, tmp_path):
     out = tmp_path / "py"
     result = run_python(installed, f"""
         import json, detforge
@@ -67,9 +79,14 @@ def test_train_equals_the_cli_and_val_equals_eval_and_pycocotools(installed, syn
         epochs = []
         m.add_callback("epoch_start", lambda e: epochs.append(e["epoch"]))
         r = m.train(verbose=False, **{kwargs(synth, out)!r})
-        val = detforge.Model(str(r.run_dir)).val(batch=4)
+        trained = detforge.Model(str(r.run_dir))
+        val = trained.val(batch=4)
+        val_yolo = trained.val(data={str(yolo_data)!r}, batch=4)
         print(json.dumps({{"epochs": epochs, "metrics": r.metrics, "last": str(r.last),
-                          "history": len(r.history), "val": val}}))""")
+                          "history": len(r.history), "val": val, "val_yolo": val_yolo}}))""")
+    # The same split read from the Ultralytics copy: the same numbers, its class names.
+    assert result["val_yolo"]["stats"] == pytest.approx(result["val"]["stats"], abs=1e-6)
+    assert result["val_yolo"]["per_class"] == pytest.approx(result["val"]["per_class"], abs=1e-6)
     assert result["epochs"] == [0, 1]
     assert eval_records(out) == eval_records(cli_run)
     assert result["metrics"]["AP"] == eval_records(cli_run)[-2]["AP"]
@@ -219,8 +236,8 @@ def test_errors_are_typed_exceptions_with_the_binarys_message(installed, synth, 
     assert "yolo11n" in result["model"]
 
 
-def test_ctrl_c_stops_the_run_cleanly_and_leaves_no_process(installed, synth, tmp_path):
-    out = tmp_path / "interrupted"
+def start_training_parent(installed, synth, out):
+    """A Python process training a long run; returns once its first step is done."""
     code = f"""
         import detforge, sys
         m = detforge.Model("synth_yolov8n")
@@ -231,28 +248,47 @@ def test_ctrl_c_stops_the_run_cleanly_and_leaves_no_process(installed, synth, tm
             print("interrupted", flush=True)
             sys.exit(0)
         """
-    import textwrap
     env = {k: v for k, v in os.environ.items() if k != "DETFORGE_BINARY"}
     parent = subprocess.Popen([str(installed), "-c", textwrap.dedent(code)], cwd="/", env=env,
                               stdout=subprocess.PIPE, text=True)
     assert parent.stdout.readline().startswith("step")
+    return parent
+
+
+def no_process_left(out, timeout=60):
+    deadline = time.monotonic() + timeout
+    while True:
+        ps = subprocess.run(["pgrep", "-f", str(out)], capture_output=True, text=True).stdout
+        if not ps.strip() or time.monotonic() > deadline:
+            return ps.strip() == ""
+        time.sleep(0.2)
+
+
+def test_ctrl_c_stops_the_run_cleanly_and_leaves_no_process(installed, synth, tmp_path):
+    out = tmp_path / "interrupted"
+    parent = start_training_parent(installed, synth, out)
     parent.send_signal(signal.SIGINT)
     assert parent.wait(timeout=120) == 0
     assert "interrupted" in parent.stdout.read()
     assert (out / "last.ckpt").is_file()
-    time.sleep(0.5)
-    ps = subprocess.run(["pgrep", "-f", str(out)], capture_output=True, text=True).stdout
-    assert ps.strip() == "", ps
+    assert no_process_left(out, timeout=5)
 
 
-def test_an_ultralytics_file_fine_tunes_on_a_yolo_dataset_by_name(installed, synth, tmp_path):
+def test_a_killed_parent_takes_its_training_with_it(installed, synth, tmp_path):
+    out = tmp_path / "orphan"
+    parent = start_training_parent(installed, synth, out)
+    parent.kill()
+    parent.wait()
+    # The child got SIGTERM (PR_SET_PDEATHSIG): it writes last.ckpt as on preemption and ends.
+    assert no_process_left(out)
+    assert (out / "last.ckpt").is_file()
+
+
+def test_an_ultralytics_file_fine_tunes_on_a_yolo_dataset_by_name(installed, synth, yolo_data,
+                                                                  tmp_path):
     """Model("yolov8n.pt").train(data="data.yaml"): the shipped config named as the file, the
     class layers of Ultralytics' 80 classes re-initialised for the dataset's 3, reported as a
     `weights` event; the trained Model then predicts with the dataset's class names."""
-    for split in ("train", "val"):
-        detforge("convert", "--from", "coco", "--to", "yolo", "--ann",
-                 synth / "annotations" / f"instances_{split}.json", "--images", synth / split,
-                 "--split", split, "--out", tmp_path / "yolo")
     weights = tmp_path / "yolov8n.pt"
     result = run_python(installed, f"""
         import json, detforge
@@ -262,7 +298,7 @@ def test_an_ultralytics_file_fine_tunes_on_a_yolo_dataset_by_name(installed, syn
         config = m.config
         reports = []
         m.add_callback("weights", reports.append)
-        r = m.train(data={str(tmp_path / "yolo" / "data.yaml")!r}, epochs=1, imgsz=128,
+        r = m.train(data={str(yolo_data)!r}, epochs=1, imgsz=128,
                     batch=8, project={str(tmp_path)!r}, name="run", verbose=False,
                     **{{"data.workers": 0}})
         names = m.predict({str(synth / "val")!r}, conf=0.001)[0].names
@@ -275,3 +311,13 @@ def test_an_ultralytics_file_fine_tunes_on_a_yolo_dataset_by_name(installed, syn
     assert result["run"] == str(tmp_path / "run")
     assert result["weights"].startswith(result["run"])
     assert result["names"] == {"0": "circle", "1": "rectangle", "2": "triangle"}
+
+
+def test_ultralytics_device_forms_become_detforge_devices_and_processes(installed):
+    result = run_python(installed, """
+        import json
+        from detforge.model import _device
+        print(json.dumps([_device(0, None), _device("2,3", None), _device([0, 1], None),
+                          _device("cpu", None), _device("cuda:1", None)]))""")
+    assert result == [["cuda:0", None, None], ["cuda", 2, "2,3"], ["cuda", 2, "0,1"],
+                      ["cpu", None, None], ["cuda:1", None, None]]
