@@ -228,7 +228,8 @@ std::vector<Detections> Predictor::predict_whole(const std::vector<ImageInput>& 
   std::vector<data::Sample> samples;
   const auto n = static_cast<int64_t>(images.size());
   for (int64_t k = 0; k < n; ++k) samples.push_back(pipeline_.run(read, n, k, /*epoch=*/0));
-  torch::NoGradGuard no_grad;
+  // Inference mode, as Ultralytics' predictor runs: no autograd bookkeeping on any tensor.
+  c10::InferenceMode inference;
   return predict_batch(*detector_, data::collate(samples, loader_.collate).to(device_));
 }
 
