@@ -1,7 +1,7 @@
 """Fixtures of the Python package's tests (pytest under ctest: tests/CMakeLists.txt).
 
 `binary` is the build's detforge ($DETFORGE_BINARY, set by ctest). `installed` is a fresh venv
-made here with the package installed by `pip install` from the repository; it reuses the project
+made here with the package's wheel (`pip wheel` of the repository) installed; it reuses the project
 venv's torch (linked into its site-packages, where the installed executables look for it) and
 its other packages (a .pth file); pip builds it in an isolated environment with the build
 requirements of pyproject.toml (from PyPI)."""
@@ -54,8 +54,15 @@ def installed(tmp_path_factory):
     (site / "project_venv.pth").write_text(str(project_site) + "\n")
     python = venv / "bin" / "python"
     env = {**os.environ, "DETFORGE_BUILD_DIR": str(Path(binary()).parent)}
-    subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                    "--no-deps", REPOSITORY], check=True, env=env, cwd=venv)
+    # `pip wheel .`, then the wheel installed: the path of a wheel built once and installed
+    # elsewhere, and the steps `pip install .` takes.
+    wheels = tmp_path_factory.mktemp("wheel")
+    pip = [python, "-m", "pip", "-q", "--disable-pip-version-check"]
+    subprocess.run([*pip, "wheel", "--no-deps", "-w", wheels, REPOSITORY], check=True, env=env,
+                   cwd=venv)
+    (wheel,) = wheels.glob("detforge-*.whl")
+    assert "linux_x86_64" in wheel.name, wheel.name
+    subprocess.run([*pip, "install", "--no-deps", wheel], check=True, cwd=venv)
     return python
 
 

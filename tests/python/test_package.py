@@ -125,6 +125,7 @@ def test_predict_gives_the_boxes_detforge_predict_writes(installed, synth, cli_r
                                conf=r.boxes.conf.tolist(), cls=r.boxes.cls.tolist(),
                                shape=list(r.orig_shape), names=r.names) for r in rs]
         drawn = by_path[0].plot()
+        exported = str(m.export(format="pth", out={str(tmp_path / "exported.pth")!r}))
         # One loaded predictor answers every call: one image per call gives the same boxes; a
         # bad image is a DataError naming it, and the same process answers the next call.
         (server,) = m._servers.values()
@@ -146,7 +147,10 @@ def test_predict_gives_the_boxes_detforge_predict_writes(installed, synth, cli_r
         m.close()
         print(json.dumps(dict(path=out(by_path), folder=out(by_folder), array=out(by_array),
                               drawn=list(drawn.shape), one_by_one=out(one_by_one),
-                              error=error, again=out([again]), same=same)))""")
+                              error=error, again=out([again]), same=same,
+                              exported=exported)))""")
+    assert result["exported"] == str(tmp_path / "exported.pth")
+    assert (tmp_path / "exported.pth").stat().st_size > 1_000_000
     assert result["same"] and "bad.jpg" in result["error"]
     assert result["one_by_one"] == result["path"] and result["again"] == result["path"][:1]
     written = json.loads(dt.read_text())
