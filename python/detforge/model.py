@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from . import _process
+from ._progress import Progress
 from .errors import ConfigError
 from .results import Boxes, Results, TrainResult
 
@@ -163,7 +164,6 @@ class Model:
         if nproc and nproc > 1:
             args = ["launch", "--nproc-per-node", str(nproc), "--master-port", str(_free_port()),
                     "--", _process.binary(), *args]
-        from ._progress import Progress
         with Progress(verbose) as progress:
             run, code = self._run(args, progress, env)
         result = _train_result(run.events)
