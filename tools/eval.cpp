@@ -74,12 +74,7 @@ void add_eval_command(CLI::App& app) {
     events::console() << eval::format_summary(metrics, acc.params);
     if (args->per_class) events::console() << "\n" << eval::format_per_category(metrics);
     if (events::enabled()) {
-      std::map<std::string, double> named;
-      for (size_t i = 0; i < metrics.stats.size(); ++i)
-        named[eval::stat_names().at(i)] = metrics.stats[i];
-      for (const auto& c : metrics.per_category)
-        named["AP/" + (c.name.empty() ? std::to_string(c.id) : c.name)] = c.ap;
-      auto event = events::metrics_fields(named);
+      auto event = events::metrics_fields(eval::metrics_map(metrics));
       event.update({{"gt", args->gt}, {"dt", args->dt}, {"detections", dets.size()}});
       events::emit("eval", event);
     }

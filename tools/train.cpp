@@ -1,5 +1,6 @@
 // detforge train: trains the detector a config describes.
 #include <filesystem>
+#include <ostream>
 
 #include "cli.h"
 #include "commands.h"
@@ -23,14 +24,13 @@ void print_made(const engine::TrainResult& result) {
                         "plots", "tensorboard"}) {
     if (fs::exists(dir / f)) made += str(made.empty() ? "" : ", ", f);
   }
-  events::console() << "made in " << dir.string() << ": " << made << "\n";
+  std::ostream& out = events::console();
+  out << "made in " << dir.string() << ": " << made << "\n";
   const auto weights = dir / (fs::exists(dir / "best.ckpt") ? "best.ckpt" : "last.ckpt");
   if (result.val_images.empty() || !fs::exists(weights)) return;
-  events::console() << "try: " << front_path() << " predict --config "
-                    << (dir / "config.yaml").string() << " --weights " << weights.string()
-                    << " --images " << result.val_images << " --out "
-                    << (dir / "predictions.json").string() << " --draw " << (dir / "drawn").string()
-                    << "\n";
+  out << "try: " << front_path() << " predict --config " << (dir / "config.yaml").string()
+      << " --weights " << weights.string() << " --images " << result.val_images << " --out "
+      << (dir / "predictions.json").string() << " --draw " << (dir / "drawn").string() << "\n";
 }
 
 }  // namespace
@@ -57,22 +57,19 @@ void add_train_command(CLI::App& app) {
                           result.output_dir, "/last.ckpt; continue with --resume auto"));
     }
     if (result.rank != 0) return;  // one summary per run, not one per rank
-    const auto print = [](const char* tag, const std::map<std::string, double>& m) {
+    std::ostream& out = events::console();
+    const auto print = [&](const char* tag, const std::map<std::string, double>& m) {
       if (m.empty()) return;
-      events::console() << tag << " AP " << m.at("AP") << " AP50 " << m.at("AP50") << " AP75 "
-                        << m.at("AP75") << "\n";
+      out << tag << " AP " << m.at("AP") << " AP50 " << m.at("AP50") << " AP75 " << m.at("AP75")
+          << "\n";
     };
-    events::console() << "trained " << result.epochs_done << " epoch(s), " << result.steps_done
-                      << " step(s)";
-    if (result.skipped_steps)
-      events::console() << ", " << result.skipped_steps << " skipped (non-finite)";
-    events::console() << "; run directory " << result.output_dir << "\n";
+    out << "trained " << result.epochs_done << " epoch(s), " << result.steps_done << " step(s)";
+    if (result.skipped_steps) out << ", " << result.skipped_steps << " skipped (non-finite)";
+    out << "; run directory " << result.output_dir << "\n";
     print("final (live weights):", result.last_metrics);
     print("final (EMA weights): ", result.last_ema_metrics);
-    if (!result.best_weights.empty()) {
-      events::console() << "best: " << result.best_metric << " (" << result.best_weights
-                        << " weights)\n";
-    }
+    if (!result.best_weights.empty())
+      out << "best: " << result.best_metric << " (" << result.best_weights << " weights)\n";
     print_made(result);
   });
 }

@@ -84,6 +84,8 @@ class Run:
         # ONNX export runs a Python exporter: this Python, which has torch.
         self.env.setdefault("DETFORGE_PYTHON", sys.executable)
         self.events = []
+        #: The command's stdout and stderr, once it ended.
+        self.output = ""
         self.process = None
         self._stop_requested = False
         self._lock = threading.Lock()
@@ -130,20 +132,23 @@ class Run:
                     except BaseException:
                         self._kill()
                         raise
-            output = log_path.read_text(errors="replace")
+            self.output = log_path.read_text(errors="replace")
         code = self.process.returncode
         if interrupted:
             raise KeyboardInterrupt
         if check and code != 0:
-            raise self.error(code, output)
+            raise self.error(code)
         return code
 
-    def error(self, code, output):
+    def error(self, code):
+        """The exception of exit code `code`: the error event's message, else the output's last
+        line; the command's output goes with it."""
         errors = [e for e in self.events if e["event"] == "error"]
         if errors:
-            return error_for(code, errors[-1]["message"], output)
-        lines = [l for l in output.splitlines() if l.strip()]
-        return error_for(code, lines[-1] if lines else "detforge ended without a message", output)
+            return error_for(code, errors[-1]["message"], self.output)
+        lines = [l for l in self.output.splitlines() if l.strip()]
+        message = lines[-1] if lines else "detforge ended without a message"
+        return error_for(code, message, self.output)
 
     def _dispatch(self, event):
         self.events.append(event)

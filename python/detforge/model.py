@@ -170,7 +170,7 @@ class Model:
         if code == 8 or (code != 0 and run.stop_requested and result.last is not None):
             result.stopped = True
         elif code != 0:
-            raise run.error(code, "")
+            raise run.error(code)
         # As Ultralytics' model after train(): predict, val and export use the trained weights.
         trained = result.best or result.last
         if trained is not None:
@@ -241,8 +241,7 @@ class Model:
             else:
                 images = [{"path": str(Path(files[i]).resolve())} for i in chunk]
             results.extend(server.request(images))
-        detections = [dict(d, image_id=i) for i, image in enumerate(results) for d in image]
-        return _results(detections, server.categories, files, arrays)
+        return _results(results, server.categories, files, arrays)
 
     def close(self):
         """Ends the predictor process a predict call started (it also ends with this Model)."""
@@ -271,7 +270,10 @@ class Model:
             detections = json.loads(Path(out).read_text())
             categories = json.loads(Path(out).with_suffix(".categories.json").read_text())
             written = next(e for e in run.events if e["event"] == "predictions")
-            return _results(detections, categories, [str(source)], None, written["frames"])
+            frames = [[] for _ in range(written["frames"])]
+            for d in detections:
+                frames[d["image_id"]].append(d)
+            return _results(frames, categories, [str(source)], None, video=True)
 
     def _predict_files(self, source_args, out, batch, mode, kwargs):
         if self.weights is None:
@@ -282,7 +284,7 @@ class Model:
                 *_overrides(kwargs, _PREDICT_KEYS)]
         run, code = self._run(args)
         if code != 0:
-            raise run.error(code, "")
+            raise run.error(code)
         return run
 
     # --- export ----------------------------------------------------------------------------
@@ -301,7 +303,7 @@ class Model:
         args += _overrides(kwargs, {})
         run, code = self._run(args)
         if code != 0:
-            raise run.error(code, "")
+            raise run.error(code)
         return Path(next(e["path"] for e in run.events if e["event"] == "export"))
 
 
@@ -390,14 +392,10 @@ def _listed(inputs):
     return sorted(f for f in files if Path(f).suffix.lower() in _IMAGE_SUFFIXES)
 
 
-def _results(detections, categories, files, arrays, frames=None):
-    """One Results per input (per frame of a video: `frames` of them), in input order."""
+def _results(per_image, categories, files, arrays, video=False):
+    """One Results per input (per frame of a video) from its results-file entries, in order."""
     index = {c["id"]: i for i, c in enumerate(categories)}
     names = {i: c["name"] for i, c in enumerate(categories)}
-    count = len(arrays) if arrays is not None else (frames if frames is not None else len(files))
-    per_image = [[] for _ in range(count)]
-    for d in detections:
-        per_image[d["image_id"]].append(d)
     results = []
     for i, dets in enumerate(per_image):
         xywh = np.array([d["bbox"] for d in dets], dtype=np.float32).reshape(-1, 4)
@@ -405,7 +403,7 @@ def _results(detections, categories, files, arrays, frames=None):
         boxes = Boxes(xyxy, [d["score"] for d in dets], [index[d["category_id"]] for d in dets])
         if arrays is not None:
             results.append(Results(None, arrays[i].shape[:2], boxes, names, arrays[i]))
-        elif frames is not None:
+        elif video:
             results.append(Results(files[0], None, boxes, names))
         else:
             from PIL import Image

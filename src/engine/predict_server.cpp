@@ -1,8 +1,8 @@
 #include "engine/predict_server.h"
 
+#include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <iterator>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -33,17 +33,19 @@ std::vector<ImageInput> request_images(const nlohmann::json& request) {
         throw DataError(
             str("predict --serve: ", file, ": size ", width, "x", height, " is not positive"));
       }
+      std::error_code unreadable;
+      const auto size = std::filesystem::file_size(file, unreadable);
       std::ifstream f(file, std::ios::binary);
-      if (!f) throw IoError(str("predict --serve: cannot read ", file));
-      const std::string bytes((std::istreambuf_iterator<char>(f)),
-                              std::istreambuf_iterator<char>());
-      const auto expected = static_cast<size_t>(width) * static_cast<size_t>(height) * 3;
-      if (bytes.size() != expected) {
-        throw DataError(str("predict --serve: ", file, " holds ", bytes.size(), " bytes where a ",
-                            width, "x", height, " BGR image has ", expected));
+      if (unreadable || !f) throw IoError(str("predict --serve: cannot read ", file));
+      const auto expected = static_cast<uintmax_t>(width) * static_cast<uintmax_t>(height) * 3;
+      if (size != expected) {
+        throw DataError(str("predict --serve: ", file, " holds ", size, " bytes where a ", width,
+                            "x", height, " BGR image has ", expected));
       }
+      // Read straight into the image (no second copy per request).
       in.image = cv::Mat(height, width, CV_8UC3);
-      std::copy(bytes.begin(), bytes.end(), in.image.data);
+      if (!f.read(reinterpret_cast<char*>(in.image.data), static_cast<std::streamsize>(size)))
+        throw IoError(str("predict --serve: cannot read ", file));
       in.file_name = file;
     } else {
       throw ConfigError(

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -140,6 +141,10 @@ struct Metrics {
   /// In ascending category id order (only with use_cats).
   std::vector<CategoryAp> per_category;
 };
+
+/// Flat metric names for logs and the trainer: AP, AP50, AP75, APs, APm, APl, AR1, AR10,
+/// AR100, ARs, ARm, ARl (pycocotools' stats in that order), and AP/<category name> per class.
+std::map<std::string, double> metrics_map(const Metrics& metrics);
 
 /// COCOeval.evaluate() + accumulate(). Detections and annotations outside params' images or
 /// categories are skipped (as pycocotools' getAnnIds filters them). Throws ConfigError for

@@ -154,14 +154,4 @@ Metrics CocoEvaluator::evaluate() const {
   return summarize(eval::evaluate(gt_, detections(), p), gt_);
 }
 
-std::map<std::string, double> metrics_map(const Metrics& metrics) {
-  const auto& names = stat_names();
-  std::map<std::string, double> out;
-  for (size_t i = 0; i < metrics.stats.size() && i < names.size(); ++i)
-    out[names[i]] = metrics.stats[i];
-  for (const auto& c : metrics.per_category)
-    out["AP/" + (c.name.empty() ? std::to_string(c.id) : c.name)] = c.ap;
-  return out;
-}
-
 }  // namespace detforge::eval

@@ -74,8 +74,4 @@ class CocoEvaluator {
 std::vector<Detection> to_results(const Detections& detections, int64_t image_id,
                                   const std::vector<int64_t>& label_to_category_id);
 
-/// Flat metric names for logs and the trainer: AP, AP50, AP75, APs, APm, APl, AR1, AR10,
-/// AR100, ARs, ARm, ARl (pycocotools' stats in that order), and AP/<category name> per class.
-std::map<std::string, double> metrics_map(const Metrics& metrics);
-
 }  // namespace detforge::eval
